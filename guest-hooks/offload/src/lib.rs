@@ -1,0 +1,81 @@
+//! The `offload` hook: when a tool's output is too large for the model's context window,
+//! write it whole to a file under the granted `/artifacts` mount and hand the model a
+//! reference instead — the file's path, its size, how to page it with `read_file`, and a
+//! preview (plus a structure summary when the output is JSON).
+//!
+//! Settings (from `wasi:config/store`; all optional):
+//!
+//! | key | meaning | default |
+//! |---|---|---|
+//! | `threshold` | offload outputs longer than this many characters | 10000 |
+//! | `preview_lines` | lines of the output shown in the reference | 20 |
+//! | `exclude_tools` | tools never offloaded: a JSON array or a comma-separated list | `read_file`, `write_file`, `edit_file` |
+//! | `dir` | where files go, as the model sees it | `/artifacts/tool-results` |
+//!
+//! Fail-open: when the file cannot be written, the original output passes through.
+
+mod reference;
+
+pub use reference::{Offloaded, Settings};
+
+wit_bindgen::generate!({
+    path: "../../wit/hooks@0.1.0",
+    world: "hook",
+    generate_all,
+});
+
+use exports::harness::hooks::tool_hook::{Guest, Proceed};
+use harness::hooks::types::{CallContext, ToolCall, ToolResult};
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+
+struct Offload;
+
+impl Guest for Offload {
+    fn before_execute(_ctx: CallContext, _call: ToolCall) -> Result<Proceed, String> {
+        Ok(Proceed {
+            values: None,
+            arguments: None,
+        })
+    }
+
+    fn after_execute(_ctx: CallContext, call: ToolCall, outcome: ToolResult) -> ToolResult {
+        let settings = Settings::from_lookup(|key| wasi::config::store::get(key).ok().flatten());
+        if !settings.applies_to(&call.name, &outcome.output) {
+            return outcome;
+        }
+        let offloaded = Offloaded::new(&settings, &call.name, &call.id, &outcome.output);
+        match write_exclusive(&offloaded.path, &outcome.output) {
+            Ok(()) => ToolResult {
+                output: offloaded.reference(&settings, &outcome.output),
+                is_error: outcome.is_error,
+                media_type: None,
+            },
+            Err(e) => {
+                eprintln!("offload: could not write {}: {e}", offloaded.path);
+                outcome
+            }
+        }
+    }
+}
+
+/// Creates the file (never overwriting one) and writes `contents`; removes a partial file.
+///
+/// Modes come from the host: it runs guests under a umask of 077, so the directory is
+/// created 0700 and the file 0600.
+fn write_exclusive(path: &str, contents: &str) -> std::io::Result<()> {
+    if let Some((dir, _)) = path.rsplit_once('/') {
+        fs::create_dir_all(dir)?;
+    }
+    let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let written = file
+        .write_all(contents.as_bytes())
+        .and_then(|()| file.flush());
+    if written.is_err() {
+        drop(file);
+        let _ = fs::remove_file(path);
+    }
+    written
+}
+
+export!(Offload);

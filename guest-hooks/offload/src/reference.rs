@@ -1,0 +1,275 @@
+//! The reference text that replaces an offloaded output. Pure functions, so the exact text
+//! is tested natively as well as through the host.
+
+use serde_json::Value;
+use std::fmt::Write;
+
+/// Outputs longer than this many characters are offloaded.
+pub const DEFAULT_THRESHOLD: usize = 10_000;
+/// Lines of the output shown in the reference.
+pub const DEFAULT_PREVIEW_LINES: usize = 20;
+/// Tools whose output is never offloaded: paging tools would offload their own pages.
+pub const DEFAULT_EXCLUDED: &[&str] = &["read_file", "write_file", "edit_file"];
+/// Where offloaded files go, as the model sees the path.
+pub const DEFAULT_DIR: &str = "/artifacts/tool-results";
+/// The page size suggested to the model; `read_file`'s own default.
+pub const PAGE_BYTES: usize = 4096;
+/// A preview line longer than this is cut, so one minified line cannot flood the context.
+pub const PREVIEW_LINE_CHARS: usize = 200;
+/// How deep the JSON structure summary descends.
+const SUMMARY_DEPTH: usize = 3;
+/// Keys listed for one object in the summary before the rest are counted.
+const SUMMARY_KEYS: usize = 40;
+/// Keys named inline for a nested object.
+const INLINE_KEYS: usize = 8;
+
+/// The hook's settings, from the operator's config.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub threshold: usize,
+    pub preview_lines: usize,
+    pub excluded: Vec<String>,
+    pub dir: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            threshold: DEFAULT_THRESHOLD,
+            preview_lines: DEFAULT_PREVIEW_LINES,
+            excluded: DEFAULT_EXCLUDED.iter().map(|s| s.to_string()).collect(),
+            dir: DEFAULT_DIR.to_string(),
+        }
+    }
+}
+
+impl Settings {
+    /// Reads settings through `get`; a missing or unparsable value keeps its default.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Settings {
+        let mut s = Settings::default();
+        if let Some(v) = get("threshold").and_then(|v| v.trim().parse().ok()) {
+            s.threshold = v;
+        }
+        if let Some(v) = get("preview_lines").and_then(|v| v.trim().parse().ok()) {
+            s.preview_lines = v;
+        }
+        if let Some(v) = get("exclude_tools") {
+            s.excluded = parse_list(&v);
+        }
+        if let Some(v) = get("dir") {
+            let v = v.trim().trim_end_matches('/');
+            if v.starts_with('/') && v.len() > 1 {
+                s.dir = v.to_string();
+            }
+        }
+        s
+    }
+
+    /// Whether this output of this tool is offloaded.
+    pub fn applies_to(&self, tool: &str, output: &str) -> bool {
+        !self.excluded.iter().any(|t| t == tool) && exceeds(output, self.threshold)
+    }
+}
+
+/// `output.chars().count() > limit`, without counting past the limit.
+fn exceeds(output: &str, limit: usize) -> bool {
+    output.len() > limit && output.chars().nth(limit).is_some()
+}
+
+/// A JSON array of strings, or a comma-separated list.
+fn parse_list(v: &str) -> Vec<String> {
+    match serde_json::from_str::<Vec<String>>(v) {
+        Ok(list) => list,
+        Err(_) => v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+    }
+}
+
+/// An output on its way to a file.
+pub struct Offloaded {
+    /// The path the model sees, e.g. `/artifacts/tool-results/bash/<id>.txt`.
+    pub path: String,
+    json: Option<Value>,
+}
+
+impl Offloaded {
+    pub fn new(settings: &Settings, tool: &str, call_id: &str, output: &str) -> Offloaded {
+        let json = serde_json::from_str::<Value>(output).ok();
+        let ext = if json.is_some() { "json" } else { "txt" };
+        let path = format!(
+            "{}/{}/{}.{ext}",
+            settings.dir,
+            file_name(tool),
+            file_name(call_id)
+        );
+        Offloaded { path, json }
+    }
+
+    /// The text the model sees instead of `output`.
+    pub fn reference(&self, settings: &Settings, output: &str) -> String {
+        let chars = output.chars().count();
+        let lines = count_lines(output);
+        let path = &self.path;
+        let mut r = String::new();
+        let _ = writeln!(
+            r,
+            "[Output offloaded: {chars} characters, more than the {} that fit in the context.]",
+            settings.threshold
+        );
+        let _ = writeln!(r, "Full output: {path}");
+        let _ = writeln!(r, "Size: {} bytes, {lines} lines", output.len());
+        let _ = writeln!(
+            r,
+            "To read it, call read_file with {{\"path\": \"{path}\", \"offset\": 0, \"limit\": {PAGE_BYTES}}}, \
+             then again with the offset each page reports, until the end."
+        );
+        if let Some(value) = &self.json {
+            let _ = write!(r, "\nStructure (JSON): ");
+            summarize_top(&mut r, value);
+        }
+        let shown = lines.min(settings.preview_lines);
+        if shown > 0 {
+            let _ = writeln!(r, "\nPreview (first {shown} of {lines} lines):");
+            for line in output.lines().take(shown) {
+                push_preview_line(&mut r, line);
+            }
+        }
+        r
+    }
+}
+
+/// Lines as an editor counts them: a final line without a newline counts.
+pub fn count_lines(s: &str) -> usize {
+    let newlines = s.bytes().filter(|&b| b == b'\n').count();
+    newlines + usize::from(!s.is_empty() && !s.ends_with('\n'))
+}
+
+/// A name safe as one path segment inside the guest's mount: the characters
+/// `[A-Za-z0-9._-]` are kept, others become `_`, and `.`/`..`/empty become `_`.
+pub fn file_name(s: &str) -> String {
+    let name: String = s
+        .chars()
+        .take(128)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() || name.chars().all(|c| c == '.') {
+        "_".to_string()
+    } else {
+        name
+    }
+}
+
+fn push_preview_line(r: &mut String, line: &str) {
+    let mut chars = line.char_indices();
+    match chars.nth(PREVIEW_LINE_CHARS) {
+        None => r.push_str(line),
+        Some((cut, _)) => {
+            let rest = line[cut..].chars().count();
+            let _ = write!(r, "{}…[+{rest} characters]", &line[..cut]);
+        }
+    }
+    r.push('\n');
+}
+
+fn summarize_top(r: &mut String, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            let _ = writeln!(r, "object with {} keys", map.len());
+            for (key, v) in map.iter().take(SUMMARY_KEYS) {
+                let _ = writeln!(r, "  {}: {}", Value::String(key.clone()), describe(v, 1));
+            }
+            if map.len() > SUMMARY_KEYS {
+                let _ = writeln!(r, "  … {} more keys", map.len() - SUMMARY_KEYS);
+            }
+        }
+        other => {
+            let _ = writeln!(r, "{}", describe(other, 0));
+        }
+    }
+}
+
+/// A one-line shape of `value`: types, array lengths and key names, `depth`-capped.
+pub fn describe(value: &Value, depth: usize) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "boolean".into(),
+        Value::Number(_) => "number".into(),
+        Value::String(s) => format!("string ({} characters)", s.chars().count()),
+        Value::Array(items) if items.is_empty() => "empty array".into(),
+        Value::Array(items) if depth >= SUMMARY_DEPTH => format!("array of {}", items.len()),
+        Value::Array(items) => format!(
+            "array of {} × {}",
+            items.len(),
+            describe(&items[0], depth + 1)
+        ),
+        Value::Object(map) if depth >= SUMMARY_DEPTH || map.is_empty() => {
+            format!("object with {} keys", map.len())
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&str> = map.keys().take(INLINE_KEYS).map(String::as_str).collect();
+            if map.len() > INLINE_KEYS {
+                keys.push("…");
+            }
+            format!("object with {} keys {{{}}}", map.len(), keys.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threshold_counts_characters_not_bytes() {
+        let s = Settings {
+            threshold: 3,
+            ..Settings::default()
+        };
+        assert!(!s.applies_to("bash", "ééé"));
+        assert!(s.applies_to("bash", "éééé"));
+        assert!(!s.applies_to("read_file", "éééé"));
+    }
+
+    #[test]
+    fn lines_count_a_final_partial_line() {
+        assert_eq!(count_lines(""), 0);
+        assert_eq!(count_lines("a"), 1);
+        assert_eq!(count_lines("a\n"), 1);
+        assert_eq!(count_lines("a\nb"), 2);
+    }
+
+    #[test]
+    fn file_names_cannot_traverse() {
+        assert_eq!(file_name(".."), "_");
+        assert_eq!(file_name("../../etc"), ".._.._etc");
+        assert_eq!(file_name("a/b"), "a_b");
+        assert_eq!(file_name(""), "_");
+    }
+
+    #[test]
+    fn settings_parse_lists_both_ways() {
+        let s = Settings::from_lookup(|k| (k == "exclude_tools").then(|| r#"["a","b"]"#.into()));
+        assert_eq!(s.excluded, ["a", "b"]);
+        let s = Settings::from_lookup(|k| (k == "exclude_tools").then(|| "a, b".into()));
+        assert_eq!(s.excluded, ["a", "b"]);
+    }
+
+    #[test]
+    fn json_summary_names_keys_and_lengths() {
+        let v: Value = serde_json::json!({"items": [{"id": 1, "name": "x"}], "total": 1});
+        assert_eq!(
+            describe(&v["items"], 1),
+            "array of 1 × object with 2 keys {id, name}"
+        );
+    }
+}

@@ -1,0 +1,296 @@
+//! The hook chain: hooks wrapped around a tool call like the layers of an onion.
+//!
+//! ```text
+//! call → before[0] → before[1] → … → tool → … → after[1] → after[0] → result
+//! ```
+//!
+//! - `before-execute` runs forward, `after-execute` in reverse; no hooks is the bare tool.
+//! - A hook may rewrite the call's arguments (a JSON object) and set context values; both
+//!   reach every inner layer and the tool, and the values reach every `after-execute`.
+//! - A refusal at layer *i* short-circuits: the tool and layers inside *i* do not run, the
+//!   result is an error carrying the hook's message, and layers `0..i` still get
+//!   `after-execute` with it (an audit hook sees refused calls).
+//! - A hook that fails — traps, passes its deadline or memory cap, returns too much or
+//!   something invalid — is handled by its [`FailurePolicy`], and logged.
+//! - A layer whose `tools` list does not match the tool is skipped without instantiating
+//!   anything.
+//! - Each call gets a fresh instance of each hook that applies; it serves both phases.
+
+use crate::bindings::hook::{Hook, HookPre};
+use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
+use crate::limits::{Limits, MAX_ARGUMENTS_BYTES};
+use crate::sandbox::{self, Failure, FailureKind, Grants, Settings, StoreState};
+use crate::session::Session;
+use crate::tools::Tool;
+use serde::Deserialize;
+use std::fmt;
+use std::path::PathBuf;
+use wasmtime::Store;
+use wildmatch::WildMatch;
+
+/// What happens when a hook fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailurePolicy {
+    /// Skip the layer: what it was given passes on unchanged.
+    #[default]
+    Open,
+    /// Refuse the call (in `before-execute`) or withhold the output (in `after-execute`).
+    Closed,
+}
+
+impl fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailurePolicy::Open => "open",
+            FailurePolicy::Closed => "closed",
+        })
+    }
+}
+
+/// Which tools a layer applies to: names, with `*` and `?` wildcards.
+#[derive(Debug, Clone)]
+pub struct ToolMatch {
+    patterns: Vec<WildMatch>,
+}
+
+impl ToolMatch {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> ToolMatch {
+        ToolMatch {
+            patterns: patterns
+                .iter()
+                .map(|p| WildMatch::new(p.as_ref()))
+                .collect(),
+        }
+    }
+
+    /// Every tool.
+    pub fn all() -> ToolMatch {
+        ToolMatch::new(&["*"])
+    }
+
+    pub fn matches(&self, tool: &str) -> bool {
+        self.patterns.iter().any(|p| p.matches(tool))
+    }
+}
+
+/// One hook of the chain, ready to instantiate.
+pub struct HookLayer {
+    pub name: String,
+    pub pre: HookPre<StoreState>,
+    pub grants: Grants,
+    pub settings: Settings,
+    pub limits: Limits,
+    pub on_failure: FailurePolicy,
+    pub tools: ToolMatch,
+}
+
+/// The operator's hooks, outermost first.
+pub struct HookChain {
+    layers: Vec<HookLayer>,
+    data_root: PathBuf,
+}
+
+/// A hook that has run `before-execute` and waits for `after-execute`.
+struct Entered<'a> {
+    layer: &'a HookLayer,
+    instance: HookInstance,
+    /// The call as this layer passed it inward.
+    call: ToolCall,
+}
+
+impl HookChain {
+    pub fn new(layers: Vec<HookLayer>, data_root: PathBuf) -> HookChain {
+        HookChain { layers, data_root }
+    }
+
+    pub fn layers(&self) -> &[HookLayer] {
+        &self.layers
+    }
+
+    /// Runs `call` through the chain around `tool`.
+    pub async fn run(
+        &self,
+        session: &Session,
+        mut ctx: CallContext,
+        mut call: ToolCall,
+        tool: &dyn Tool,
+    ) -> ToolResult {
+        let mut entered: Vec<Entered<'_>> = Vec::new();
+        let mut refusal = None;
+        for layer in self.layers.iter().filter(|l| l.tools.matches(&call.name)) {
+            let step = match self.start(layer, session).await {
+                Ok(mut instance) => instance
+                    .before(&layer.limits, &ctx, &call)
+                    .await
+                    .map(|outcome| (instance, outcome)),
+                Err(failure) => Err(failure),
+            };
+            match step {
+                Ok((instance, Ok(proceed))) => {
+                    if let Some(values) = proceed.values {
+                        ctx.values = values;
+                    }
+                    if let Some(arguments) = proceed.arguments {
+                        call.arguments = arguments;
+                    }
+                    entered.push(Entered {
+                        layer,
+                        instance,
+                        call: call.clone(),
+                    });
+                }
+                Ok((_, Err(message))) => {
+                    tracing::info!(hook = %layer.name, call_id = %call.id, "call refused");
+                    refusal = Some(ToolResult::error(message));
+                    break;
+                }
+                Err(failure) => {
+                    log_failure(layer, "before-execute", &call, &failure);
+                    if layer.on_failure == FailurePolicy::Closed {
+                        refusal = Some(ToolResult::error(format!(
+                            "call refused: hook '{}' failed in before-execute ({})",
+                            layer.name, failure.kind
+                        )));
+                        break;
+                    }
+                }
+            }
+        }
+
+        let mut result = match refusal {
+            Some(refused) => refused,
+            None => tool.execute(session, &ctx, &call).await,
+        };
+
+        for Entered {
+            layer,
+            mut instance,
+            call,
+        } in entered.into_iter().rev()
+        {
+            match instance.after(&layer.limits, &ctx, &call, &result).await {
+                Ok(replaced) => result = replaced,
+                Err(failure) => {
+                    log_failure(layer, "after-execute", &call, &failure);
+                    if layer.on_failure == FailurePolicy::Closed {
+                        result = ToolResult::error(format!(
+                            "output withheld: hook '{}' failed in after-execute ({})",
+                            layer.name, failure.kind
+                        ));
+                    }
+                }
+            }
+        }
+        result
+    }
+
+    async fn start(&self, layer: &HookLayer, session: &Session) -> Result<HookInstance, Failure> {
+        let mut store = sandbox::new_store(
+            layer.pre.engine(),
+            &self.data_root,
+            session.mounts(),
+            &layer.grants,
+            &layer.settings,
+            &layer.limits,
+        )
+        .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+        let hook = layer
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| Failure::from_call(&store, e))?;
+        Ok(HookInstance { store, hook })
+    }
+}
+
+fn log_failure(layer: &HookLayer, phase: &str, call: &ToolCall, failure: &Failure) {
+    tracing::warn!(
+        hook = %layer.name,
+        phase,
+        tool = %call.name,
+        call_id = %call.id,
+        kind = %failure.kind,
+        policy = %layer.on_failure,
+        detail = %failure.detail,
+        "hook failed"
+    );
+}
+
+/// One hook instance, serving both phases of one call.
+struct HookInstance {
+    store: Store<StoreState>,
+    hook: Hook,
+}
+
+impl HookInstance {
+    async fn before(
+        &mut self,
+        limits: &Limits,
+        ctx: &CallContext,
+        call: &ToolCall,
+    ) -> Result<Result<Proceed, String>, Failure> {
+        self.store.data_mut().arm(limits);
+        let outcome = self
+            .hook
+            .harness_hooks_tool_hook()
+            .call_before_execute(&mut self.store, ctx, call)
+            .await
+            .map_err(|e| Failure::from_call(&self.store, e))?;
+        match &outcome {
+            Ok(proceed) => {
+                let values: usize = proceed
+                    .values
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum();
+                Failure::check_output(values, limits)?;
+                if let Some(arguments) = &proceed.arguments {
+                    validate_arguments(arguments)
+                        .map_err(|why| Failure::new(FailureKind::InvalidOutput, why))?;
+                }
+            }
+            Err(message) => Failure::check_output(message.len(), limits)?,
+        }
+        Ok(outcome)
+    }
+
+    async fn after(
+        &mut self,
+        limits: &Limits,
+        ctx: &CallContext,
+        call: &ToolCall,
+        result: &ToolResult,
+    ) -> Result<ToolResult, Failure> {
+        self.store.data_mut().arm(limits);
+        let replaced = self
+            .hook
+            .harness_hooks_tool_hook()
+            .call_after_execute(&mut self.store, ctx, call, result)
+            .await
+            .map_err(|e| Failure::from_call(&self.store, e))?;
+        Failure::check_output(replaced.output.len(), limits)?;
+        Ok(replaced)
+    }
+}
+
+/// Checks that `arguments` is the text of one JSON object, within the size limit: the rule
+/// for the agent's arguments and for a hook's rewrite alike.
+///
+/// # Errors
+///
+/// A message saying what is wrong.
+pub fn validate_arguments(arguments: &str) -> Result<(), String> {
+    if arguments.len() > MAX_ARGUMENTS_BYTES {
+        return Err(format!(
+            "arguments are {} bytes, over the limit of {MAX_ARGUMENTS_BYTES}",
+            arguments.len()
+        ));
+    }
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(_) => Err("arguments must be a JSON object".into()),
+        Err(e) => Err(format!("arguments are not valid JSON: {e}")),
+    }
+}

@@ -1,0 +1,148 @@
+//! Untrusted names that reach host paths: session ids, tenant ids, tool names.
+//!
+//! Security rule: such a name is *validated* (non-empty, at most [`MAX_ID_BYTES`], no
+//! control characters, no `/`) and then *encoded* into one path segment by
+//! [`path_segment`], an injective encoding whose output uses only `[a-z0-9_-%]`. Two
+//! different names therefore never share a directory — not even on a case-insensitive
+//! file system — and no name can become `.`, `..` or contain a separator.
+
+use crate::limits::MAX_ID_BYTES;
+use std::fmt;
+use std::str::FromStr;
+
+/// Why a name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("{kind} is empty")]
+    Empty { kind: &'static str },
+    #[error("{kind} is longer than {MAX_ID_BYTES} bytes")]
+    TooLong { kind: &'static str },
+    #[error("{kind} {value:?} contains a character that is not allowed (control or '/')")]
+    BadCharacter { kind: &'static str, value: String },
+}
+
+fn validate(kind: &'static str, s: &str) -> Result<(), IdError> {
+    if s.is_empty() {
+        return Err(IdError::Empty { kind });
+    }
+    if s.len() > MAX_ID_BYTES {
+        return Err(IdError::TooLong { kind });
+    }
+    if s.chars().any(|c| c.is_control() || c == '/' || c == '\\') {
+        return Err(IdError::BadCharacter {
+            kind,
+            value: s.to_string(),
+        });
+    }
+    Ok(())
+}
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates `s`.
+            ///
+            /// # Errors
+            ///
+            /// [`IdError`] when `s` is empty, too long, or holds a control character or `/`.
+            pub fn new(s: impl Into<String>) -> Result<Self, IdError> {
+                let s = s.into();
+                validate($kind, &s)?;
+                Ok($name(s))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// This id as one host path segment (see [`path_segment`]).
+            pub fn path_segment(&self) -> String {
+                path_segment(&self.0)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                $name::new(s)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// An agent session. Made by the host as a UUID, or given by a caller and validated.
+    SessionId,
+    "session id"
+);
+id_type!(
+    /// A tenant: who owns sessions. `default` when the config declares none.
+    TenantId,
+    "tenant id"
+);
+
+impl SessionId {
+    /// A new random session id (a UUID v4).
+    pub fn generate() -> SessionId {
+        SessionId(uuid::Uuid::new_v4().to_string())
+    }
+}
+
+impl TenantId {
+    /// The tenant of sessions made without naming one.
+    pub fn default_tenant() -> TenantId {
+        TenantId("default".to_string())
+    }
+}
+
+/// Encodes `s` as one path segment: `[a-z0-9_-]` are kept, every other byte of its UTF-8
+/// becomes `%XX` (upper-case hex). Injective, and the result is never `.`, `..` or empty
+/// for a non-empty input.
+pub fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_cannot_traverse_or_collide() {
+        assert_eq!(path_segment(".."), "%2E%2E");
+        assert_eq!(path_segment("a/b"), "a%2Fb");
+        assert_ne!(path_segment("A"), path_segment("a"));
+        assert_ne!(path_segment("%41"), path_segment("A"));
+        assert_eq!(
+            path_segment("0b5c-uuid_like"),
+            "0b5c-uuid_like",
+            "common ids stay readable"
+        );
+    }
+
+    #[test]
+    fn validation() {
+        assert!(SessionId::new("").is_err());
+        assert!(SessionId::new("a/b").is_err());
+        assert!(SessionId::new("x".repeat(MAX_ID_BYTES + 1)).is_err());
+        assert!(SessionId::new("line\nbreak").is_err());
+        assert!(SessionId::new("..").is_ok(), "valid, and encoded safely");
+        assert_eq!(SessionId::new("..").unwrap().path_segment(), "%2E%2E");
+    }
+}

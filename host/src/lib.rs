@@ -1,0 +1,40 @@
+//! hookhost: a sandboxed runtime for hooks around AI agent tool calls.
+//!
+//! Hooks and tools are WebAssembly components of the WIT package `harness:hooks@0.1.0`
+//! (see `wit/`). A [`Runtime`] loads them from a [`Config`], and every
+//! [`Runtime::call`] runs the hook chain around the tool, like an onion: `before-execute`
+//! from the outermost hook in, the tool, then `after-execute` from the innermost hook out
+//! (see [`chain`]). Each component sees only the per-session directories it was granted
+//! (see [`sandbox`] and [`mounts`]), under the [`limits`].
+//!
+//! # Examples
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use hookhost::{Config, Runtime, SessionId, TenantId};
+//!
+//! let runtime = Runtime::new(&Config::builtin(), "/tmp/hookhost-data".as_ref()).await?;
+//! let session = runtime.session(TenantId::default_tenant(), SessionId::generate())?;
+//! let result = runtime.call(&session, "bash", r#"{"command": "seq 1 5000"}"#).await?;
+//! assert!(result.output.contains("/artifacts/tool-results/bash/"));
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod bindings;
+pub mod chain;
+pub mod component;
+pub mod config;
+pub mod ids;
+pub mod limits;
+pub mod mounts;
+pub mod runtime;
+pub mod sandbox;
+pub mod session;
+pub mod tools;
+
+pub use bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+pub use config::Config;
+pub use ids::{SessionId, TenantId};
+pub use runtime::{CallError, Runtime, StartError};
+pub use session::Session;

@@ -1,0 +1,336 @@
+//! The virtual mounts the model and the components see, and where they live on the host.
+//!
+//! The model only ever sees virtual paths (`/workspace`, `/artifacts`...). Each mount maps
+//! to a host directory template in which `{data}`, `{tenant}`, `{session}` and `{workdir}`
+//! are substituted per session — ids always through [`crate::ids::path_segment`], so an id
+//! cannot traverse or collide. A mount's [`Scope`] says whether it goes with the session.
+//!
+//! Security rules enforced here, when the table is built:
+//! - a virtual path is `/` and one name of `[a-z0-9_-]`;
+//! - a template is absolute after substitution and has no `.`/`..` segment;
+//! - a `session` mount's template names both `{tenant}` and `{session}`, a `tenant` mount's
+//!   names `{tenant}`: so deleting one session's directories can never reach another's;
+//! - no mount's directory lies inside another's, so a guest granted one mount cannot plant
+//!   a symlink where the host will later create another.
+
+use crate::ids::{SessionId, TenantId};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Component, Path, PathBuf};
+
+/// How long a mount's directory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Deleted with the session.
+    #[default]
+    Session,
+    /// Kept across the tenant's sessions.
+    Tenant,
+    /// Kept; never touched by session deletion.
+    Persistent,
+}
+
+/// One mount as the operator declares it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountSpec {
+    /// The host directory template, e.g. `{data}/tenants/{tenant}/sessions/{session}/artifacts`.
+    pub host: String,
+    /// Whether the directory goes with the session.
+    #[serde(default)]
+    pub scope: Scope,
+}
+
+/// Why a mount table was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("mount {0:?}: a virtual path is '/' followed by one name of a-z, 0-9, '_' or '-'")]
+    BadVirtualPath(String),
+    #[error("mount {path:?}: {why}")]
+    BadTemplate { path: String, why: String },
+    #[error("mounts {inner:?} and {outer:?}: one directory lies inside the other")]
+    Nested { inner: String, outer: String },
+    #[error("mount {0:?} uses {{workdir}} but the session has no working directory")]
+    NoWorkdir(String),
+    #[error("could not create the directory of mount {path:?}: {source}")]
+    Create { path: String, source: io::Error },
+    #[error("the directory of mount {path:?} ({host}) goes through a symlink; refusing it")]
+    Symlink { path: String, host: PathBuf },
+}
+
+/// The operator's mounts, validated.
+#[derive(Debug, Clone)]
+pub struct MountTable {
+    mounts: BTreeMap<String, MountSpec>,
+}
+
+/// What a template is filled with for one session.
+pub struct SessionVars<'a> {
+    pub data: &'a Path,
+    pub tenant: &'a TenantId,
+    pub session: &'a SessionId,
+    pub workdir: Option<&'a Path>,
+}
+
+/// A mount of one session: its virtual path and its host directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedMount {
+    pub virtual_path: String,
+    pub host: PathBuf,
+    pub scope: Scope,
+}
+
+impl MountTable {
+    /// The built-in mounts: a session's `/workspace`, `/artifacts` and `/session` (its
+    /// private state), all deleted with the session.
+    pub fn builtin() -> MountTable {
+        let session = |dir: &str| MountSpec {
+            host: format!("{{data}}/tenants/{{tenant}}/sessions/{{session}}/{dir}"),
+            scope: Scope::Session,
+        };
+        MountTable::new(BTreeMap::from([
+            ("/workspace".to_string(), session("workspace")),
+            ("/artifacts".to_string(), session("artifacts")),
+            ("/session".to_string(), session("state")),
+        ]))
+        .expect("built-in mounts are valid")
+    }
+
+    /// Validates `mounts` (see the module's security rules).
+    ///
+    /// # Errors
+    ///
+    /// A [`MountError`] naming the first mount that breaks a rule.
+    pub fn new(mounts: BTreeMap<String, MountSpec>) -> Result<MountTable, MountError> {
+        for (path, spec) in &mounts {
+            validate_virtual_path(path)?;
+            validate_template(path, spec)?;
+        }
+        // Nesting is checked on templates with placeholders as opaque names; two templates
+        // nest when one's segments are a prefix of the other's.
+        let segments: Vec<(&String, Vec<&str>)> = mounts
+            .iter()
+            .map(|(p, s)| (p, s.host.split('/').filter(|s| !s.is_empty()).collect()))
+            .collect();
+        for (i, (a, sa)) in segments.iter().enumerate() {
+            for (b, sb) in &segments[i + 1..] {
+                let (short, long, inner, outer) = if sa.len() <= sb.len() {
+                    (sa, sb, b, a)
+                } else {
+                    (sb, sa, a, b)
+                };
+                if long.starts_with(short) {
+                    return Err(MountError::Nested {
+                        inner: inner.to_string(),
+                        outer: outer.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(MountTable { mounts })
+    }
+
+    pub fn get(&self, virtual_path: &str) -> Option<&MountSpec> {
+        self.mounts.get(virtual_path)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &MountSpec)> {
+        self.mounts.iter().map(|(p, s)| (p.as_str(), s))
+    }
+
+    /// The mounts of one session, templates filled in.
+    ///
+    /// # Errors
+    ///
+    /// [`MountError::NoWorkdir`] when a template names `{workdir}` and the session has none.
+    pub fn resolve(&self, vars: &SessionVars<'_>) -> Result<Vec<ResolvedMount>, MountError> {
+        self.mounts
+            .iter()
+            .map(|(path, spec)| {
+                Ok(ResolvedMount {
+                    virtual_path: path.clone(),
+                    host: fill(path, &spec.host, vars)?,
+                    scope: spec.scope,
+                })
+            })
+            .collect()
+    }
+}
+
+fn validate_virtual_path(path: &str) -> Result<(), MountError> {
+    let name = path.strip_prefix('/').unwrap_or("");
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(MountError::BadVirtualPath(path.to_string()))
+    }
+}
+
+fn validate_template(path: &str, spec: &MountSpec) -> Result<(), MountError> {
+    let bad = |why: &str| MountError::BadTemplate {
+        path: path.to_string(),
+        why: why.to_string(),
+    };
+    let t = &spec.host;
+    if !(t.starts_with('/') || t.starts_with("{data}") || t.starts_with("{workdir}")) {
+        return Err(bad(
+            "the host directory must start with '/', '{data}' or '{workdir}'",
+        ));
+    }
+    let rest = t
+        .replace("{data}", "")
+        .replace("{tenant}", "")
+        .replace("{session}", "")
+        .replace("{workdir}", "");
+    if rest.contains(['{', '}']) {
+        return Err(bad(
+            "unknown placeholder; the known ones are {data}, {tenant}, {session}, {workdir}",
+        ));
+    }
+    if t.split('/').any(|s| s == "." || s == "..") {
+        return Err(bad("'.' and '..' are not allowed in a host directory"));
+    }
+    let names = |p: &str| t.contains(p);
+    match spec.scope {
+        Scope::Session if !(names("{tenant}") && names("{session}")) => Err(bad(
+            "a session-scoped directory must name {tenant} and {session}, so that deleting a session touches only its own files",
+        )),
+        Scope::Tenant if !names("{tenant}") => Err(bad(
+            "a tenant-scoped directory must name {tenant}, so that tenants never share it",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn fill(path: &str, template: &str, vars: &SessionVars<'_>) -> Result<PathBuf, MountError> {
+    let mut s = template.replace("{tenant}", &vars.tenant.path_segment());
+    s = s.replace("{session}", &vars.session.path_segment());
+    s = s.replace("{data}", &vars.data.to_string_lossy());
+    if s.contains("{workdir}") {
+        let workdir = vars
+            .workdir
+            .ok_or_else(|| MountError::NoWorkdir(path.to_string()))?;
+        s = s.replace("{workdir}", &workdir.to_string_lossy());
+    }
+    Ok(PathBuf::from(s))
+}
+
+/// Creates `mount`'s directory (0700) if it is missing, and checks that neither it nor any
+/// directory between `root` and it is a symlink, so a planted link cannot redirect a grant.
+/// Directories outside `root` (the data directory) are the operator's and are trusted.
+///
+/// # Errors
+///
+/// [`MountError::Create`] when a directory cannot be made, [`MountError::Symlink`] when the
+/// path goes through a symlink.
+pub fn ensure_dir(root: &Path, mount: &ResolvedMount) -> Result<(), MountError> {
+    let err = |source| MountError::Create {
+        path: mount.virtual_path.clone(),
+        source,
+    };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&mount.host)
+        .map_err(err)?;
+    let Ok(below_root) = mount.host.strip_prefix(root) else {
+        return Ok(());
+    };
+    let mut dir = root.to_path_buf();
+    for part in below_root.components() {
+        let Component::Normal(name) = part else {
+            continue;
+        };
+        dir.push(name);
+        let meta = fs::symlink_metadata(&dir).map_err(err)?;
+        if meta.file_type().is_symlink() || !meta.is_dir() {
+            return Err(MountError::Symlink {
+                path: mount.virtual_path.clone(),
+                host: mount.host.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(host: &str, scope: Scope) -> MountSpec {
+        MountSpec {
+            host: host.into(),
+            scope,
+        }
+    }
+
+    fn table(entries: &[(&str, &str, Scope)]) -> Result<MountTable, MountError> {
+        MountTable::new(
+            entries
+                .iter()
+                .map(|(p, h, s)| (p.to_string(), spec(h, *s)))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn session_scope_must_name_tenant_and_session() {
+        let e = table(&[("/w", "{data}/{session}", Scope::Session)]).unwrap_err();
+        assert!(
+            e.to_string().contains("must name {tenant} and {session}"),
+            "{e}"
+        );
+        assert!(table(&[("/w", "{data}/{tenant}/x", Scope::Tenant)]).is_ok());
+        assert!(table(&[("/w", "{data}/shared", Scope::Tenant)]).is_err());
+    }
+
+    #[test]
+    fn bad_paths_and_templates_are_refused() {
+        assert!(table(&[("/a/b", "{data}/{tenant}", Scope::Tenant)]).is_err());
+        assert!(table(&[("/", "{data}/{tenant}", Scope::Tenant)]).is_err());
+        assert!(table(&[("/a", "{data}/../{tenant}", Scope::Tenant)]).is_err());
+        assert!(table(&[("/a", "rel/{tenant}", Scope::Tenant)]).is_err());
+        assert!(table(&[("/a", "{data}/{tenant}/{nope}", Scope::Tenant)]).is_err());
+    }
+
+    #[test]
+    fn nested_mounts_are_refused() {
+        let e = table(&[
+            ("/a", "{data}/{tenant}", Scope::Tenant),
+            ("/b", "{data}/{tenant}/b", Scope::Tenant),
+        ])
+        .unwrap_err();
+        assert!(matches!(e, MountError::Nested { .. }), "{e}");
+    }
+
+    #[test]
+    fn ids_are_encoded_into_paths() {
+        let t = MountTable::builtin();
+        let tenant = TenantId::new("T").unwrap();
+        let session = SessionId::new("..").unwrap();
+        let resolved = t
+            .resolve(&SessionVars {
+                data: Path::new("/d"),
+                tenant: &tenant,
+                session: &session,
+                workdir: None,
+            })
+            .unwrap();
+        let ws = resolved
+            .iter()
+            .find(|m| m.virtual_path == "/workspace")
+            .unwrap();
+        assert_eq!(
+            ws.host,
+            PathBuf::from("/d/tenants/%54/sessions/%2E%2E/workspace")
+        );
+    }
+}

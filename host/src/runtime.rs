@@ -1,0 +1,253 @@
+//! The runtime: a config turned into loaded components, tools and a hook chain, and the
+//! entry point for tool calls.
+
+use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::chain::{self, HookChain, HookLayer, ToolMatch};
+use crate::component::{ComponentLoader, ComponentRef, LoadError};
+use crate::config::{self, Config};
+use crate::ids::{SessionId, TenantId};
+use crate::limits::Limits;
+use crate::mounts::{MountError, MountTable, SessionVars};
+use crate::sandbox::Failure;
+use crate::session::Session;
+use crate::tools::bash::BashTool;
+use crate::tools::guest::GuestTool;
+use crate::tools::{Tool, ToolRegistry};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::Instrument;
+
+/// Why a runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("mounts: {0}")]
+    Mounts(#[from] MountError),
+    #[error("cannot make the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("{owner}: {source}")]
+    Load { owner: String, source: LoadError },
+    #[error("tools.{tool}: `describe` failed: {source}")]
+    Describe { tool: String, source: Failure },
+    #[error("tools.{tool}: the name is taken by another tool")]
+    DuplicateTool { tool: String },
+}
+
+/// Why a call was not made. (A call that was made and failed is a [`ToolResult`] with
+/// `is_error`.)
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown tool {name:?} (tools: {known})")]
+    UnknownTool { name: String, known: String },
+    #[error("tool {tool:?}: {why}")]
+    BadArguments { tool: String, why: String },
+}
+
+/// A configured hookhost: components loaded, tools registered, chain built.
+pub struct Runtime {
+    // Declared first so it drops first: the chain and tools hold instance-pres of its engine.
+    chain: HookChain,
+    tools: ToolRegistry,
+    mounts: MountTable,
+    data_root: PathBuf,
+    _loader: ComponentLoader,
+}
+
+impl Runtime {
+    /// Loads every component of `config` and builds the chain, with `data_root` as
+    /// `{data}`.
+    ///
+    /// Security: sets the process umask to 077, so that every file and directory a guest
+    /// creates is private to the host's user (0600 / 0700): WASI has no way for a guest to
+    /// choose modes, so the umask decides them.
+    ///
+    /// # Errors
+    ///
+    /// A [`StartError`] naming the part of the config that failed.
+    pub async fn new(config: &Config, data_root: &Path) -> Result<Runtime, StartError> {
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_root)
+            .map_err(|source| StartError::DataDir {
+                path: data_root.to_path_buf(),
+                source,
+            })?;
+        let data_root = data_root
+            .canonicalize()
+            .map_err(|source| StartError::DataDir {
+                path: data_root.to_path_buf(),
+                source,
+            })?;
+        let mounts = MountTable::new(config.mounts())?;
+        let loader = ComponentLoader::new().map_err(|e| StartError::Engine(format!("{e:#}")))?;
+
+        let mut tools = ToolRegistry::default();
+        for (name, spec) in &config.tools {
+            let owner = format!("tools.{name}");
+            let pre = loader
+                .tool(&ComponentRef::parse(&spec.component))
+                .map_err(|source| StartError::Load { owner, source })?;
+            let tool = GuestTool::new(
+                pre,
+                name,
+                data_root.clone(),
+                spec.grants.clone(),
+                config::settings_to_strings(&spec.settings),
+                spec.limits,
+            )
+            .await
+            .map_err(|source| StartError::Describe {
+                tool: name.clone(),
+                source,
+            })?;
+            if !tools.insert(Arc::new(tool)) {
+                return Err(StartError::DuplicateTool { tool: name.clone() });
+            }
+        }
+        if config.bash.enabled {
+            let bash = BashTool::new(
+                data_root.clone(),
+                config
+                    .bash
+                    .mount
+                    .clone()
+                    .unwrap_or_else(|| "/workspace".into()),
+                config.bash.timeout_secs.map(Duration::from_secs),
+                Limits::default().max_output_bytes,
+            );
+            if !tools.insert(Arc::new(bash)) {
+                return Err(StartError::DuplicateTool {
+                    tool: "bash".into(),
+                });
+            }
+        }
+
+        let mut layers = Vec::with_capacity(config.hooks.len());
+        for (i, spec) in config.hooks.iter().enumerate() {
+            let pre = loader
+                .hook(&ComponentRef::parse(&spec.component))
+                .map_err(|source| StartError::Load {
+                    owner: format!("hooks[{i}] ({:?})", spec.name),
+                    source,
+                })?;
+            layers.push(HookLayer {
+                name: spec.name.clone(),
+                pre,
+                grants: spec.grants.clone(),
+                settings: config::settings_to_strings(&spec.settings),
+                limits: spec.limits,
+                on_failure: spec.on_failure,
+                tools: spec
+                    .tools
+                    .as_deref()
+                    .map(ToolMatch::new)
+                    .unwrap_or_else(ToolMatch::all),
+            });
+        }
+
+        Ok(Runtime {
+            chain: HookChain::new(layers, data_root.clone()),
+            tools,
+            mounts,
+            data_root,
+            _loader: loader,
+        })
+    }
+
+    /// Adds a tool of the embedder's (a host-native tool) beside the configured ones.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::DuplicateTool`] when a tool of that name exists.
+    pub fn register_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), StartError> {
+        let name = tool.descriptor().name.clone();
+        if self.tools.insert(tool) {
+            Ok(())
+        } else {
+            Err(StartError::DuplicateTool { tool: name })
+        }
+    }
+
+    /// The data directory, `{data}` in mount templates.
+    pub fn data_root(&self) -> &Path {
+        &self.data_root
+    }
+
+    /// The tools agents can call.
+    pub fn tools(&self) -> impl Iterator<Item = &ToolDescriptor> {
+        self.tools.descriptors()
+    }
+
+    /// The hook chain.
+    pub fn chain(&self) -> &HookChain {
+        &self.chain
+    }
+
+    /// The session `id` of `tenant`, its mounts resolved. Directories are made when a
+    /// component first uses them.
+    ///
+    /// # Errors
+    ///
+    /// [`MountError`] when a mount cannot be resolved for this session.
+    pub fn session(&self, tenant: TenantId, id: SessionId) -> Result<Session, MountError> {
+        let mounts = self.mounts.resolve(&SessionVars {
+            data: &self.data_root,
+            tenant: &tenant,
+            session: &id,
+            workdir: None,
+        })?;
+        Ok(Session { id, tenant, mounts })
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object's text) in `session`, through the chain.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError`] when the tool is unknown or the arguments are not a JSON object. A
+    /// call that ran and failed is an `Ok` result with `is_error` set.
+    pub async fn call(
+        &self,
+        session: &Session,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<ToolResult, CallError> {
+        let target = self.tools.get(tool).ok_or_else(|| CallError::UnknownTool {
+            name: tool.to_string(),
+            known: self
+                .tools
+                .descriptors()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+        chain::validate_arguments(arguments).map_err(|why| CallError::BadArguments {
+            tool: tool.to_string(),
+            why,
+        })?;
+        let ctx = CallContext {
+            session_id: session.id.to_string(),
+            tenant_id: session.tenant.to_string(),
+            values: Vec::new(),
+        };
+        let call = ToolCall {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: tool.to_string(),
+            arguments: arguments.to_string(),
+        };
+        let span = tracing::info_span!("call", tool, call_id = %call.id, session = %session.id);
+        let result = self
+            .chain
+            .run(session, ctx, call, target.as_ref() as &dyn Tool)
+            .instrument(span)
+            .await;
+        Ok(result)
+    }
+}

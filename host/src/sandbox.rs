@@ -1,0 +1,263 @@
+//! What a component may touch, and how a call into it is bounded.
+//!
+//! Every call into a component gets a new [`Store`] whose WASI context holds:
+//! - only the mounts the operator granted to that component, for that session, each
+//!   preopened under its virtual path, read-only or read-write;
+//! - no environment variables, no arguments, no stdin, no network (TCP, UDP and name
+//!   lookups are all denied); stdout is discarded and stderr is kept (bounded) for the log;
+//! - the operator's settings for the component, readable through `wasi:config/store`.
+//!
+//! and runs under [`Limits`]: a memory cap enforced by a [`ResourceLimiter`], a wall-clock
+//! deadline enforced through epoch interruption (the guest yields to the executor at every
+//! tick, so a busy guest does not hold a worker thread), and a cap on returned output.
+
+use crate::limits::{GUEST_STDERR_BYTES, Limits, MAX_TABLE_ELEMENTS};
+use crate::mounts::{self, MountError, ResolvedMount};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Instant;
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
+
+/// How a component may use a granted mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub enum Access {
+    /// Read files and list directories.
+    #[serde(rename = "ro", alias = "read-only")]
+    ReadOnly,
+    /// Also create, write, rename and delete.
+    #[serde(rename = "rw", alias = "read-write")]
+    ReadWrite,
+}
+
+/// The mounts granted to one component: virtual path → access.
+pub type Grants = BTreeMap<String, Access>;
+
+/// The operator's settings for one component, handed over through `wasi:config/store`.
+pub type Settings = BTreeMap<String, String>;
+
+/// The data of one component call's store.
+pub struct StoreState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    config: WasiConfigVariables,
+    limiter: MemoryLimiter,
+    stderr: MemoryOutputPipe,
+    deadline: Instant,
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The imports every component may use: WASI preview 2 and `wasi:config/store`. Anything
+/// else a component imports makes it fail to load, naming the import.
+///
+/// # Errors
+///
+/// Only if wasmtime refuses the definitions (a bug, not an input error).
+pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut StoreState| {
+        WasiConfig::from(&s.config)
+    })?;
+    Ok(linker)
+}
+
+/// Makes the store for one call into a component: its grants preopened from `mounts`
+/// (creating the directories, 0700, as needed), its settings, its limits.
+///
+/// # Errors
+///
+/// [`MountError`] when a granted mount is not among `mounts`, or its directory cannot be
+/// made or goes through a symlink.
+pub fn new_store(
+    engine: &Engine,
+    data_root: &Path,
+    mounts: &[ResolvedMount],
+    grants: &Grants,
+    settings: &Settings,
+    limits: &Limits,
+) -> Result<Store<StoreState>, MountError> {
+    let stderr = MemoryOutputPipe::new(GUEST_STDERR_BYTES);
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    for (virtual_path, access) in grants {
+        let mount = mounts
+            .iter()
+            .find(|m| &m.virtual_path == virtual_path)
+            .ok_or_else(|| MountError::BadVirtualPath(virtual_path.clone()))?;
+        mounts::ensure_dir(data_root, mount)?;
+        let perms = match access {
+            Access::ReadOnly => FsPerms::ReadOnly,
+            Access::ReadWrite => FsPerms::ReadWrite,
+        };
+        wasi.preopened_dir(&mount.host, virtual_path, perms)
+            .map_err(|e| MountError::Create {
+                path: virtual_path.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+    }
+    let state = StoreState {
+        wasi: wasi.build(),
+        table: ResourceTable::new(),
+        config: settings.iter().collect(),
+        limiter: MemoryLimiter {
+            max_bytes: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
+            exceeded: false,
+        },
+        stderr,
+        deadline: Instant::now() + limits.deadline(),
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| {
+        if Instant::now() >= ctx.data().deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    Ok(store)
+}
+
+impl StoreState {
+    /// Starts the clock of one call: the deadline is `limits.deadline()` from now.
+    pub fn arm(&mut self, limits: &Limits) {
+        self.deadline = Instant::now() + limits.deadline();
+    }
+
+    /// What the guest wrote to stderr, for the log.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents()).into_owned()
+    }
+}
+
+/// Caps a store's linear memory, and remembers that the cap was hit so the failure can be
+/// named `memory` rather than a bare trap.
+struct MemoryLimiter {
+    max_bytes: usize,
+    exceeded: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// Why a call into a component failed; each is handled by the layer's failure policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The call passed its deadline.
+    Timeout,
+    /// The component tried to grow its memory past the cap.
+    Memory,
+    /// The component returned more than the output cap.
+    OutputTooLarge,
+    /// The component returned something the ABI allows but the host does not, such as
+    /// rewritten arguments that are not a JSON object.
+    InvalidOutput,
+    /// The component trapped (a panic, an unreachable, a failed import...).
+    Trap,
+    /// The component could not be instantiated or given its grants.
+    Setup,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::Memory => "memory",
+            FailureKind::OutputTooLarge => "output-too-large",
+            FailureKind::InvalidOutput => "invalid-output",
+            FailureKind::Trap => "trap",
+            FailureKind::Setup => "setup",
+        })
+    }
+}
+
+/// A failed call into a component: what kind of failure, and what is known about it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{kind}: {detail}")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    /// Names the failure of a call that returned `error` in `store`.
+    pub fn from_call(store: &Store<StoreState>, error: wasmtime::Error) -> Failure {
+        let state = store.data();
+        let kind = if state.limiter.exceeded {
+            FailureKind::Memory
+        } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+            FailureKind::Timeout
+        } else {
+            FailureKind::Trap
+        };
+        let mut detail = format!("{error:#}");
+        let stderr = state.stderr();
+        let stderr = stderr.trim();
+        if !stderr.is_empty() {
+            detail.push_str("; stderr: ");
+            detail.push_str(stderr);
+        }
+        Failure { kind, detail }
+    }
+
+    /// Fails with [`FailureKind::OutputTooLarge`] when `len` bytes exceed the cap.
+    pub fn check_output(len: usize, limits: &Limits) -> Result<(), Failure> {
+        if len as u64 > limits.max_output_bytes {
+            Err(Failure::new(
+                FailureKind::OutputTooLarge,
+                format!(
+                    "returned {len} bytes, over the limit of {}",
+                    limits.max_output_bytes
+                ),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}

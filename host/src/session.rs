@@ -1,0 +1,28 @@
+//! A session as the runtime sees it: who owns it and where its mounts live.
+
+use crate::ids::{SessionId, TenantId};
+use crate::mounts::ResolvedMount;
+use std::path::Path;
+
+/// One agent session: its id, its tenant, and its mounts resolved to host directories.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub id: SessionId,
+    pub tenant: TenantId,
+    pub(crate) mounts: Vec<ResolvedMount>,
+}
+
+impl Session {
+    /// The session's mounts.
+    pub fn mounts(&self) -> &[ResolvedMount] {
+        &self.mounts
+    }
+
+    /// The host directory behind `virtual_path` (such as `/workspace`), if it is a mount.
+    pub fn host_dir(&self, virtual_path: &str) -> Option<&Path> {
+        self.mounts
+            .iter()
+            .find(|m| m.virtual_path == virtual_path)
+            .map(|m| m.host.as_path())
+    }
+}

@@ -1,0 +1,50 @@
+//! Tools: what the agent calls, at the centre of the hook chain.
+//!
+//! A tool is a guest component (the `tool` world, see [`guest`]) or a host-native tool such
+//! as [`bash`]; both sit behind the [`Tool`] trait, so the chain treats them alike.
+
+pub mod bash;
+pub mod guest;
+
+use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::session::Session;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A tool the runtime can call.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// Its name, description and input schema.
+    fn descriptor(&self) -> &ToolDescriptor;
+
+    /// Runs one call for `session`. Failures are results with `is_error`, never panics.
+    async fn execute(&self, session: &Session, ctx: &CallContext, call: &ToolCall) -> ToolResult;
+}
+
+/// The tools of a runtime, by name.
+#[derive(Default, Clone)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// Adds `tool` under its descriptor's name; returns false (and adds nothing) when the
+    /// name is taken.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) -> bool {
+        let name = tool.descriptor().name.clone();
+        if self.tools.contains_key(&name) {
+            return false;
+        }
+        self.tools.insert(name, tool);
+        true
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// The tools' descriptors, by name.
+    pub fn descriptors(&self) -> impl Iterator<Item = &ToolDescriptor> {
+        self.tools.values().map(|t| t.descriptor())
+    }
+}
