@@ -8,7 +8,12 @@ use std::path::PathBuf;
 /// Built-in name (as in `builtin:NAME`) → guest crate directory.
 const BUILTINS: &[(&str, &str, &str)] = &[
     ("offload", "offload", "guest-hooks/offload"),
+    ("audit", "audit", "guest-hooks/audit"),
+    ("plan-writer", "plan-writer", "guest-hooks/plan-writer"),
     ("read_file", "read-file", "guest-tools/read-file"),
+    ("write_file", "write-file", "guest-tools/write-file"),
+    ("edit_file", "edit-file", "guest-tools/edit-file"),
+    ("todo_write", "todo-write", "guest-tools/todo-write"),
 ];
 
 fn main() {

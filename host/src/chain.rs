@@ -116,6 +116,7 @@ impl HookChain {
         mut call: ToolCall,
         tool: &dyn Tool,
     ) -> ToolResult {
+        let mut record = Record::default();
         let mut entered: Vec<Entered<'_>> = Vec::new();
         let mut refusal = None;
         for layer in self.layers.iter().filter(|l| l.tools.matches(&call.name)) {
@@ -128,7 +129,8 @@ impl HookChain {
             };
             match step {
                 Ok((instance, Ok(proceed))) => {
-                    if let Some(values) = proceed.values {
+                    if let Some(mut values) = proceed.values {
+                        values.retain(|(k, _)| !k.starts_with(RESERVED_PREFIX));
                         ctx.values = values;
                     }
                     if let Some(arguments) = proceed.arguments {
@@ -142,11 +144,13 @@ impl HookChain {
                 }
                 Ok((_, Err(message))) => {
                     tracing::info!(hook = %layer.name, call_id = %call.id, "call refused");
+                    record.outcome = Outcome::Refused;
+                    record.refused_by = Some(layer.name.clone());
                     refusal = Some(ToolResult::error(message));
                     break;
                 }
                 Err(failure) => {
-                    log_failure(layer, "before-execute", &call, &failure);
+                    record.failed(layer, "before-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         refusal = Some(ToolResult::error(format!(
                             "call refused: hook '{}' failed in before-execute ({})",
@@ -160,7 +164,18 @@ impl HookChain {
 
         let mut result = match refusal {
             Some(refused) => refused,
-            None => tool.execute(session, &ctx, &call).await,
+            None => match tool.execute(session, &ctx, &call).await {
+                Ok(result) => result,
+                Err(failure) => {
+                    let name = &tool.descriptor().name;
+                    tracing::warn!(tool = %name, call_id = %call.id, %failure, "tool failed");
+                    record.outcome = Outcome::Failed;
+                    record
+                        .failures
+                        .push(format!("tool '{name}': {}", failure.kind));
+                    ToolResult::error(format!("tool '{name}' failed ({})", failure.kind))
+                }
+            },
         };
 
         for Entered {
@@ -169,10 +184,11 @@ impl HookChain {
             call,
         } in entered.into_iter().rev()
         {
+            record.write_to(&mut ctx.values);
             match instance.after(&layer.limits, &ctx, &call, &result).await {
                 Ok(replaced) => result = replaced,
                 Err(failure) => {
-                    log_failure(layer, "after-execute", &call, &failure);
+                    record.failed(layer, "after-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         result = ToolResult::error(format!(
                             "output withheld: hook '{}' failed in after-execute ({})",
@@ -204,17 +220,66 @@ impl HookChain {
     }
 }
 
-fn log_failure(layer: &HookLayer, phase: &str, call: &ToolCall, failure: &Failure) {
-    tracing::warn!(
-        hook = %layer.name,
-        phase,
-        tool = %call.name,
-        call_id = %call.id,
-        kind = %failure.kind,
-        policy = %layer.on_failure,
-        detail = %failure.detail,
-        "hook failed"
-    );
+/// Context values the host sets for `after-execute`; a hook cannot set them itself.
+pub const RESERVED_PREFIX: &str = "hookhost.";
+/// `done`, `refused` or `failed`: how the call went so far.
+pub const OUTCOME_KEY: &str = "hookhost.outcome";
+/// The hook that refused the call.
+pub const REFUSED_BY_KEY: &str = "hookhost.refused-by";
+/// What failed so far, `; `-separated: `hook 'NAME' PHASE: KIND` or `tool 'NAME': KIND`.
+pub const FAILURE_KEY: &str = "hookhost.failure";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Outcome {
+    #[default]
+    Done,
+    Refused,
+    Failed,
+}
+
+/// What the host knows of the call so far, told to the `after-execute` phases.
+#[derive(Default)]
+struct Record {
+    outcome: Outcome,
+    refused_by: Option<String>,
+    failures: Vec<String>,
+}
+
+impl Record {
+    /// Logs a hook failure and records it; a `closed` hook's failure fails the call.
+    fn failed(&mut self, layer: &HookLayer, phase: &str, call: &ToolCall, failure: &Failure) {
+        tracing::warn!(
+            hook = %layer.name,
+            phase,
+            tool = %call.name,
+            call_id = %call.id,
+            kind = %failure.kind,
+            policy = %layer.on_failure,
+            detail = %failure.detail,
+            "hook failed"
+        );
+        self.failures
+            .push(format!("hook '{}' {phase}: {}", layer.name, failure.kind));
+        if layer.on_failure == FailurePolicy::Closed {
+            self.outcome = Outcome::Failed;
+        }
+    }
+
+    fn write_to(&self, values: &mut Vec<(String, String)>) {
+        values.retain(|(k, _)| !k.starts_with(RESERVED_PREFIX));
+        let outcome = match self.outcome {
+            Outcome::Done => "done",
+            Outcome::Refused => "refused",
+            Outcome::Failed => "failed",
+        };
+        values.push((OUTCOME_KEY.into(), outcome.into()));
+        if let Some(by) = &self.refused_by {
+            values.push((REFUSED_BY_KEY.into(), by.clone()));
+        }
+        if !self.failures.is_empty() {
+            values.push((FAILURE_KEY.into(), self.failures.join("; ")));
+        }
+    }
 }
 
 /// One hook instance, serving both phases of one call.

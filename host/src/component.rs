@@ -35,6 +35,14 @@ impl ComponentRef {
     pub fn builtin_names() -> impl Iterator<Item = &'static str> {
         builtins::BUILTINS.iter().map(|(name, _)| *name)
     }
+
+    /// The built-ins as a config names them: `builtin:offload, builtin:audit, …`.
+    pub fn builtin_list() -> String {
+        Self::builtin_names()
+            .map(|n| format!("builtin:{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl fmt::Display for ComponentRef {
@@ -133,7 +141,7 @@ impl ComponentLoader {
                     .map(|(_, bytes)| *bytes)
                     .ok_or_else(|| LoadError::UnknownBuiltin {
                         component: name.clone(),
-                        known: ComponentRef::builtin_names().collect::<Vec<_>>().join(", "),
+                        known: ComponentRef::builtin_list(),
                     })?;
                 Component::new(&self.engine, bytes)
             }

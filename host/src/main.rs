@@ -63,17 +63,59 @@ enum Command {
 
 #[derive(Subcommand)]
 enum SessionCommand {
-    /// Print a new session id.
-    New,
+    /// Create a session and print its id.
+    New {
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// The id to give it [default: a new UUID].
+        #[arg(long)]
+        id: Option<String>,
+        /// The agent's working directory ({workdir} in mount templates).
+        #[arg(long)]
+        workdir: Option<PathBuf>,
+    },
+    /// List sessions: id, tenant, created, last active, workdir (tab-separated).
+    List {
+        /// Only this tenant's [default: every tenant's].
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Show a session and where its mounts live.
+    Show {
+        id: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+    },
+    /// Delete a session and every session-scoped directory of it.
+    Delete {
+        id: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+    },
+    /// Delete idle sessions, and session directories that have no session.
+    Gc {
+        /// Delete sessions idle for longer than this (e.g. 30m, 12h, 7d).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        idle: Option<std::time::Duration>,
+    },
 }
 
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Print the built-in config, as a file to start from.
     Show,
+    /// Validate a config file (by default --config, else the built-in one), load its
+    /// components, and print the resolved chain.
+    Check { file: Option<PathBuf> },
 }
 
 fn main() -> ExitCode {
+    // Like other Unix filters, end quietly when the reader of stdout goes away
+    // (`hookhost session list | head`) instead of panicking on a broken pipe.
+    // SAFETY: called first thing, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let runtime = match tokio::runtime::Runtime::new() {
@@ -93,6 +135,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
+    if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
+        return check_config(file.as_deref().or(cli.config.as_deref())).await;
+    }
     let config = match &cli.config {
         Some(path) => Config::load(path)?,
         None => Config::builtin(),
@@ -107,15 +152,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             arguments,
         } => {
             let tenant = TenantId::new(tenant).context("--tenant")?;
-            let new_session = session.is_none();
-            let session_id = match session {
-                Some(id) => SessionId::new(id).context("--session")?,
-                None => SessionId::generate(),
-            };
+            let session_id = session
+                .map(SessionId::new)
+                .transpose()
+                .context("--session")?;
             let runtime = start(&config, &data).await?;
-            let session = runtime.session(tenant, session_id)?;
+            let session = match &session_id {
+                Some(id) => runtime.open_session(&tenant, id)?,
+                None => runtime.create_session(tenant, None, None)?,
+            };
             let result = runtime.call(&session, &tool, &arguments).await?;
-            if new_session {
+            if session_id.is_none() {
                 eprintln!("hookhost: session {}", session.id);
             }
             let mut out = std::io::stdout().lock();
@@ -134,8 +181,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Command::Session(SessionCommand::New) => {
-            println!("{}", SessionId::generate());
+        Command::Session(command) => {
+            let runtime = start(&config, &data).await?;
+            session_command(&runtime, command)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools => {
@@ -149,12 +197,156 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             print!("{}", hookhost::config::DEFAULT_CONFIG);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Config(ConfigCommand::Check { .. }) => unreachable!("handled above"),
         Command::Demo => {
             let runtime = start(&config, &data).await?;
             demo::run(&runtime).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
+    let tenant = |t: String| TenantId::new(t).context("--tenant");
+    let id = |s: String| SessionId::new(s).context("session id");
+    match command {
+        SessionCommand::New {
+            tenant: t,
+            id: i,
+            workdir,
+        } => {
+            let session =
+                runtime.create_session(tenant(t)?, i.map(id).transpose()?, workdir.as_deref())?;
+            println!("{}", session.id);
+        }
+        SessionCommand::List { tenant: t } => {
+            let t = t.map(tenant).transpose()?;
+            for s in runtime.sessions(t.as_ref())? {
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    s.id,
+                    s.tenant,
+                    humantime::format_rfc3339_seconds(s.created),
+                    humantime::format_rfc3339_seconds(s.last_active),
+                    s.workdir
+                        .as_deref()
+                        .map_or(String::new(), |w| w.display().to_string())
+                );
+            }
+        }
+        SessionCommand::Show { id: i, tenant: t } => {
+            let (t, i) = (tenant(t)?, id(i)?);
+            let record = runtime.record(&t, &i)?;
+            let session = runtime.open_session(&t, &i)?;
+            println!("session: {}", record.id);
+            println!("tenant: {}", record.tenant);
+            println!(
+                "created: {}",
+                humantime::format_rfc3339_seconds(record.created)
+            );
+            println!(
+                "last active: {}",
+                humantime::format_rfc3339_seconds(record.last_active)
+            );
+            if let Some(w) = &record.workdir {
+                println!("workdir: {}", w.display());
+            }
+            println!("mounts:");
+            for m in session.mounts() {
+                println!(
+                    "  {}\t{}\t({})",
+                    m.virtual_path,
+                    m.host.display(),
+                    format!("{:?}", m.scope).to_lowercase()
+                );
+            }
+        }
+        SessionCommand::Delete { id: i, tenant: t } => {
+            runtime.delete_session(&tenant(t)?, &id(i)?)?;
+        }
+        SessionCommand::Gc { idle } => {
+            let cutoff = idle.map(|idle| {
+                std::time::SystemTime::now()
+                    .checked_sub(idle)
+                    .unwrap_or(std::time::UNIX_EPOCH)
+            });
+            let report = runtime.gc(cutoff)?;
+            println!(
+                "deleted {} idle sessions; removed {} orphaned session directories",
+                report.sessions, report.orphans
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Validates a config, loads its components in a scratch data directory, and prints the
+/// mounts, the tools and the chain as they will run.
+async fn check_config(file: Option<&Path>) -> Result<ExitCode> {
+    let (config, name) = match file {
+        Some(path) => (Config::load(path)?, path.display().to_string()),
+        None => (Config::builtin(), "<built-in config>".to_string()),
+    };
+    let scratch = std::env::temp_dir().join(format!("hookhost-check-{}", std::process::id()));
+    let started = Runtime::new(&config, &scratch).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let runtime = started.with_context(|| format!("{name}: loading the components"))?;
+    println!("{name}: valid\n");
+    println!("mounts:");
+    for (path, spec) in config.mounts() {
+        let git = spec
+            .in_git_workdir
+            .map_or(String::new(), |g| format!(" (in a git workdir: {g})"));
+        let scope = format!("{:?}", spec.scope).to_lowercase();
+        println!("  {path}\t{}{git}\t[{scope}]", spec.host);
+    }
+    println!("\ntools:");
+    for tool in runtime.tools() {
+        let detail = match config.tools.get(tool.name.as_str()) {
+            Some(spec) => format!(
+                "{}{}",
+                spec.component.get_ref(),
+                grants_text(&hookhost::config::grants(&spec.grants))
+            ),
+            None => format!("host-native, runs in {}", config.bash_mount()),
+        };
+        println!("  {}\t{detail}", tool.name);
+    }
+    println!("\nchain (before-execute top to bottom, after-execute bottom to top):");
+    for (i, hook) in config.hooks.iter().enumerate() {
+        let tools = hook
+            .tools
+            .as_ref()
+            .map_or("*".to_string(), |t| t.join(", "));
+        println!(
+            "  {}. {}\t{}\ton_failure={}\ttools={tools}{}",
+            i + 1,
+            hook.name.get_ref(),
+            hook.component.get_ref(),
+            hook.on_failure,
+            grants_text(&hookhost::config::grants(&hook.grants))
+        );
+        for (key, value) in hookhost::config::settings(&hook.settings) {
+            println!("       {key} = {value}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn grants_text(grants: &hookhost::sandbox::Grants) -> String {
+    grants
+        .iter()
+        .map(|(path, access)| {
+            format!(
+                "\t{path} {}",
+                if *access == hookhost::sandbox::Access::ReadOnly {
+                    "ro"
+                } else {
+                    "rw"
+                }
+            )
+        })
+        .collect()
 }
 
 async fn start(config: &Config, data: &Path) -> Result<Runtime> {

@@ -40,9 +40,20 @@ pub enum Scope {
 pub struct MountSpec {
     /// The host directory template, e.g. `{data}/tenants/{tenant}/sessions/{session}/artifacts`.
     pub host: String,
+    /// Used instead of `host` when the session's working directory is a git repository,
+    /// e.g. `{workdir}/.hookhost/plans`; must start with `{workdir}`.
+    #[serde(default)]
+    pub in_git_workdir: Option<String>,
     /// Whether the directory goes with the session.
     #[serde(default)]
     pub scope: Scope,
+}
+
+impl MountSpec {
+    /// The host templates this mount may use.
+    pub fn templates(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.host.as_str()).chain(self.in_git_workdir.as_deref())
+    }
 }
 
 /// Why a mount table was refused.
@@ -85,21 +96,6 @@ pub struct ResolvedMount {
 }
 
 impl MountTable {
-    /// The built-in mounts: a session's `/workspace`, `/artifacts` and `/session` (its
-    /// private state), all deleted with the session.
-    pub fn builtin() -> MountTable {
-        let session = |dir: &str| MountSpec {
-            host: format!("{{data}}/tenants/{{tenant}}/sessions/{{session}}/{dir}"),
-            scope: Scope::Session,
-        };
-        MountTable::new(BTreeMap::from([
-            ("/workspace".to_string(), session("workspace")),
-            ("/artifacts".to_string(), session("artifacts")),
-            ("/session".to_string(), session("state")),
-        ]))
-        .expect("built-in mounts are valid")
-    }
-
     /// Validates `mounts` (see the module's security rules).
     ///
     /// # Errors
@@ -114,10 +110,11 @@ impl MountTable {
         // nest when one's segments are a prefix of the other's.
         let segments: Vec<(&String, Vec<&str>)> = mounts
             .iter()
-            .map(|(p, s)| (p, s.host.split('/').filter(|s| !s.is_empty()).collect()))
+            .flat_map(|(p, s)| s.templates().map(move |t| (p, t)))
+            .map(|(p, t)| (p, t.split('/').filter(|s| !s.is_empty()).collect()))
             .collect();
         for (i, (a, sa)) in segments.iter().enumerate() {
-            for (b, sb) in &segments[i + 1..] {
+            for (b, sb) in segments[i + 1..].iter().filter(|(b, _)| b != a) {
                 let (short, long, inner, outer) = if sa.len() <= sb.len() {
                     (sa, sb, b, a)
                 } else {
@@ -151,9 +148,13 @@ impl MountTable {
         self.mounts
             .iter()
             .map(|(path, spec)| {
+                let template = match (&spec.in_git_workdir, vars.workdir) {
+                    (Some(git), Some(workdir)) if is_git_repository(workdir) => git,
+                    _ => &spec.host,
+                };
                 Ok(ResolvedMount {
                     virtual_path: path.clone(),
-                    host: fill(path, &spec.host, vars)?,
+                    host: fill(path, template, vars)?,
                     scope: spec.scope,
                 })
             })
@@ -175,31 +176,61 @@ fn validate_virtual_path(path: &str) -> Result<(), MountError> {
 }
 
 fn validate_template(path: &str, spec: &MountSpec) -> Result<(), MountError> {
+    check_template(path, &spec.host, spec.scope)?;
+    if let Some(git) = &spec.in_git_workdir {
+        if !git.starts_with("{workdir}") {
+            return Err(MountError::BadTemplate {
+                path: path.to_string(),
+                why: "`in_git_workdir` must start with '{workdir}'".into(),
+            });
+        }
+        check_template(path, git, spec.scope)?;
+    }
+    Ok(())
+}
+
+fn check_template(path: &str, t: &str, scope: Scope) -> Result<(), MountError> {
     let bad = |why: &str| MountError::BadTemplate {
         path: path.to_string(),
         why: why.to_string(),
     };
-    let t = &spec.host;
     if !(t.starts_with('/') || t.starts_with("{data}") || t.starts_with("{workdir}")) {
         return Err(bad(
             "the host directory must start with '/', '{data}' or '{workdir}'",
         ));
     }
-    let rest = t
-        .replace("{data}", "")
-        .replace("{tenant}", "")
-        .replace("{session}", "")
-        .replace("{workdir}", "");
-    if rest.contains(['{', '}']) {
-        return Err(bad(
-            "unknown placeholder; the known ones are {data}, {tenant}, {session}, {workdir}",
-        ));
-    }
-    if t.split('/').any(|s| s == "." || s == "..") {
-        return Err(bad("'.' and '..' are not allowed in a host directory"));
+    let segments: Vec<&str> = t.split('/').collect();
+    for (i, segment) in segments.iter().enumerate() {
+        if *segment == "." || *segment == ".." {
+            return Err(bad("'.' and '..' are not allowed in a host directory"));
+        }
+        let rest = segment
+            .replace("{data}", "")
+            .replace("{tenant}", "")
+            .replace("{session}", "")
+            .replace("{workdir}", "");
+        if rest.contains(['{', '}']) {
+            return Err(bad(
+                "unknown placeholder; the known ones are {data}, {tenant}, {session}, {workdir}",
+            ));
+        }
+        if (segment.contains("{data}") || segment.contains("{workdir}"))
+            && (i != 0 || !rest.is_empty())
+        {
+            return Err(bad(
+                "{data} and {workdir} may only start the host directory",
+            ));
+        }
+        if (segment.contains("{tenant}") || segment.contains("{session}"))
+            && !matches!(*segment, "{tenant}" | "{session}")
+        {
+            return Err(bad(
+                "{tenant} and {session} must each be a whole path segment",
+            ));
+        }
     }
     let names = |p: &str| t.contains(p);
-    match spec.scope {
+    match scope {
         Scope::Session if !(names("{tenant}") && names("{session}")) => Err(bad(
             "a session-scoped directory must name {tenant} and {session}, so that deleting a session touches only its own files",
         )),
@@ -208,6 +239,11 @@ fn validate_template(path: &str, spec: &MountSpec) -> Result<(), MountError> {
         )),
         _ => Ok(()),
     }
+}
+
+/// A git work tree (`.git` is a directory) or a linked worktree (`.git` is a file).
+fn is_git_repository(dir: &Path) -> bool {
+    dir.join(".git").exists()
 }
 
 fn fill(path: &str, template: &str, vars: &SessionVars<'_>) -> Result<PathBuf, MountError> {
@@ -268,6 +304,7 @@ mod tests {
     fn spec(host: &str, scope: Scope) -> MountSpec {
         MountSpec {
             host: host.into(),
+            in_git_workdir: None,
             scope,
         }
     }
@@ -299,6 +336,8 @@ mod tests {
         assert!(table(&[("/a", "{data}/../{tenant}", Scope::Tenant)]).is_err());
         assert!(table(&[("/a", "rel/{tenant}", Scope::Tenant)]).is_err());
         assert!(table(&[("/a", "{data}/{tenant}/{nope}", Scope::Tenant)]).is_err());
+        assert!(table(&[("/a", "{data}/t-{tenant}", Scope::Tenant)]).is_err());
+        assert!(table(&[("/a", "/x/{data}/{tenant}", Scope::Tenant)]).is_err());
     }
 
     #[test]
@@ -313,7 +352,12 @@ mod tests {
 
     #[test]
     fn ids_are_encoded_into_paths() {
-        let t = MountTable::builtin();
+        let t = table(&[(
+            "/workspace",
+            "{data}/tenants/{tenant}/sessions/{session}/workspace",
+            Scope::Session,
+        )])
+        .unwrap();
         let tenant = TenantId::new("T").unwrap();
         let session = SessionId::new("..").unwrap();
         let resolved = t

@@ -10,13 +10,14 @@ use crate::limits::Limits;
 use crate::mounts::{MountError, MountTable, SessionVars};
 use crate::sandbox::Failure;
 use crate::session::Session;
+use crate::session_store::{self, SessionError, SessionRecord, SessionStore};
 use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
 use crate::tools::{Tool, ToolRegistry};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tracing::Instrument;
 
 /// Why a runtime could not start.
@@ -37,6 +38,8 @@ pub enum StartError {
     Describe { tool: String, source: Failure },
     #[error("tools.{tool}: the name is taken by another tool")]
     DuplicateTool { tool: String },
+    #[error("{0}")]
+    Sessions(#[from] SessionError),
 }
 
 /// Why a call was not made. (A call that was made and failed is a [`ToolResult`] with
@@ -55,8 +58,18 @@ pub struct Runtime {
     chain: HookChain,
     tools: ToolRegistry,
     mounts: MountTable,
+    store: SessionStore,
     data_root: PathBuf,
     _loader: ComponentLoader,
+}
+
+/// What [`Runtime::gc`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// Idle sessions deleted.
+    pub sessions: usize,
+    /// Session directories without a session, removed.
+    pub orphans: usize,
 }
 
 impl Runtime {
@@ -87,20 +100,22 @@ impl Runtime {
                 source,
             })?;
         let mounts = MountTable::new(config.mounts())?;
+        let store = SessionStore::open(&data_root)?;
         let loader = ComponentLoader::new().map_err(|e| StartError::Engine(format!("{e:#}")))?;
 
         let mut tools = ToolRegistry::default();
         for (name, spec) in &config.tools {
+            let name = name.get_ref();
             let owner = format!("tools.{name}");
             let pre = loader
-                .tool(&ComponentRef::parse(&spec.component))
+                .tool(&ComponentRef::parse(spec.component.get_ref()))
                 .map_err(|source| StartError::Load { owner, source })?;
             let tool = GuestTool::new(
                 pre,
                 name,
                 data_root.clone(),
-                spec.grants.clone(),
-                config::settings_to_strings(&spec.settings),
+                config::grants(&spec.grants),
+                config::settings(&spec.settings),
                 spec.limits,
             )
             .await
@@ -115,11 +130,7 @@ impl Runtime {
         if config.bash.enabled {
             let bash = BashTool::new(
                 data_root.clone(),
-                config
-                    .bash
-                    .mount
-                    .clone()
-                    .unwrap_or_else(|| "/workspace".into()),
+                config.bash_mount().to_string(),
                 config.bash.timeout_secs.map(Duration::from_secs),
                 Limits::default().max_output_bytes,
             );
@@ -131,18 +142,18 @@ impl Runtime {
         }
 
         let mut layers = Vec::with_capacity(config.hooks.len());
-        for (i, spec) in config.hooks.iter().enumerate() {
+        for spec in &config.hooks {
             let pre = loader
-                .hook(&ComponentRef::parse(&spec.component))
+                .hook(&ComponentRef::parse(spec.component.get_ref()))
                 .map_err(|source| StartError::Load {
-                    owner: format!("hooks[{i}] ({:?})", spec.name),
+                    owner: format!("hooks.{}", spec.name.get_ref()),
                     source,
                 })?;
             layers.push(HookLayer {
-                name: spec.name.clone(),
+                name: spec.name.get_ref().clone(),
                 pre,
-                grants: spec.grants.clone(),
-                settings: config::settings_to_strings(&spec.settings),
+                grants: config::grants(&spec.grants),
+                settings: config::settings(&spec.settings),
                 limits: spec.limits,
                 on_failure: spec.on_failure,
                 tools: spec
@@ -157,6 +168,7 @@ impl Runtime {
             chain: HookChain::new(layers, data_root.clone()),
             tools,
             mounts,
+            store,
             data_root,
             _loader: loader,
         })
@@ -191,20 +203,125 @@ impl Runtime {
         &self.chain
     }
 
-    /// The session `id` of `tenant`, its mounts resolved. Directories are made when a
-    /// component first uses them.
+    /// Creates a session of `tenant`: with `id`, or a new UUID; `workdir` is `{workdir}`
+    /// in mount templates. Directories are made when a component first uses them.
     ///
     /// # Errors
     ///
-    /// [`MountError`] when a mount cannot be resolved for this session.
-    pub fn session(&self, tenant: TenantId, id: SessionId) -> Result<Session, MountError> {
+    /// [`SessionError`]: the id is taken, the workdir is not a directory, a mount cannot
+    /// be resolved, or the database fails.
+    pub fn create_session(
+        &self,
+        tenant: TenantId,
+        id: Option<SessionId>,
+        workdir: Option<&Path>,
+    ) -> Result<Session, SessionError> {
+        let workdir = workdir
+            .map(|w| {
+                w.canonicalize()
+                    .and_then(|w| {
+                        if w.is_dir() {
+                            Ok(w)
+                        } else {
+                            Err(std::io::Error::other("not a directory"))
+                        }
+                    })
+                    .map_err(|source| SessionError::Workdir {
+                        path: w.to_path_buf(),
+                        source,
+                    })
+            })
+            .transpose()?;
+        let id = id.unwrap_or_else(SessionId::generate);
+        let record = self.store.create(&tenant, &id, workdir.as_deref())?;
+        self.session_of(&record)
+    }
+
+    /// The session `id` of `tenant`, marked active.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when `tenant` has no such session — whether or not
+    /// another tenant has one of that id.
+    pub fn open_session(&self, tenant: &TenantId, id: &SessionId) -> Result<Session, SessionError> {
+        let record = self.record(tenant, id)?;
+        self.store.touch(tenant, id)?;
+        self.session_of(&record)
+    }
+
+    /// The table row of a session.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when `tenant` has no such session.
+    pub fn record(&self, tenant: &TenantId, id: &SessionId) -> Result<SessionRecord, SessionError> {
+        self.store
+            .get(tenant, id)?
+            .ok_or_else(|| SessionError::NotFound {
+                tenant: tenant.to_string(),
+                id: id.to_string(),
+            })
+    }
+
+    /// Sessions, oldest first: `tenant`'s, or every tenant's.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Database`] on a database failure.
+    pub fn sessions(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError> {
+        self.store.list(tenant)
+    }
+
+    /// Deletes `tenant`'s session `id` and every session-scoped directory of it, for every
+    /// hook and tool; tenant and persistent mounts are kept.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when `tenant` has no such session; [`SessionError::Remove`]
+    /// when a directory cannot be removed (the row is gone: `gc` retries the directories).
+    pub fn delete_session(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        let session = self.session_of(&self.record(tenant, id)?)?;
+        // Row first: a crash after this leaves orphaned directories, which gc removes.
+        self.store.delete(tenant, id)?;
+        session_store::remove_session_dirs(&self.data_root, &self.mounts, session.mounts())?;
+        tracing::info!(tenant = %tenant, session = %id, "session deleted");
+        Ok(())
+    }
+
+    /// Deletes the sessions last active before `idle_before` (none when `None`), then
+    /// removes session directories that have no session.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the database or a removal.
+    pub fn gc(&self, idle_before: Option<SystemTime>) -> Result<GcReport, SessionError> {
+        let mut report = GcReport::default();
+        if let Some(cutoff) = idle_before {
+            for record in self.store.idle_since(cutoff)? {
+                match self.delete_session(&record.tenant, &record.id) {
+                    Ok(()) => report.sessions += 1,
+                    // Deleted meanwhile by someone else.
+                    Err(SessionError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        report.orphans = session_store::remove_orphans(&self.data_root, &self.mounts, &self.store)?;
+        Ok(report)
+    }
+
+    fn session_of(&self, record: &SessionRecord) -> Result<Session, SessionError> {
         let mounts = self.mounts.resolve(&SessionVars {
             data: &self.data_root,
-            tenant: &tenant,
-            session: &id,
-            workdir: None,
+            tenant: &record.tenant,
+            session: &record.id,
+            workdir: record.workdir.as_deref(),
         })?;
-        Ok(Session { id, tenant, mounts })
+        Ok(Session {
+            id: record.id.clone(),
+            tenant: record.tenant.clone(),
+            mounts,
+        })
     }
 
     /// Calls `tool` with `arguments` (a JSON object's text) in `session`, through the chain.
@@ -232,6 +349,9 @@ impl Runtime {
             tool: tool.to_string(),
             why,
         })?;
+        if let Err(e) = self.store.touch(&session.tenant, &session.id) {
+            tracing::warn!(session = %session.id, error = %e, "could not mark the session active");
+        }
         let ctx = CallContext {
             session_id: session.id.to_string(),
             tenant_id: session.tenant.to_string(),

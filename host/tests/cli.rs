@@ -135,3 +135,111 @@ fn session_new_prints_a_uuid() {
     assert_eq!(id.trim().len(), 36, "{id}");
     assert_eq!(id.trim().matches('-').count(), 4);
 }
+
+#[test]
+fn session_lifecycle_from_the_command_line() {
+    let data = tempfile::tempdir().unwrap();
+    let workdir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(workdir.path().join(".git")).unwrap();
+    let workdir_arg = workdir.path().to_str().unwrap();
+    let new = hookhost(data.path(), &["session", "new", "--workdir", workdir_arg]);
+    assert!(new.status.success(), "{}", stderr(&new));
+    let id = stdout(&new).trim().to_string();
+
+    let todo = r#"{"todos":[{"id":"1","content":"Ship it","status":"in_progress"}]}"#;
+    let call = hookhost(data.path(), &["call", "--session", &id, "todo_write", todo]);
+    assert!(call.status.success(), "{}", stderr(&call));
+    let write = r#"{"path":"notes.md","content":"hi"}"#;
+    assert!(
+        hookhost(
+            data.path(),
+            &["call", "--session", &id, "write_file", write]
+        )
+        .status
+        .success()
+    );
+
+    let list = stdout(&hookhost(data.path(), &["session", "list"]));
+    let row: Vec<&str> = list.trim().split('\t').collect();
+    assert_eq!(row[0], id);
+    assert_eq!(row[1], "default");
+    assert_eq!(Path::new(row[4]), workdir.path().canonicalize().unwrap());
+
+    let show = stdout(&hookhost(data.path(), &["session", "show", &id]));
+    assert!(
+        show.contains(&format!("session: {id}")) && show.contains("/workspace\t"),
+        "{show}"
+    );
+
+    let other = hookhost(
+        data.path(),
+        &["session", "show", &id, "--tenant", "someone-else"],
+    );
+    assert_eq!(other.status.code(), Some(2));
+    assert!(stderr(&other).contains("no session"), "{}", stderr(&other));
+
+    assert!(
+        hookhost(data.path(), &["session", "delete", &id])
+            .status
+            .success()
+    );
+    assert!(stdout(&hookhost(data.path(), &["session", "list"])).is_empty());
+    let sessions = data.path().join("tenants/default/sessions");
+    assert_eq!(
+        std::fs::read_dir(&sessions).unwrap().count(),
+        0,
+        "no session files left"
+    );
+    assert!(
+        data.path()
+            .join("tenants/default/audit/audit.jsonl")
+            .exists()
+    );
+    let plans = workdir.path().join(".hookhost/plans");
+    assert_eq!(
+        std::fs::read_dir(plans).unwrap().count(),
+        1,
+        "the plan in the git workdir stays"
+    );
+
+    let gone = hookhost(data.path(), &["call", "--session", &id, "bash", "{}"]);
+    assert_eq!(gone.status.code(), Some(2));
+
+    let gc = hookhost(data.path(), &["session", "gc", "--idle", "1h"]);
+    assert_eq!(
+        stdout(&gc),
+        "deleted 0 idle sessions; removed 0 orphaned session directories\n"
+    );
+}
+
+#[test]
+fn config_check_prints_the_chain_or_the_error() {
+    let data = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agent.toml");
+    let ok = hookhost(
+        data.path(),
+        &["config", "check", examples.to_str().unwrap()],
+    );
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    let text = stdout(&ok);
+    let chain = text.split("chain (").nth(1).expect("a chain section");
+    let at = |hook: &str| {
+        chain
+            .find(hook)
+            .unwrap_or_else(|| panic!("{hook} missing:\n{text}"))
+    };
+    assert!(at("1. offload") < at("2. audit") && at("2. audit") < at("3. plan-writer"));
+
+    let bad = data.path().join("bad.toml");
+    std::fs::write(&bad, "[[hooks]]\nname = \"x\"\ncomponent = \"builtin:offload\"\ngrants = { \"/nope\" = \"rw\" }\n").unwrap();
+    let out = hookhost(data.path(), &["config", "check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad.toml:4: hooks.x.grants: \"/nope\" is not a declared mount"),
+        "{err}"
+    );
+
+    let shown = stdout(&hookhost(data.path(), &["config", "show"]));
+    assert!(shown.contains("[[hooks]]\nname = \"offload\""));
+}

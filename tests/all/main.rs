@@ -1,6 +1,10 @@
 //! Integration tests: the real host against the real guest components.
 
+mod audit;
 mod chain;
+mod config;
 mod offload;
+mod plans;
 mod read_file;
 mod sandbox;
+mod sessions;

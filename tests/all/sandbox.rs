@@ -65,7 +65,8 @@ grants = {{ "/workspace" = "rw", "/readonly" = "ro" }}
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "SECRET");
     assert!(!Path::new("/etc/hookhost-escape").exists());
     let session_dir = workspace.parent().unwrap();
-    for file in files_under(host.data.path()) {
+    // The host's own files (the session database) aside, only the workspace holds files.
+    for file in files_under(&host.data.path().join("tenants")) {
         assert!(
             file.starts_with(&workspace) || file == secret,
             "a file appeared outside the workspace: {}",
@@ -74,4 +75,48 @@ grants = {{ "/workspace" = "rw", "/readonly" = "ro" }}
     }
     assert!(!session_dir.join("escape-through-link").exists());
     assert!(!session_dir.join("escape-dotdot").exists());
+}
+
+#[tokio::test]
+async fn a_hook_without_a_grant_cannot_write_and_its_policy_decides() {
+    let hook = |policy: &str, grants: &str| {
+        format!(
+            "[[hooks]]\nname = \"writer\"\ncomponent = {:?}\non_failure = {policy:?}\ngrants = {{ {grants} }}\nsettings = {{ tag = \"w\", mode = \"must-write\" }}\n",
+            fixtures::PROBE_HOOK
+        )
+    };
+    let host = TestHost::new(&hook("open", "\"/workspace\" = \"rw\"")).await;
+    let s = host.session();
+    let r = host.call(&s, "echo", json!({})).await;
+    assert_eq!(r.output, "tool(args={}, trace=before:w;)|after:w");
+    assert!(
+        s.host_dir("/workspace")
+            .unwrap()
+            .join("probe-w.txt")
+            .exists()
+    );
+
+    for (grants, what) in [("", "no grant"), ("\"/workspace\" = \"ro\"", "read-only")] {
+        let host = TestHost::new(&hook("open", grants)).await;
+        let s = host.session();
+        let r = host.call(&s, "echo", json!({})).await;
+        assert_eq!(
+            r.output, "tool(args={}, trace=)",
+            "{what}: open skips the hook"
+        );
+        assert!(
+            !s.host_dir("/workspace")
+                .unwrap()
+                .join("probe-w.txt")
+                .exists()
+        );
+
+        let host = TestHost::new(&hook("closed", grants)).await;
+        let r = host.call(&host.session(), "echo", json!({})).await;
+        assert_eq!(
+            r.output, "call refused: hook 'writer' failed in before-execute (trap)",
+            "{what}"
+        );
+        assert_eq!(host.echo.calls(), 0);
+    }
 }

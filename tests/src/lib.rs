@@ -1,8 +1,9 @@
 //! Helpers for the integration tests: the fixture components, a runtime in a temporary
 //! data directory, and a host-native `echo` tool that shows what reached it.
 
+use hookhost::sandbox::Failure;
 use hookhost::tools::Tool;
-use hookhost::{CallContext, Config, Runtime, Session, SessionId, TenantId, ToolCall};
+use hookhost::{CallContext, Config, Runtime, Session, TenantId, ToolCall};
 use hookhost::{ToolDescriptor, ToolResult};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,7 +50,7 @@ impl TestHost {
     /// A new session of the default tenant.
     pub fn session(&self) -> Session {
         self.runtime
-            .session(TenantId::default_tenant(), SessionId::generate())
+            .create_session(TenantId::default_tenant(), None, None)
             .expect("session")
     }
 
@@ -101,7 +102,18 @@ impl Tool for EchoTool {
         &self.descriptor
     }
 
-    async fn execute(&self, _session: &Session, ctx: &CallContext, call: &ToolCall) -> ToolResult {
+    async fn execute(
+        &self,
+        _session: &Session,
+        ctx: &CallContext,
+        call: &ToolCall,
+    ) -> Result<ToolResult, Failure> {
+        Ok(self.answer(ctx, call))
+    }
+}
+
+impl EchoTool {
+    fn answer(&self, ctx: &CallContext, call: &ToolCall) -> ToolResult {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let args: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
         if let Some(output) = args.get("output").and_then(|o| o.as_str()) {

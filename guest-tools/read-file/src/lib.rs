@@ -13,16 +13,9 @@ mod page;
 
 pub use page::{DEFAULT_LIMIT, MAX_LIMIT, Request, page_text};
 
-wit_bindgen::generate!({
-    path: "../../wit/hooks@0.1.0",
-    world: "tool",
-    generate_all,
-});
-
-use exports::harness::hooks::tool_provider::Guest;
-use harness::hooks::types::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use tool_support::{CallContext, Guest, ToolCall, ToolDescriptor, ToolResult};
 
 struct ReadFile;
 
@@ -49,22 +42,14 @@ impl Guest for ReadFile {
     }
 
     fn execute(_ctx: CallContext, call: ToolCall) -> ToolResult {
-        let (output, is_error) = match Request::parse(&call.arguments).and_then(|r| read(&r)) {
-            Ok(text) => (text, false),
-            Err(message) => (message, true),
-        };
-        ToolResult {
-            output,
-            is_error,
-            media_type: None,
-        }
+        tool_support::from(Request::parse(&call.arguments).and_then(|r| read(&r)))
     }
 }
 
 fn read(req: &Request) -> Result<String, String> {
-    let path = req.resolved_path();
+    let path = &req.path;
     let fail = |what: &str, e: std::io::Error| format!("read_file: cannot {what} {path}: {e}");
-    let mut file = File::open(&path).map_err(|e| fail("open", e))?;
+    let mut file = File::open(path).map_err(|e| fail("open", e))?;
     let meta = file.metadata().map_err(|e| fail("stat", e))?;
     if meta.is_dir() {
         return Err(format!("read_file: {path} is a directory"));
@@ -81,4 +66,4 @@ fn read(req: &Request) -> Result<String, String> {
     Ok(page_text(req.offset, size, &buf))
 }
 
-export!(ReadFile);
+tool_support::export!(ReadFile);

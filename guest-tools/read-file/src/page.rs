@@ -1,6 +1,6 @@
 //! Argument parsing and page text: pure functions, tested natively and through the host.
 
-use serde_json::Value;
+use tool_support::{Args, resolve_path};
 
 /// Bytes read when the call gives no `limit`.
 pub const DEFAULT_LIMIT: u64 = 4096;
@@ -10,6 +10,7 @@ pub const MAX_LIMIT: u64 = 256 * 1024;
 /// A parsed `read_file` call.
 #[derive(Debug, PartialEq)]
 pub struct Request {
+    /// The path to open (relative paths resolved inside `/workspace`).
     pub path: String,
     pub offset: u64,
     pub limit: u64,
@@ -18,14 +19,10 @@ pub struct Request {
 impl Request {
     /// Parses the call's JSON arguments; the error is the message the model sees.
     pub fn parse(arguments: &str) -> Result<Request, String> {
-        let args: Value = serde_json::from_str(arguments)
-            .map_err(|e| format!("read_file: arguments are not JSON: {e}"))?;
-        let path = match args.get("path") {
-            Some(Value::String(p)) if !p.is_empty() => p.clone(),
-            _ => return Err("read_file: `path` (a non-empty string) is required".into()),
-        };
-        let offset = uint(&args, "offset")?.unwrap_or(0);
-        let limit = uint(&args, "limit")?.unwrap_or(DEFAULT_LIMIT);
+        let args = Args::parse("read_file", arguments)?;
+        let path = resolve_path(args.string("path", false)?);
+        let offset = args.uint("offset")?.unwrap_or(0);
+        let limit = args.uint("limit")?.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 || limit > MAX_LIMIT {
             return Err(format!(
                 "read_file: `limit` must be between 1 and {MAX_LIMIT} bytes"
@@ -36,25 +33,6 @@ impl Request {
             offset,
             limit,
         })
-    }
-
-    /// The path to open: absolute paths as given, relative ones inside `/workspace`.
-    pub fn resolved_path(&self) -> String {
-        if self.path.starts_with('/') {
-            self.path.clone()
-        } else {
-            format!("/workspace/{}", self.path)
-        }
-    }
-}
-
-fn uint(args: &Value, key: &str) -> Result<Option<u64>, String> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("read_file: `{key}` must be a non-negative integer")),
     }
 }
 
@@ -96,7 +74,7 @@ mod tests {
     fn defaults_and_bounds() {
         let r = Request::parse(r#"{"path":"a.txt"}"#).unwrap();
         assert_eq!((r.offset, r.limit), (0, DEFAULT_LIMIT));
-        assert_eq!(r.resolved_path(), "/workspace/a.txt");
+        assert_eq!(r.path, "/workspace/a.txt");
         assert!(Request::parse(r#"{"path":"a","limit":0}"#).is_err());
         assert!(Request::parse(r#"{"path":"a","offset":-1}"#).is_err());
         assert!(Request::parse(r#"{"offset":1}"#).is_err());

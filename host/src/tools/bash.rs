@@ -10,6 +10,7 @@ use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
 use crate::mounts;
+use crate::sandbox::Failure;
 use crate::session::Session;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -189,11 +190,16 @@ impl Tool for BashTool {
         &self.descriptor
     }
 
-    async fn execute(&self, session: &Session, _ctx: &CallContext, call: &ToolCall) -> ToolResult {
-        match self.parse(&call.arguments) {
+    async fn execute(
+        &self,
+        session: &Session,
+        _ctx: &CallContext,
+        call: &ToolCall,
+    ) -> Result<ToolResult, Failure> {
+        Ok(match self.parse(&call.arguments) {
             Ok((command, limit)) => self.run(session, &command, limit).await,
             Err(message) => ToolResult::error(message),
-        }
+        })
     }
 }
 

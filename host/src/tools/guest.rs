@@ -64,8 +64,15 @@ impl GuestTool {
             limits,
         })
     }
+}
 
-    async fn run(
+#[async_trait::async_trait]
+impl Tool for GuestTool {
+    fn descriptor(&self) -> &ToolDescriptor {
+        &self.descriptor
+    }
+
+    async fn execute(
         &self,
         session: &Session,
         ctx: &CallContext,
@@ -92,22 +99,5 @@ impl GuestTool {
             .map_err(|e| Failure::from_call(&store, e))?;
         Failure::check_output(result.output.len(), &self.limits)?;
         Ok(result)
-    }
-}
-
-#[async_trait::async_trait]
-impl Tool for GuestTool {
-    fn descriptor(&self) -> &ToolDescriptor {
-        &self.descriptor
-    }
-
-    async fn execute(&self, session: &Session, ctx: &CallContext, call: &ToolCall) -> ToolResult {
-        self.run(session, ctx, call).await.unwrap_or_else(|failure| {
-            tracing::warn!(tool = %self.descriptor.name, call_id = %call.id, %failure, "tool failed");
-            ToolResult::error(format!(
-                "tool '{}' failed ({})",
-                self.descriptor.name, failure.kind
-            ))
-        })
     }
 }

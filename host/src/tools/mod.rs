@@ -7,6 +7,7 @@ pub mod bash;
 pub mod guest;
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::sandbox::Failure;
 use crate::session::Session;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,8 +18,14 @@ pub trait Tool: Send + Sync {
     /// Its name, description and input schema.
     fn descriptor(&self) -> &ToolDescriptor;
 
-    /// Runs one call for `session`. Failures are results with `is_error`, never panics.
-    async fn execute(&self, session: &Session, ctx: &CallContext, call: &ToolCall) -> ToolResult;
+    /// Runs one call for `session`. A call that ran and went wrong is an `Ok` result with
+    /// `is_error`; `Err` means the tool itself failed (a component trapped, timed out...).
+    async fn execute(
+        &self,
+        session: &Session,
+        ctx: &CallContext,
+        call: &ToolCall,
+    ) -> Result<ToolResult, Failure>;
 }
 
 /// The tools of a runtime, by name.

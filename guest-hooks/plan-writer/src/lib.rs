@@ -1,0 +1,172 @@
+//! The `plan-writer` hook: after each successful `todo_write`, writes the session's todo
+//! list as a markdown plan to its granted `/plans` mount — one file per session, named
+//! `<UTC timestamp of the first write>-<session id[:8]>.md` and rewritten in place:
+//!
+//! ```text
+//! # Execution Plan
+//!
+//! session: <id>
+//! updated: <RFC 3339 time>
+//!
+//! ## Task List
+//!
+//! - [ ] pending   - [>] in_progress   - [x] completed   - [-] cancelled
+//! ```
+//!
+//! Settings: `tool` (default `todo_write`), `dir` (default `/plans`). Fail-open: the
+//! result always passes through unchanged; a plan that cannot be written is reported on
+//! stderr (the host's log).
+
+wit_bindgen::generate!({
+    path: "../../wit/hooks@0.1.0",
+    world: "hook",
+    generate_all,
+});
+
+use exports::harness::hooks::tool_hook::{Guest, Proceed};
+use harness::hooks::types::{CallContext, ToolCall, ToolResult};
+use serde_json::Value;
+use std::fs;
+use std::time::SystemTime;
+
+struct PlanWriter;
+
+fn setting(key: &str, default: &str) -> String {
+    wasi::config::store::get(key)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| default.to_string())
+}
+
+impl Guest for PlanWriter {
+    fn before_execute(_ctx: CallContext, _call: ToolCall) -> Result<Proceed, String> {
+        Ok(Proceed {
+            values: None,
+            arguments: None,
+        })
+    }
+
+    fn after_execute(ctx: CallContext, call: ToolCall, outcome: ToolResult) -> ToolResult {
+        if call.name != setting("tool", "todo_write") || outcome.is_error {
+            return outcome;
+        }
+        let Some(todos) = parse_todos(&outcome.output) else {
+            eprintln!("plan-writer: the {} result is not a todo list", call.name);
+            return outcome;
+        };
+        if let Err(e) = write_plan(&setting("dir", "/plans"), &ctx.session_id, &todos) {
+            eprintln!("plan-writer: cannot write the plan: {e}");
+        }
+        outcome
+    }
+}
+
+/// `(status, content)` of each item of a `{"todos": [...]}` result.
+pub fn parse_todos(output: &str) -> Option<Vec<(String, String)>> {
+    let value: Value = serde_json::from_str(output).ok()?;
+    value
+        .get("todos")?
+        .as_array()?
+        .iter()
+        .map(|item| {
+            Some((
+                item.get("status")?.as_str()?.to_string(),
+                item.get("content")?.as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The markdown of a plan.
+pub fn render(session: &str, updated: &str, todos: &[(String, String)]) -> String {
+    let mut md =
+        format!("# Execution Plan\n\nsession: {session}\nupdated: {updated}\n\n## Task List\n\n");
+    for (status, content) in todos {
+        let marker = match status.as_str() {
+            "in_progress" => "[>]",
+            "completed" => "[x]",
+            "cancelled" => "[-]",
+            _ => "[ ]",
+        };
+        // One item, one line: a newline in the content would start a new list item.
+        let content = content.replace(['\r', '\n'], " ");
+        md.push_str(&format!("- {marker} {content}\n"));
+    }
+    md
+}
+
+/// The first eight characters of the session id, made safe as part of a file name.
+pub fn short_id(session: &str) -> String {
+    session
+        .chars()
+        .take(8)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn write_plan(dir: &str, session: &str, todos: &[(String, String)]) -> std::io::Result<()> {
+    let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let path = match existing_plan(dir, session) {
+        Some(path) => path,
+        None => {
+            let stamp: String = now.chars().filter(|c| !matches!(c, '-' | ':')).collect();
+            format!("{dir}/{stamp}-{}.md", short_id(session))
+        }
+    };
+    // Write beside it and rename, so a reader never sees half a plan.
+    let partial = format!("{path}.partial");
+    fs::write(&partial, render(session, &now, todos))?;
+    fs::rename(&partial, &path)
+}
+
+/// This session's plan file, if one was written: its name ends in the short id and its
+/// `session:` line names the whole id (two sessions may share a short id).
+fn existing_plan(dir: &str, session: &str) -> Option<String> {
+    let suffix = format!("-{}.md", short_id(session));
+    let marker = format!("\nsession: {session}\n");
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(&suffix))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| format!("{dir}/{name}"))
+        .find(|path| fs::read_to_string(path).is_ok_and(|text| text.contains(&marker)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_and_layout() {
+        let todos = [
+            ("pending", "a"),
+            ("in_progress", "b"),
+            ("completed", "c"),
+            ("cancelled", "d\ne"),
+        ]
+        .map(|(s, c)| (s.to_string(), c.to_string()));
+        assert_eq!(
+            render("s1", "2026-01-01T00:00:00Z", &todos),
+            "# Execution Plan\n\nsession: s1\nupdated: 2026-01-01T00:00:00Z\n\n## Task List\n\n\
+             - [ ] a\n- [>] b\n- [x] c\n- [-] d e\n"
+        );
+    }
+
+    #[test]
+    fn short_ids_are_file_name_safe() {
+        assert_eq!(short_id("0b5c1d2e-aaaa"), "0b5c1d2e");
+        assert_eq!(short_id("../../x"), "______x");
+    }
+}
+
+export!(PlanWriter);

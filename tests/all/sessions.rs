@@ -1,0 +1,192 @@
+//! Session lifecycle: delete removes exactly one session's files; gc removes idle sessions
+//! and orphaned directories; tenants cannot reach each other's sessions.
+
+use hookhost::{SessionError, SessionId, TenantId};
+use hookhost_tests::{TestHost, fixtures};
+use serde_json::json;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+fn exists(p: &Path) -> bool {
+    p.symlink_metadata().is_ok()
+}
+
+#[tokio::test]
+async fn delete_removes_exactly_that_sessions_files_without_following_links() {
+    // The built-in chain plus a probe that plants symlinks out of /workspace.
+    let mut config = hookhost::config::DEFAULT_CONFIG.to_string();
+    config.push_str(&format!(
+        "\n[[hooks]]\nname = \"planter\"\ncomponent = {:?}\ntools = [\"echo\"]\ngrants = {{ \"/workspace\" = \"rw\" }}\nsettings = {{ tag = \"planter\", mode = \"escape\" }}\n",
+        fixtures::PROBE_HOOK
+    ));
+    let host = TestHost::new(&config).await;
+    let doomed = host.session();
+    let kept = host.session();
+    for s in [&doomed, &kept] {
+        host.call(
+            s,
+            "bash",
+            json!({"command": "seq 1 4000; echo data > notes.txt"}),
+        )
+        .await;
+        host.call(
+            s,
+            "todo_write",
+            json!({"todos": [{"id": "1", "content": "x", "status": "pending"}]}),
+        )
+        .await;
+    }
+    // The guest plants relative symlinks pointing outside; the host plants one too.
+    host.call(&doomed, "echo", json!({})).await;
+    let outside = host.data.path().join("outside.txt");
+    std::fs::write(&outside, "keep me").unwrap();
+    let doomed_ws = doomed.host_dir("/workspace").unwrap().to_path_buf();
+    assert!(
+        exists(&doomed_ws.join("guest-link")),
+        "the guest planted a link"
+    );
+    std::os::unix::fs::symlink(&outside, doomed_ws.join("host-link")).unwrap();
+    std::os::unix::fs::symlink(host.data.path(), doomed_ws.join("dir-link")).unwrap();
+
+    let audit = host.data.path().join("tenants/default/audit/audit.jsonl");
+    let plans = host.data.path().join("tenants/default/plans");
+    let audit_before = std::fs::read_to_string(&audit).unwrap();
+
+    host.runtime
+        .delete_session(&doomed.tenant, &doomed.id)
+        .unwrap();
+
+    for m in doomed
+        .mounts()
+        .iter()
+        .filter(|m| m.scope == hookhost::mounts::Scope::Session)
+    {
+        assert!(!exists(&m.host), "{} survived", m.host.display());
+    }
+    assert!(
+        !exists(doomed_ws.parent().unwrap()),
+        "the session's own directory is gone"
+    );
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+    assert!(
+        host.data.path().join("sessions.db").exists(),
+        "dir-link was not followed"
+    );
+    assert!(
+        std::fs::read_to_string(&audit)
+            .unwrap()
+            .starts_with(&audit_before)
+    );
+    assert_eq!(
+        std::fs::read_dir(&plans).unwrap().count(),
+        2,
+        "plans are persistent"
+    );
+    assert!(
+        kept.host_dir("/workspace")
+            .unwrap()
+            .join("notes.txt")
+            .exists()
+    );
+    assert!(
+        kept.host_dir("/session")
+            .unwrap()
+            .join("todos.json")
+            .exists()
+    );
+    assert!(matches!(
+        host.runtime.open_session(&doomed.tenant, &doomed.id),
+        Err(SessionError::NotFound { .. })
+    ));
+    assert!(host.runtime.open_session(&kept.tenant, &kept.id).is_ok());
+}
+
+#[tokio::test]
+async fn gc_removes_idle_sessions_and_orphans_only() {
+    let host = TestHost::builtin().await;
+    let idle = host.session();
+    host.call(&idle, "bash", json!({"command": "echo x > f"}))
+        .await;
+    std::thread::sleep(Duration::from_millis(20));
+    let cutoff = SystemTime::now();
+    std::thread::sleep(Duration::from_millis(20));
+    let active = host.session();
+    host.call(&active, "bash", json!({"command": "echo x > f"}))
+        .await;
+
+    // An orphan: a session directory whose row is gone (a crash mid-delete).
+    let orphan = host
+        .data
+        .path()
+        .join("tenants/default/sessions/ghost/workspace");
+    std::fs::create_dir_all(&orphan).unwrap();
+    std::fs::write(orphan.join("left-behind"), "x").unwrap();
+
+    let report = host.runtime.gc(Some(cutoff)).unwrap();
+    assert_eq!((report.sessions, report.orphans), (1, 1));
+    assert!(!exists(idle.host_dir("/workspace").unwrap()));
+    assert!(!exists(orphan.parent().unwrap()));
+    assert!(active.host_dir("/workspace").unwrap().join("f").exists());
+    let left: Vec<String> = host
+        .runtime
+        .sessions(None)
+        .unwrap()
+        .iter()
+        .map(|s| s.id.to_string())
+        .collect();
+    assert_eq!(left, [active.id.to_string()]);
+
+    let report = host.runtime.gc(None).unwrap();
+    assert_eq!(
+        (report.sessions, report.orphans),
+        (0, 0),
+        "nothing else to do"
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_reach_another_tenants_session() {
+    let host = TestHost::builtin().await;
+    let a = TenantId::new("tenant-a").unwrap();
+    let b = TenantId::new("tenant-b").unwrap();
+    let id = SessionId::new("shared-name").unwrap();
+    let sa = host
+        .runtime
+        .create_session(a.clone(), Some(id.clone()), None)
+        .unwrap();
+    host.call(
+        &sa,
+        "write_file",
+        json!({"path": "secret.txt", "content": "a's"}),
+    )
+    .await;
+
+    assert!(matches!(
+        host.runtime.open_session(&b, &id),
+        Err(SessionError::NotFound { .. })
+    ));
+    assert!(matches!(
+        host.runtime.delete_session(&b, &id),
+        Err(SessionError::NotFound { .. })
+    ));
+    assert!(host.runtime.sessions(Some(&b)).unwrap().is_empty());
+
+    // Same id, other tenant: its own session and its own files.
+    let sb = host
+        .runtime
+        .create_session(b.clone(), Some(id.clone()), None)
+        .unwrap();
+    let r = host
+        .call(&sb, "read_file", json!({"path": "secret.txt"}))
+        .await;
+    assert!(r.is_error, "{}", r.output);
+    host.runtime.delete_session(&b, &id).unwrap();
+    let r = host
+        .call(&sa, "read_file", json!({"path": "secret.txt"}))
+        .await;
+    assert_eq!(r.output, "a's");
+    assert!(matches!(
+        host.runtime.create_session(a, Some(id), None),
+        Err(SessionError::Exists { .. })
+    ));
+}
