@@ -3,8 +3,10 @@
 use guest_build::Guest;
 use std::fmt::Write;
 
-const FIXTURES: &[(&str, &str, &str)] =
-    &[("PROBE_HOOK", "probe-hook", "tests/fixtures/probe-hook")];
+const FIXTURES: &[(&str, &str, &str)] = &[
+    ("PROBE_HOOK", "probe-hook", "tests/fixtures/probe-hook"),
+    ("IMPORT_HOOK", "import-hook", "tests/fixtures/import-hook"),
+];
 
 fn main() {
     let guests: Vec<Guest<'_>> = FIXTURES

@@ -18,13 +18,13 @@
 
 use crate::bindings::hook::{Hook, HookPre};
 use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
-use crate::limits::{Limits, MAX_ARGUMENTS_BYTES};
-use crate::sandbox::{self, Failure, FailureKind, Grants, Settings, StoreState};
+use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
+use crate::sandbox::{self, Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
 use crate::session::Session;
 use crate::tools::Tool;
 use serde::Deserialize;
 use std::fmt;
-use std::path::PathBuf;
+use std::sync::Arc;
 use wasmtime::Store;
 use wildmatch::WildMatch;
 
@@ -80,31 +80,33 @@ pub struct HookLayer {
     pub pre: HookPre<StoreState>,
     pub grants: Grants,
     pub settings: Settings,
-    pub limits: Limits,
+    /// The hook's own limits, over the tenant's.
+    pub limits: LimitOverrides,
     pub on_failure: FailurePolicy,
     pub tools: ToolMatch,
 }
 
-/// The operator's hooks, outermost first.
+/// Hooks, outermost first.
 pub struct HookChain {
-    layers: Vec<HookLayer>,
-    data_root: PathBuf,
+    layers: Vec<Arc<HookLayer>>,
+    sandbox: Arc<Sandbox>,
 }
 
 /// A hook that has run `before-execute` and waits for `after-execute`.
 struct Entered<'a> {
     layer: &'a HookLayer,
+    limits: Limits,
     instance: HookInstance,
     /// The call as this layer passed it inward.
     call: ToolCall,
 }
 
 impl HookChain {
-    pub fn new(layers: Vec<HookLayer>, data_root: PathBuf) -> HookChain {
-        HookChain { layers, data_root }
+    pub fn new(layers: Vec<Arc<HookLayer>>, sandbox: Arc<Sandbox>) -> HookChain {
+        HookChain { layers, sandbox }
     }
 
-    pub fn layers(&self) -> &[HookLayer] {
+    pub fn layers(&self) -> &[Arc<HookLayer>] {
         &self.layers
     }
 
@@ -120,9 +122,10 @@ impl HookChain {
         let mut entered: Vec<Entered<'_>> = Vec::new();
         let mut refusal = None;
         for layer in self.layers.iter().filter(|l| l.tools.matches(&call.name)) {
-            let step = match self.start(layer, session).await {
+            let limits = session.limits().with(&layer.limits);
+            let step = match self.start(layer, session, &limits).await {
                 Ok(mut instance) => instance
-                    .before(&layer.limits, &ctx, &call)
+                    .before(&limits, &ctx, &call)
                     .await
                     .map(|outcome| (instance, outcome)),
                 Err(failure) => Err(failure),
@@ -138,6 +141,7 @@ impl HookChain {
                     }
                     entered.push(Entered {
                         layer,
+                        limits,
                         instance,
                         call: call.clone(),
                     });
@@ -180,12 +184,13 @@ impl HookChain {
 
         for Entered {
             layer,
+            limits,
             mut instance,
             call,
         } in entered.into_iter().rev()
         {
             record.write_to(&mut ctx.values);
-            match instance.after(&layer.limits, &ctx, &call, &result).await {
+            match instance.after(&limits, &ctx, &call, &result).await {
                 Ok(replaced) => result = replaced,
                 Err(failure) => {
                     record.failed(layer, "after-execute", &call, &failure);
@@ -201,16 +206,16 @@ impl HookChain {
         result
     }
 
-    async fn start(&self, layer: &HookLayer, session: &Session) -> Result<HookInstance, Failure> {
-        let mut store = sandbox::new_store(
-            layer.pre.engine(),
-            &self.data_root,
-            session.mounts(),
-            &layer.grants,
-            &layer.settings,
-            &layer.limits,
-        )
-        .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+    async fn start(
+        &self,
+        layer: &HookLayer,
+        session: &Session,
+        limits: &Limits,
+    ) -> Result<HookInstance, Failure> {
+        let mut store = self
+            .sandbox
+            .store(session.mounts(), &layer.grants, &layer.settings, limits)
+            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
         let hook = layer
             .pre
             .instantiate_async(&mut store)
@@ -295,7 +300,7 @@ impl HookInstance {
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<Result<Proceed, String>, Failure> {
-        self.store.data_mut().arm(limits);
+        sandbox::arm(&mut self.store, limits);
         let outcome = self
             .hook
             .harness_hooks_tool_hook()
@@ -328,7 +333,7 @@ impl HookInstance {
         call: &ToolCall,
         result: &ToolResult,
     ) -> Result<ToolResult, Failure> {
-        self.store.data_mut().arm(limits);
+        sandbox::arm(&mut self.store, limits);
         let replaced = self
             .hook
             .harness_hooks_tool_hook()

@@ -83,14 +83,16 @@ pub struct ComponentLoader {
 }
 
 impl ComponentLoader {
-    /// An engine with epoch interruption on, and the WASI + config linker.
+    /// An engine with epoch interruption on (and fuel metering when `fuel`), and the
+    /// WASI + config linker.
     ///
     /// # Errors
     ///
     /// When wasmtime cannot make an engine on this machine.
-    pub fn new() -> wasmtime::Result<ComponentLoader> {
+    pub fn new(fuel: bool) -> wasmtime::Result<ComponentLoader> {
         let mut config = Config::new();
         config.epoch_interruption(true);
+        config.consume_fuel(fuel);
         // The component-model async ABI is not used; leaving it on doubles a call's cost.
         config.concurrency_support(false);
         let engine = Engine::new(&config)?;
@@ -106,14 +108,19 @@ impl ComponentLoader {
         &self.engine
     }
 
-    /// Compiles a hook component and links it against the host's imports.
+    /// Compiles a hook component and links it against the host's imports; with
+    /// `unknown_imports_trap`, imports the host does not provide trap when called.
     ///
     /// # Errors
     ///
     /// A [`LoadError`] naming the component: unknown built-in, unreadable file, invalid
     /// component, or an import the host does not provide / a missing export.
-    pub fn hook(&self, component: &ComponentRef) -> Result<HookPre<StoreState>, LoadError> {
-        let pre = self.instance_pre(component, "hook")?;
+    pub fn hook(
+        &self,
+        component: &ComponentRef,
+        unknown_imports_trap: bool,
+    ) -> Result<HookPre<StoreState>, LoadError> {
+        let pre = self.instance_pre(component, "hook", unknown_imports_trap)?;
         HookPre::new(pre).map_err(|e| link_error(component, "hook", e))
     }
 
@@ -122,8 +129,12 @@ impl ComponentLoader {
     /// # Errors
     ///
     /// As for [`ComponentLoader::hook`].
-    pub fn tool(&self, component: &ComponentRef) -> Result<ToolPre<StoreState>, LoadError> {
-        let pre = self.instance_pre(component, "tool")?;
+    pub fn tool(
+        &self,
+        component: &ComponentRef,
+        unknown_imports_trap: bool,
+    ) -> Result<ToolPre<StoreState>, LoadError> {
+        let pre = self.instance_pre(component, "tool", unknown_imports_trap)?;
         ToolPre::new(pre).map_err(|e| link_error(component, "tool", e))
     }
 
@@ -131,6 +142,7 @@ impl ComponentLoader {
         &self,
         component: &ComponentRef,
         world: &'static str,
+        unknown_imports_trap: bool,
     ) -> Result<wasmtime::component::InstancePre<StoreState>, LoadError> {
         let name = component.to_string();
         let compiled = match component {
@@ -157,9 +169,17 @@ impl ComponentLoader {
             component: name.clone(),
             reason: format!("{e:#}"),
         })?;
-        self.linker
-            .instantiate_pre(&compiled)
-            .map_err(|e| link_error(component, world, e))
+        let link = |linker: &Linker<StoreState>| linker.instantiate_pre(&compiled);
+        if unknown_imports_trap {
+            // A linker of its own: the stubs must not reach other components.
+            let mut linker = self.linker.clone();
+            linker
+                .define_unknown_imports_as_traps(&compiled)
+                .and_then(|()| link(&linker))
+        } else {
+            link(&self.linker)
+        }
+        .map_err(|e| link_error(component, world, e))
     }
 }
 

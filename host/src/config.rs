@@ -7,7 +7,8 @@
 
 use crate::chain::FailurePolicy;
 use crate::component::ComponentRef;
-use crate::limits::{Limits, MAX_ID_BYTES};
+use crate::ids::TenantId;
+use crate::limits::{LimitOverrides, MAX_ID_BYTES};
 use crate::mounts::{MountError, MountSpec, MountTable};
 use crate::sandbox::{Access, Grants, Settings};
 use serde::Deserialize;
@@ -63,6 +64,27 @@ pub struct Config {
     /// The hook chain, outermost first.
     #[serde(default)]
     pub hooks: Vec<HookConfig>,
+    /// Tenants by id. When any is declared, only declared tenants may have sessions.
+    #[serde(default)]
+    pub tenants: BTreeMap<Spanned<String>, TenantConfig>,
+}
+
+/// A `[tenants.ID]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Its chain: hook names, outermost first; every hook, in file order, when left out.
+    #[serde(default)]
+    pub hooks: Option<Vec<Spanned<String>>>,
+    /// How many sessions it may have at once; unlimited when left out.
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
+    /// Bytes its session and tenant directories may hold; unlimited when left out.
+    #[serde(default)]
+    pub disk_quota_bytes: Option<u64>,
+    /// Limits for every component call of its sessions (a hook's or tool's own win).
+    #[serde(default)]
+    pub limits: LimitOverrides,
 }
 
 /// The `[bash]` table.
@@ -92,8 +114,13 @@ pub struct ToolConfig {
     /// Handed to it through `wasi:config/store`.
     #[serde(default)]
     pub settings: BTreeMap<String, toml::Value>,
+    /// Its limits, over the tenant's.
     #[serde(default)]
-    pub limits: Limits,
+    pub limits: LimitOverrides,
+    /// Let imports the host does not provide trap when called instead of refusing the
+    /// component at load (for language runtimes that import more than they use).
+    #[serde(default)]
+    pub allow_unknown_imports: bool,
 }
 
 /// One `[[hooks]]` entry.
@@ -117,8 +144,12 @@ pub struct HookConfig {
     /// Handed to it through `wasi:config/store`.
     #[serde(default)]
     pub settings: BTreeMap<String, toml::Value>,
+    /// Its limits, over the tenant's.
     #[serde(default)]
-    pub limits: Limits,
+    pub limits: LimitOverrides,
+    /// As for tools: unknown imports trap when called instead of failing the load.
+    #[serde(default)]
+    pub allow_unknown_imports: bool,
 }
 
 impl Config {
@@ -178,6 +209,13 @@ impl Config {
             .mount
             .as_ref()
             .map_or(DEFAULT_BASH_MOUNT, |m| m.get_ref())
+    }
+
+    /// Whether any limits set fuel: the engine meters fuel only then.
+    pub fn uses_fuel(&self) -> bool {
+        self.tools.values().any(|t| t.limits.fuel.is_some())
+            || self.hooks.iter().any(|h| h.limits.fuel.is_some())
+            || self.tenants.values().any(|t| t.limits.fuel.is_some())
     }
 
     fn validate(&self) -> Result<(), Invalid> {
@@ -251,6 +289,24 @@ impl Config {
             }
             check_component(&format!("{owner}.component"), &hook.component)?;
             check_grants(&owner, &hook.grants)?;
+        }
+        for (id, tenant) in &self.tenants {
+            if let Err(e) = TenantId::new(id.get_ref().as_str()) {
+                return Err(Invalid::at(id.span(), format!("tenants: {e}")));
+            }
+            for hook in tenant.hooks.iter().flatten() {
+                if !names.contains(hook.get_ref().as_str()) {
+                    return Err(Invalid::at(
+                        hook.span(),
+                        format!(
+                            "tenants.{}.hooks: no hook is named {:?} (hooks: {})",
+                            id.get_ref(),
+                            hook.get_ref(),
+                            names.iter().copied().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+            }
         }
         if self.bash.enabled && !mounts.contains_key(self.bash_mount()) {
             let span = self.bash.mount.as_ref().map_or(0..0, Spanned::span);

@@ -30,9 +30,9 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 /// to explain failures in the log.
 pub const GUEST_STDERR_BYTES: usize = 64 * 1024;
 
-/// Entries in one store's resource table (open files, streams...): bounds host memory a
-/// guest can pin through handles.
-pub const MAX_TABLE_ELEMENTS: usize = 10_000;
+/// Elements of one instance's WebAssembly tables (function references): bounds the host
+/// memory behind them.
+pub const MAX_TABLE_ELEMENTS: usize = 100_000;
 
 /// The longest id (session, tenant, tool name) accepted, in bytes. Ids are encoded into
 /// host path segments at up to three bytes per byte, which keeps them under the 255-byte
@@ -48,9 +48,15 @@ pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest time limit a `bash` call may ask for.
 pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Limits for calls into one component. Any field left out of the config keeps its default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// Resource handles (open files, streams, directory iterators…) one instance may hold at
+/// once: bounds the host memory a guest can pin through handles.
+pub const DEFAULT_MAX_RESOURCES: usize = 1_000;
+
+/// Limits for calls into one component.
+///
+/// What applies to a call is layered, the most specific last: these defaults, then the
+/// tenant's `limits`, then the hook's or tool's own `limits` (see [`LimitOverrides`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Linear memory cap, bytes.
     pub memory_bytes: u64,
@@ -58,6 +64,12 @@ pub struct Limits {
     pub deadline_ms: u64,
     /// Cap on the output a call returns, bytes.
     pub max_output_bytes: u64,
+    /// WebAssembly instructions (roughly) one call may execute; `None`: unmetered. Fuel
+    /// makes execution deterministic to bound, at a cost of some speed, so it is off unless
+    /// a config sets it somewhere.
+    pub fuel: Option<u64>,
+    /// Resource handles one instance may hold at once.
+    pub max_resources: usize,
 }
 
 impl Default for Limits {
@@ -66,6 +78,8 @@ impl Default for Limits {
             memory_bytes: DEFAULT_MEMORY_BYTES,
             deadline_ms: DEFAULT_DEADLINE.as_millis() as u64,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            fuel: None,
+            max_resources: DEFAULT_MAX_RESOURCES,
         }
     }
 }
@@ -74,4 +88,26 @@ impl Limits {
     pub fn deadline(&self) -> Duration {
         Duration::from_millis(self.deadline_ms)
     }
+
+    /// These limits with the fields `overrides` sets replaced.
+    pub fn with(self, overrides: &LimitOverrides) -> Limits {
+        Limits {
+            memory_bytes: overrides.memory_bytes.unwrap_or(self.memory_bytes),
+            deadline_ms: overrides.deadline_ms.unwrap_or(self.deadline_ms),
+            max_output_bytes: overrides.max_output_bytes.unwrap_or(self.max_output_bytes),
+            fuel: overrides.fuel.or(self.fuel),
+            max_resources: overrides.max_resources.unwrap_or(self.max_resources),
+        }
+    }
+}
+
+/// A `limits = { … }` table of the config: the fields it sets replace the layer below.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    pub memory_bytes: Option<u64>,
+    pub deadline_ms: Option<u64>,
+    pub max_output_bytes: Option<u64>,
+    pub fuel: Option<u64>,
+    pub max_resources: Option<usize>,
 }

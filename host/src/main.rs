@@ -251,6 +251,16 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
             if let Some(w) = &record.workdir {
                 println!("workdir: {}", w.display());
             }
+            let usage = runtime.disk_usage(&session)?;
+            println!("disk: {} bytes in this session", usage.session);
+            match usage.quota {
+                Some(quota) => println!(
+                    "tenant disk: {} of {quota} bytes ({:.1}% of its quota)",
+                    usage.tenant,
+                    usage.tenant as f64 * 100.0 / quota.max(1) as f64
+                ),
+                None => println!("tenant disk: {} bytes (no quota)", usage.tenant),
+            }
             println!("mounts:");
             for m in session.mounts() {
                 println!(

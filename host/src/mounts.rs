@@ -65,6 +65,8 @@ pub enum MountError {
     BadTemplate { path: String, why: String },
     #[error("mounts {inner:?} and {outer:?}: one directory lies inside the other")]
     Nested { inner: String, outer: String },
+    #[error("{0:?} is granted but is not a declared mount")]
+    Undeclared(String),
     #[error("mount {0:?} uses {{workdir}} but the session has no working directory")]
     NoWorkdir(String),
     #[error("could not create the directory of mount {path:?}: {source}")]

@@ -6,14 +6,15 @@ use crate::chain::{self, HookChain, HookLayer, ToolMatch};
 use crate::component::{ComponentLoader, ComponentRef, LoadError};
 use crate::config::{self, Config};
 use crate::ids::{SessionId, TenantId};
-use crate::limits::Limits;
-use crate::mounts::{MountError, MountTable, SessionVars};
-use crate::sandbox::Failure;
+use crate::limits::{LimitOverrides, Limits};
+use crate::mounts::{MountError, MountTable, ResolvedMount, Scope, SessionVars};
+use crate::sandbox::{Failure, Sandbox};
 use crate::session::Session;
 use crate::session_store::{self, SessionError, SessionRecord, SessionStore};
 use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
 use crate::tools::{Tool, ToolRegistry};
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,15 +53,37 @@ pub enum CallError {
     BadArguments { tool: String, why: String },
 }
 
-/// A configured hookhost: components loaded, tools registered, chain built.
+/// A configured hookhost: components loaded, tools registered, chains built.
 pub struct Runtime {
-    // Declared first so it drops first: the chain and tools hold instance-pres of its engine.
+    /// The chain of tenants that declare none of their own.
     chain: HookChain,
+    tenants: BTreeMap<TenantId, Tenant>,
+    /// Whether only declared tenants may have sessions (some are declared).
+    closed_tenancy: bool,
     tools: ToolRegistry,
     mounts: MountTable,
     store: SessionStore,
     data_root: PathBuf,
     _loader: ComponentLoader,
+}
+
+/// A declared tenant: its chain and its bounds.
+struct Tenant {
+    chain: Option<HookChain>,
+    max_sessions: Option<usize>,
+    disk_quota: Option<u64>,
+    limits: LimitOverrides,
+}
+
+/// How much disk a session and its tenant use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// Bytes in the session's own (session-scoped) directories.
+    pub session: u64,
+    /// Bytes in all the tenant's session and tenant directories: what the quota counts.
+    pub tenant: u64,
+    /// The tenant's quota, if it has one.
+    pub quota: Option<u64>,
 }
 
 /// What [`Runtime::gc`] removed.
@@ -101,19 +124,28 @@ impl Runtime {
             })?;
         let mounts = MountTable::new(config.mounts())?;
         let store = SessionStore::open(&data_root)?;
-        let loader = ComponentLoader::new().map_err(|e| StartError::Engine(format!("{e:#}")))?;
+        let loader = ComponentLoader::new(config.uses_fuel())
+            .map_err(|e| StartError::Engine(format!("{e:#}")))?;
+        let sandbox = Arc::new(Sandbox::new(
+            loader.engine().clone(),
+            data_root.clone(),
+            config.uses_fuel(),
+        ));
 
         let mut tools = ToolRegistry::default();
         for (name, spec) in &config.tools {
             let name = name.get_ref();
             let owner = format!("tools.{name}");
             let pre = loader
-                .tool(&ComponentRef::parse(spec.component.get_ref()))
+                .tool(
+                    &ComponentRef::parse(spec.component.get_ref()),
+                    spec.allow_unknown_imports,
+                )
                 .map_err(|source| StartError::Load { owner, source })?;
             let tool = GuestTool::new(
                 pre,
                 name,
-                data_root.clone(),
+                sandbox.clone(),
                 config::grants(&spec.grants),
                 config::settings(&spec.settings),
                 spec.limits,
@@ -144,12 +176,15 @@ impl Runtime {
         let mut layers = Vec::with_capacity(config.hooks.len());
         for spec in &config.hooks {
             let pre = loader
-                .hook(&ComponentRef::parse(spec.component.get_ref()))
+                .hook(
+                    &ComponentRef::parse(spec.component.get_ref()),
+                    spec.allow_unknown_imports,
+                )
                 .map_err(|source| StartError::Load {
                     owner: format!("hooks.{}", spec.name.get_ref()),
                     source,
                 })?;
-            layers.push(HookLayer {
+            layers.push(Arc::new(HookLayer {
                 name: spec.name.get_ref().clone(),
                 pre,
                 grants: config::grants(&spec.grants),
@@ -161,11 +196,34 @@ impl Runtime {
                     .as_deref()
                     .map(ToolMatch::new)
                     .unwrap_or_else(ToolMatch::all),
+            }));
+        }
+        let mut tenants = BTreeMap::new();
+        for (id, spec) in &config.tenants {
+            let chain = spec.hooks.as_ref().map(|names| {
+                let picked = names
+                    .iter()
+                    .filter_map(|n| layers.iter().find(|l| &l.name == n.get_ref()).cloned())
+                    .collect();
+                HookChain::new(picked, sandbox.clone())
             });
+            let id = TenantId::new(id.get_ref().as_str())
+                .map_err(|e| StartError::Engine(e.to_string()))?;
+            tenants.insert(
+                id,
+                Tenant {
+                    chain,
+                    max_sessions: spec.max_sessions,
+                    disk_quota: spec.disk_quota_bytes,
+                    limits: spec.limits,
+                },
+            );
         }
 
         Ok(Runtime {
-            chain: HookChain::new(layers, data_root.clone()),
+            chain: HookChain::new(layers, sandbox),
+            closed_tenancy: !tenants.is_empty(),
+            tenants,
             tools,
             mounts,
             store,
@@ -198,9 +256,22 @@ impl Runtime {
         self.tools.descriptors()
     }
 
-    /// The hook chain.
-    pub fn chain(&self) -> &HookChain {
-        &self.chain
+    /// The hook chain of `tenant`'s sessions.
+    pub fn chain(&self, tenant: &TenantId) -> &HookChain {
+        self.tenants
+            .get(tenant)
+            .and_then(|t| t.chain.as_ref())
+            .unwrap_or(&self.chain)
+    }
+
+    /// `tenant`'s declaration; an error when tenants are declared and it is not one.
+    fn tenant(&self, tenant: &TenantId) -> Result<Option<&Tenant>, SessionError> {
+        match self.tenants.get(tenant) {
+            None if self.closed_tenancy => Err(SessionError::UnknownTenant {
+                tenant: tenant.to_string(),
+            }),
+            found => Ok(found),
+        }
     }
 
     /// Creates a session of `tenant`: with `id`, or a new UUID; `workdir` is `{workdir}`
@@ -232,6 +303,14 @@ impl Runtime {
                     })
             })
             .transpose()?;
+        if let Some(max) = self.tenant(&tenant)?.and_then(|t| t.max_sessions)
+            && self.store.list(Some(&tenant))?.len() >= max
+        {
+            return Err(SessionError::TooManySessions {
+                tenant: tenant.to_string(),
+                max,
+            });
+        }
         let id = id.unwrap_or_else(SessionId::generate);
         let record = self.store.create(&tenant, &id, workdir.as_deref())?;
         self.session_of(&record)
@@ -310,6 +389,36 @@ impl Runtime {
         Ok(report)
     }
 
+    /// Disk used by `session` and by its tenant, against the tenant's quota. Measured
+    /// without following symlinks.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when the tenant's sessions cannot be listed or resolved.
+    pub fn disk_usage(&self, session: &Session) -> Result<DiskUsage, SessionError> {
+        let own = |m: &&ResolvedMount| m.scope == Scope::Session;
+        let session_bytes = session_store::disk_usage(
+            session
+                .mounts()
+                .iter()
+                .filter(own)
+                .map(|m| m.host.as_path()),
+        );
+        let mut dirs = BTreeSet::new();
+        for record in self.store.list(Some(&session.tenant))? {
+            for mount in self.session_of(&record)?.mounts {
+                if mount.scope != Scope::Persistent {
+                    dirs.insert(mount.host);
+                }
+            }
+        }
+        Ok(DiskUsage {
+            session: session_bytes,
+            tenant: session_store::disk_usage(dirs.iter().map(PathBuf::as_path)),
+            quota: self.tenant(&session.tenant)?.and_then(|t| t.disk_quota),
+        })
+    }
+
     fn session_of(&self, record: &SessionRecord) -> Result<Session, SessionError> {
         let mounts = self.mounts.resolve(&SessionVars {
             data: &self.data_root,
@@ -317,10 +426,15 @@ impl Runtime {
             session: &record.id,
             workdir: record.workdir.as_deref(),
         })?;
+        let tenant_limits = self
+            .tenant(&record.tenant)?
+            .map(|t| t.limits)
+            .unwrap_or_default();
         Ok(Session {
             id: record.id.clone(),
             tenant: record.tenant.clone(),
             mounts,
+            tenant_limits,
         })
     }
 
@@ -362,12 +476,48 @@ impl Runtime {
             name: tool.to_string(),
             arguments: arguments.to_string(),
         };
+        let quota = self
+            .tenant(&session.tenant)
+            .ok()
+            .flatten()
+            .and_then(|t| t.disk_quota);
+        if let Some(quota) = quota
+            && let Some(used) = self.tenant_bytes(session)
+            && used >= quota
+        {
+            return Ok(ToolResult::error(format!(
+                "disk quota exceeded: tenant '{}' uses {used} of its {quota} bytes; delete files or sessions to continue",
+                session.tenant
+            )));
+        }
         let span = tracing::info_span!("call", tool, call_id = %call.id, session = %session.id);
-        let result = self
-            .chain
+        let mut result = self
+            .chain(&session.tenant)
             .run(session, ctx, call, target.as_ref() as &dyn Tool)
             .instrument(span)
             .await;
+        if let Some(quota) = quota
+            && let Some(used) = self.tenant_bytes(session)
+            && used > quota
+        {
+            tracing::warn!(tenant = %session.tenant, used, quota, "disk quota exceeded by a call");
+            result = ToolResult::error(format!(
+                "disk quota exceeded: the call left tenant '{}' using {used} of its {quota} bytes; its output is withheld",
+                session.tenant
+            ));
+        }
         Ok(result)
+    }
+
+    /// What the tenant of `session` uses on disk, for the quota; `None` when it cannot be
+    /// measured (logged).
+    fn tenant_bytes(&self, session: &Session) -> Option<u64> {
+        match self.disk_usage(session) {
+            Ok(usage) => Some(usage.tenant),
+            Err(e) => {
+                tracing::warn!(tenant = %session.tenant, error = %e, "cannot measure disk use");
+                None
+            }
+        }
     }
 }

@@ -9,14 +9,15 @@
 //!
 //! and runs under [`Limits`]: a memory cap enforced by a [`ResourceLimiter`], a wall-clock
 //! deadline enforced through epoch interruption (the guest yields to the executor at every
-//! tick, so a busy guest does not hold a worker thread), and a cap on returned output.
+//! tick, so a busy guest does not hold a worker thread), optional fuel, a cap on resource
+//! handles, and a cap on returned output.
 
 use crate::limits::{GUEST_STDERR_BYTES, Limits, MAX_TABLE_ELEMENTS};
 use crate::mounts::{self, MountError, ResolvedMount};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
@@ -49,6 +50,7 @@ pub struct StoreState {
     limiter: MemoryLimiter,
     stderr: MemoryOutputPipe,
     deadline: Instant,
+    fuel: bool,
 }
 
 impl WasiView for StoreState {
@@ -75,73 +77,104 @@ pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
     Ok(linker)
 }
 
-/// Makes the store for one call into a component: its grants preopened from `mounts`
-/// (creating the directories, 0700, as needed), its settings, its limits.
-///
-/// # Errors
-///
-/// [`MountError`] when a granted mount is not among `mounts`, or its directory cannot be
-/// made or goes through a symlink.
-pub fn new_store(
-    engine: &Engine,
-    data_root: &Path,
-    mounts: &[ResolvedMount],
-    grants: &Grants,
-    settings: &Settings,
-    limits: &Limits,
-) -> Result<Store<StoreState>, MountError> {
-    let stderr = MemoryOutputPipe::new(GUEST_STDERR_BYTES);
-    let mut wasi = WasiCtxBuilder::new();
-    wasi.stderr(stderr.clone())
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    for (virtual_path, access) in grants {
-        let mount = mounts
-            .iter()
-            .find(|m| &m.virtual_path == virtual_path)
-            .ok_or_else(|| MountError::BadVirtualPath(virtual_path.clone()))?;
-        mounts::ensure_dir(data_root, mount)?;
-        let perms = match access {
-            Access::ReadOnly => FsPerms::ReadOnly,
-            Access::ReadWrite => FsPerms::ReadWrite,
-        };
-        wasi.preopened_dir(&mount.host, virtual_path, perms)
-            .map_err(|e| MountError::Create {
-                path: virtual_path.clone(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
-    }
-    let state = StoreState {
-        wasi: wasi.build(),
-        table: ResourceTable::new(),
-        config: settings.iter().collect(),
-        limiter: MemoryLimiter {
-            max_bytes: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
-            exceeded: false,
-        },
-        stderr,
-        deadline: Instant::now() + limits.deadline(),
-    };
-    let mut store = Store::new(engine, state);
-    store.limiter(|s| &mut s.limiter);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|ctx| {
-        if Instant::now() >= ctx.data().deadline {
-            Ok(UpdateDeadline::Interrupt)
-        } else {
-            Ok(UpdateDeadline::Yield(1))
+/// Makes the stores of component calls: the engine, the data directory under which mount
+/// directories are checked, and whether the engine meters fuel.
+pub struct Sandbox {
+    engine: Engine,
+    data_root: PathBuf,
+    fuel: bool,
+}
+
+impl Sandbox {
+    /// `fuel` must say whether `engine` was configured with `consume_fuel`.
+    pub fn new(engine: Engine, data_root: PathBuf, fuel: bool) -> Sandbox {
+        Sandbox {
+            engine,
+            data_root,
+            fuel,
         }
-    });
-    Ok(store)
+    }
+
+    pub fn data_root(&self) -> &Path {
+        &self.data_root
+    }
+
+    /// The store for one call into a component: its grants preopened from `mounts`
+    /// (creating the directories, 0700, as needed), its settings, its limits, armed.
+    ///
+    /// # Errors
+    ///
+    /// [`MountError`] when a granted mount is not among `mounts`, or its directory cannot
+    /// be made or goes through a symlink.
+    pub fn store(
+        &self,
+        mounts: &[ResolvedMount],
+        grants: &Grants,
+        settings: &Settings,
+        limits: &Limits,
+    ) -> Result<Store<StoreState>, MountError> {
+        let stderr = MemoryOutputPipe::new(GUEST_STDERR_BYTES);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for (virtual_path, access) in grants {
+            let mount = mounts
+                .iter()
+                .find(|m| &m.virtual_path == virtual_path)
+                .ok_or_else(|| MountError::Undeclared(virtual_path.clone()))?;
+            mounts::ensure_dir(&self.data_root, mount)?;
+            let perms = match access {
+                Access::ReadOnly => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            wasi.preopened_dir(&mount.host, virtual_path, perms)
+                .map_err(|e| MountError::Create {
+                    path: virtual_path.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+        }
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.max_resources);
+        let state = StoreState {
+            wasi: wasi.build(),
+            table,
+            config: settings.iter().collect(),
+            limiter: MemoryLimiter {
+                max_bytes: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
+                exceeded: false,
+            },
+            stderr,
+            deadline: Instant::now(),
+            fuel: self.fuel,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        arm(&mut store, limits);
+        Ok(store)
+    }
+}
+
+/// Starts the budget of one call: the deadline is `limits.deadline()` from now, and the
+/// fuel (when metered) is refilled to `limits.fuel`.
+pub fn arm(store: &mut Store<StoreState>, limits: &Limits) {
+    store.data_mut().deadline = Instant::now() + limits.deadline();
+    if store.data().fuel {
+        // Cannot fail: fuel is enabled in this engine.
+        let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
+    }
 }
 
 impl StoreState {
-    /// Starts the clock of one call: the deadline is `limits.deadline()` from now.
-    pub fn arm(&mut self, limits: &Limits) {
-        self.deadline = Instant::now() + limits.deadline();
-    }
-
     /// What the guest wrote to stderr, for the log.
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.stderr.contents()).into_owned()
@@ -184,6 +217,8 @@ impl ResourceLimiter for MemoryLimiter {
 pub enum FailureKind {
     /// The call passed its deadline.
     Timeout,
+    /// The call used up its fuel.
+    Fuel,
     /// The component tried to grow its memory past the cap.
     Memory,
     /// The component returned more than the output cap.
@@ -201,6 +236,7 @@ impl fmt::Display for FailureKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             FailureKind::Timeout => "timeout",
+            FailureKind::Fuel => "fuel",
             FailureKind::Memory => "memory",
             FailureKind::OutputTooLarge => "output-too-large",
             FailureKind::InvalidOutput => "invalid-output",
@@ -233,6 +269,8 @@ impl Failure {
             FailureKind::Memory
         } else if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
             FailureKind::Timeout
+        } else if error.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
+            FailureKind::Fuel
         } else {
             FailureKind::Trap
         };

@@ -1,18 +1,27 @@
 //! A session as the runtime sees it: who owns it and where its mounts live.
 
 use crate::ids::{SessionId, TenantId};
+use crate::limits::{LimitOverrides, Limits};
 use crate::mounts::ResolvedMount;
 use std::path::Path;
 
-/// One agent session: its id, its tenant, and its mounts resolved to host directories.
+/// One agent session: its id, its tenant, its mounts resolved to host directories, and
+/// its tenant's limits.
 #[derive(Debug, Clone)]
 pub struct Session {
     pub id: SessionId,
     pub tenant: TenantId,
     pub(crate) mounts: Vec<ResolvedMount>,
+    pub(crate) tenant_limits: LimitOverrides,
 }
 
 impl Session {
+    /// The limits of this session's calls before a hook's or tool's own: the defaults with
+    /// the tenant's overrides.
+    pub fn limits(&self) -> Limits {
+        Limits::default().with(&self.tenant_limits)
+    }
+
     /// The session's mounts.
     pub fn mounts(&self) -> &[ResolvedMount] {
         &self.mounts

@@ -46,7 +46,7 @@ async fn the_agent_example_runs_offload_audit_and_plan_writer_in_order() {
     let host = TestHost::new(&text).await;
     let names: Vec<&str> = host
         .runtime
-        .chain()
+        .chain(&hookhost::TenantId::default_tenant())
         .layers()
         .iter()
         .map(|l| l.name.as_str())

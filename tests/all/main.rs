@@ -2,7 +2,9 @@
 
 mod audit;
 mod chain;
+mod concurrency;
 mod config;
+mod hostile;
 mod offload;
 mod plans;
 mod read_file;

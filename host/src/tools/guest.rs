@@ -3,19 +3,20 @@
 use super::Tool;
 use crate::bindings::tool::ToolPre;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::limits::Limits;
-use crate::sandbox::{self, Failure, FailureKind, Grants, Settings, StoreState};
+use crate::limits::{LimitOverrides, Limits};
+use crate::sandbox::{Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
 use crate::session::Session;
-use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A tool component, ready to instantiate: a fresh instance serves each call.
 pub struct GuestTool {
     pre: ToolPre<StoreState>,
     descriptor: ToolDescriptor,
-    data_root: PathBuf,
+    sandbox: Arc<Sandbox>,
     grants: Grants,
     settings: Settings,
-    limits: Limits,
+    /// The tool's own limits, over the tenant's.
+    limits: LimitOverrides,
 }
 
 impl GuestTool {
@@ -28,20 +29,15 @@ impl GuestTool {
     pub async fn new(
         pre: ToolPre<StoreState>,
         name: &str,
-        data_root: PathBuf,
+        sandbox: Arc<Sandbox>,
         grants: Grants,
         settings: Settings,
-        limits: Limits,
+        limits: LimitOverrides,
     ) -> Result<GuestTool, Failure> {
-        let mut store = sandbox::new_store(
-            pre.engine(),
-            &data_root,
-            &[],
-            &Grants::new(),
-            &settings,
-            &limits,
-        )
-        .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+        let describe_limits = Limits::default().with(&limits);
+        let mut store = sandbox
+            .store(&[], &Grants::new(), &settings, &describe_limits)
+            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
         let bindings = pre
             .instantiate_async(&mut store)
             .await
@@ -53,12 +49,12 @@ impl GuestTool {
             .map_err(|e| Failure::from_call(&store, e))?;
         let size =
             descriptor.name.len() + descriptor.description.len() + descriptor.input_schema.len();
-        Failure::check_output(size, &limits)?;
+        Failure::check_output(size, &describe_limits)?;
         descriptor.name = name.to_string();
         Ok(GuestTool {
             pre,
             descriptor,
-            data_root,
+            sandbox,
             grants,
             settings,
             limits,
@@ -78,15 +74,11 @@ impl Tool for GuestTool {
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
-        let mut store = sandbox::new_store(
-            self.pre.engine(),
-            &self.data_root,
-            session.mounts(),
-            &self.grants,
-            &self.settings,
-            &self.limits,
-        )
-        .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+        let limits = session.limits().with(&self.limits);
+        let mut store = self
+            .sandbox
+            .store(session.mounts(), &self.grants, &self.settings, &limits)
+            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
         let bindings = self
             .pre
             .instantiate_async(&mut store)
@@ -97,7 +89,7 @@ impl Tool for GuestTool {
             .call_execute(&mut store, ctx, call)
             .await
             .map_err(|e| Failure::from_call(&store, e))?;
-        Failure::check_output(result.output.len(), &self.limits)?;
+        Failure::check_output(result.output.len(), &limits)?;
         Ok(result)
     }
 }

@@ -1,0 +1,312 @@
+//! Components written to break the host: loops, memory growth, huge outputs, disk filling,
+//! imports that are not granted. Each gets the outcome its policy says, is named in the
+//! audit log, and the host goes on serving other tenants.
+
+use hookhost::{SessionError, TenantId};
+use hookhost_tests::{TestHost, fixtures};
+use serde_json::{Value, json};
+
+/// A host with tenant `evil` behind [audit, hostile] and tenant `good` behind [audit].
+async fn host_with(mode: &str, policy: &str, limits: &str, extra: &str) -> TestHost {
+    TestHost::new(&format!(
+        r#"
+[[hooks]]
+name = "audit"
+component = "builtin:audit"
+grants = {{ "/audit" = "rw" }}
+
+[[hooks]]
+name = "hostile"
+component = {probe:?}
+on_failure = {policy:?}
+grants = {{ "/workspace" = "rw" }}
+settings = {{ tag = "hostile", mode = {mode:?} {extra} }}
+limits = {{ {limits} }}
+
+[tenants.evil]
+hooks = ["audit", "hostile"]
+
+[tenants.good]
+hooks = ["audit"]
+"#,
+        probe = fixtures::PROBE_HOOK
+    ))
+    .await
+}
+
+fn tenant(name: &str) -> TenantId {
+    TenantId::new(name).unwrap()
+}
+
+/// The last audit line of `tenant`.
+fn last_audit(host: &TestHost, tenant: &str) -> Value {
+    let log = std::fs::read_to_string(
+        host.data
+            .path()
+            .join(format!("tenants/{tenant}/audit/audit.jsonl")),
+    )
+    .unwrap();
+    serde_json::from_str(log.lines().last().unwrap()).unwrap()
+}
+
+/// Calls echo as tenant `evil`, checks the result and the audit reason, then checks that
+/// tenant `good` is served exactly.
+async fn expect(host: &TestHost, output: &str, reason: &str) {
+    let evil = host
+        .runtime
+        .create_session(tenant("evil"), None, None)
+        .unwrap();
+    let r = host.call(&evil, "echo", json!({})).await;
+    assert_eq!(r.output, output);
+    let line = last_audit(host, "evil");
+    assert_eq!(line["event"], "failed", "{line}");
+    assert_eq!(line["reason"], reason, "{line}");
+
+    let good = host
+        .runtime
+        .create_session(tenant("good"), None, None)
+        .unwrap();
+    let r = host
+        .call(&good, "echo", json!({"output": "still serving"}))
+        .await;
+    assert_eq!((r.output.as_str(), r.is_error), ("still serving", false));
+}
+
+#[tokio::test]
+async fn infinite_loops_stop_at_the_deadline() {
+    let limits = "deadline_ms = 300";
+    let host = host_with("loop-before", "open", limits, "").await;
+    expect(
+        &host,
+        "tool(args={}, trace=)",
+        "hook 'hostile' before-execute: timeout",
+    )
+    .await;
+    let host = host_with("loop-before", "closed", limits, "").await;
+    expect(
+        &host,
+        "call refused: hook 'hostile' failed in before-execute (timeout)",
+        "hook 'hostile' before-execute: timeout",
+    )
+    .await;
+    let host = host_with("loop-after", "open", limits, "").await;
+    expect(
+        &host,
+        "tool(args={}, trace=before:hostile;)",
+        "hook 'hostile' after-execute: timeout",
+    )
+    .await;
+    let host = host_with("loop-after", "closed", limits, "").await;
+    expect(
+        &host,
+        "output withheld: hook 'hostile' failed in after-execute (timeout)",
+        "hook 'hostile' after-execute: timeout",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn fuel_stops_a_loop_before_its_deadline() {
+    let host = host_with(
+        "loop-before",
+        "closed",
+        "fuel = 5000000, deadline_ms = 60000",
+        "",
+    )
+    .await;
+    expect(
+        &host,
+        "call refused: hook 'hostile' failed in before-execute (fuel)",
+        "hook 'hostile' before-execute: fuel",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn memory_growth_stops_at_the_cap() {
+    let host = host_with("grow-memory", "closed", "memory_bytes = 16777216", "").await;
+    expect(
+        &host,
+        "call refused: hook 'hostile' failed in before-execute (memory)",
+        "hook 'hostile' before-execute: memory",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_huge_output_is_refused() {
+    let host = host_with(
+        "huge-output",
+        "closed",
+        "max_output_bytes = 1048576",
+        ", bytes = \"2000000\"",
+    )
+    .await;
+    expect(
+        &host,
+        "output withheld: hook 'hostile' failed in after-execute (output-too-large)",
+        "hook 'hostile' after-execute: output-too-large",
+    )
+    .await;
+    let host = host_with(
+        "huge-output",
+        "open",
+        "max_output_bytes = 1048576",
+        ", bytes = \"2000000\"",
+    )
+    .await;
+    expect(
+        &host,
+        "tool(args={}, trace=before:hostile;)",
+        "hook 'hostile' after-execute: output-too-large",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_panic_is_a_trap() {
+    let host = host_with("trap-before", "closed", "", "").await;
+    expect(
+        &host,
+        "call refused: hook 'hostile' failed in before-execute (trap)",
+        "hook 'hostile' before-execute: trap",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn writes_past_the_disk_quota_fail_the_call_and_block_the_next() {
+    let host = TestHost::new(&format!(
+        r#"
+[[hooks]]
+name = "filler"
+component = {probe:?}
+tools = ["echo"]
+grants = {{ "/workspace" = "rw" }}
+settings = {{ tag = "filler", mode = "fill-disk" }}
+
+[tools.write_file]
+component = "builtin:write_file"
+grants = {{ "/workspace" = "rw" }}
+
+[tenants.small]
+disk_quota_bytes = 1048576
+max_sessions = 2
+
+[tenants.other]
+"#,
+        probe = fixtures::PROBE_HOOK
+    ))
+    .await;
+    let small = tenant("small");
+    let s = host
+        .runtime
+        .create_session(small.clone(), None, None)
+        .unwrap();
+    let r = host
+        .call(
+            &s,
+            "write_file",
+            json!({"path": "ok.txt", "content": "fits"}),
+        )
+        .await;
+    assert!(!r.is_error, "{}", r.output);
+
+    let r = host.call(&s, "echo", json!({})).await;
+    assert!(r.is_error);
+    assert!(
+        r.output
+            .starts_with("disk quota exceeded: the call left tenant 'small' using "),
+        "{}",
+        r.output
+    );
+    let usage = host.runtime.disk_usage(&s).unwrap();
+    assert_eq!(usage.quota, Some(1_048_576));
+    assert!(
+        usage.tenant > 1_048_576 && usage.session == usage.tenant,
+        "{usage:?}"
+    );
+
+    let r = host
+        .call(
+            &s,
+            "write_file",
+            json!({"path": "more.txt", "content": "x"}),
+        )
+        .await;
+    assert!(
+        r.output
+            .starts_with("disk quota exceeded: tenant 'small' uses "),
+        "{}",
+        r.output
+    );
+    assert!(!s.host_dir("/workspace").unwrap().join("more.txt").exists());
+
+    // Another tenant is not affected; deleting the session frees the quota.
+    let o = host
+        .runtime
+        .create_session(tenant("other"), None, None)
+        .unwrap();
+    let r = host
+        .call(&o, "write_file", json!({"path": "a.txt", "content": "x"}))
+        .await;
+    assert!(!r.is_error, "{}", r.output);
+    host.runtime.delete_session(&small, &s.id).unwrap();
+    let s = host
+        .runtime
+        .create_session(small.clone(), None, None)
+        .unwrap();
+    let r = host
+        .call(
+            &s,
+            "write_file",
+            json!({"path": "ok.txt", "content": "fits"}),
+        )
+        .await;
+    assert!(!r.is_error, "{}", r.output);
+
+    // Sessions are capped too, and undeclared tenants have none.
+    host.runtime
+        .create_session(small.clone(), None, None)
+        .unwrap();
+    assert!(matches!(
+        host.runtime.create_session(small, None, None),
+        Err(SessionError::TooManySessions { max: 2, .. })
+    ));
+    assert!(matches!(
+        host.runtime.create_session(tenant("stranger"), None, None),
+        Err(SessionError::UnknownTenant { .. })
+    ));
+}
+
+#[tokio::test]
+async fn an_import_the_host_does_not_grant_fails_the_load_naming_it() {
+    let config = |allow: bool, policy: &str| {
+        format!(
+            "[[hooks]]\nname = \"importer\"\ncomponent = {:?}\non_failure = {policy:?}\nallow_unknown_imports = {allow}\n",
+            fixtures::IMPORT_HOOK
+        )
+    };
+    let parsed = hookhost::Config::parse(&config(false, "open"), "t.toml").unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let e = hookhost::Runtime::new(&parsed, data.path())
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("hooks.importer") && e.contains("hookhost-test:backdoor/exfiltrate"),
+        "{e}"
+    );
+
+    // Allowed to load, the import traps when called; the policy decides.
+    let host = TestHost::new(&config(true, "open")).await;
+    let r = host.call(&host.session(), "echo", json!({})).await;
+    assert_eq!(r.output, "tool(args={}, trace=)");
+    let host = TestHost::new(&config(true, "closed")).await;
+    let r = host.call(&host.session(), "echo", json!({})).await;
+    assert_eq!(
+        r.output,
+        "call refused: hook 'importer' failed in before-execute (trap)"
+    );
+}
