@@ -18,6 +18,7 @@
 
 use crate::bindings::hook::{Hook, HookPre};
 use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
+use crate::component::ComponentRef;
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
 use crate::session::Session;
@@ -77,6 +78,7 @@ impl ToolMatch {
 /// One hook of the chain, ready to instantiate.
 pub struct HookLayer {
     pub name: String,
+    pub component: ComponentRef,
     pub pre: HookPre<StoreState>,
     pub grants: Grants,
     pub settings: Settings,

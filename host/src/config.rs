@@ -20,6 +20,9 @@ use toml::Spanned;
 /// The text of the built-in configuration.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
+/// The shortest bearer token accepted: 16 bytes, so a token cannot be guessed.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
 /// The mount `bash` runs in unless `[bash] mount` says otherwise.
 pub const DEFAULT_BASH_MOUNT: &str = "/workspace";
 
@@ -67,6 +70,44 @@ pub struct Config {
     /// Tenants by id. When any is declared, only declared tenants may have sessions.
     #[serde(default)]
     pub tenants: BTreeMap<Spanned<String>, TenantConfig>,
+    /// MCP servers whose tools are served through the chain, by name.
+    #[serde(default)]
+    pub upstreams: BTreeMap<Spanned<String>, UpstreamConfig>,
+}
+
+/// An `[upstreams.NAME]` table: an MCP server whose tools hookhost serves as
+/// `NAME__TOOL`, through the hook chain.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// A program speaking MCP on stdio, started with `args`.
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Or the URL of a Streamable HTTP MCP server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// How long one call (and the start) may take; 60 s when left out.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// A secret from the config: compared, never printed.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
 }
 
 /// A `[tenants.ID]` table.
@@ -85,6 +126,9 @@ pub struct TenantConfig {
     /// Limits for every component call of its sessions (a hook's or tool's own win).
     #[serde(default)]
     pub limits: LimitOverrides,
+    /// The bearer token its MCP clients present over HTTP.
+    #[serde(default)]
+    pub token: Option<Secret>,
 }
 
 /// The `[bash]` table.
@@ -306,6 +350,35 @@ impl Config {
                         ),
                     ));
                 }
+            }
+        }
+        let mut tokens = BTreeSet::new();
+        for (id, tenant) in &self.tenants {
+            if let Some(token) = &tenant.token
+                && (token.expose().len() < MIN_TOKEN_BYTES || !tokens.insert(token.expose()))
+            {
+                return Err(Invalid::at(
+                    id.span(),
+                    format!(
+                        "tenants.{}.token: a token is at least {MIN_TOKEN_BYTES} bytes and belongs to one tenant",
+                        id.get_ref()
+                    ),
+                ));
+            }
+        }
+        for (name, upstream) in &self.upstreams {
+            let owner = format!("upstreams.{}", name.get_ref());
+            if !is_tool_name(name.get_ref()) || name.get_ref().contains("__") {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: a name is letters, digits, '_' and '-', without '__'"),
+                ));
+            }
+            if upstream.command.is_some() == upstream.url.is_some() {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: give either `command` (stdio) or `url` (HTTP)"),
+                ));
             }
         }
         if self.bash.enabled && !mounts.contains_key(self.bash_mount()) {

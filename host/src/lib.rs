@@ -27,6 +27,7 @@ pub mod component;
 pub mod config;
 pub mod ids;
 pub mod limits;
+pub mod mcp;
 pub mod mounts;
 pub mod runtime;
 pub mod sandbox;

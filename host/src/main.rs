@@ -59,6 +59,22 @@ enum Command {
     Config(ConfigCommand),
     /// Show the main job: a large bash output offloaded, then paged back with read_file.
     Demo,
+    /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
+    /// Streamable HTTP with --http.
+    Serve {
+        /// Serve Streamable HTTP at this address (e.g. 127.0.0.1:8080), path /mcp.
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+        /// stdio: the tenant of the session.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// stdio: keep the session (and its files) when the client disconnects.
+        #[arg(long)]
+        keep_session: bool,
+        /// HTTP: end MCP sessions idle this long, deleting their files (e.g. 30m).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        idle: Option<std::time::Duration>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -201,6 +217,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Demo => {
             let runtime = start(&config, &data).await?;
             demo::run(&runtime).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            http,
+            tenant,
+            keep_session,
+            idle,
+        } => {
+            let runtime = std::sync::Arc::new(start(&config, &data).await?);
+            match http {
+                Some(addr) => {
+                    let idle = idle.unwrap_or(hookhost::mcp::DEFAULT_IDLE);
+                    hookhost::mcp::serve_http(runtime, addr, idle).await?;
+                }
+                None => {
+                    let tenant = TenantId::new(tenant).context("--tenant")?;
+                    hookhost::mcp::serve_stdio(runtime, tenant, keep_session).await?;
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -4,7 +4,7 @@
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer, ToolMatch};
 use crate::component::{ComponentLoader, ComponentRef, LoadError};
-use crate::config::{self, Config};
+use crate::config::{self, Config, Secret};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits};
 use crate::mounts::{MountError, MountTable, ResolvedMount, Scope, SessionVars};
@@ -13,6 +13,7 @@ use crate::session::Session;
 use crate::session_store::{self, SessionError, SessionRecord, SessionStore};
 use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
+use crate::tools::upstream;
 use crate::tools::{Tool, ToolRegistry};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::DirBuilderExt;
@@ -70,6 +71,7 @@ pub struct Runtime {
 /// A declared tenant: its chain and its bounds.
 struct Tenant {
     chain: Option<HookChain>,
+    token: Option<Secret>,
     max_sessions: Option<usize>,
     disk_quota: Option<u64>,
     limits: LimitOverrides,
@@ -173,6 +175,21 @@ impl Runtime {
             }
         }
 
+        for (name, spec) in &config.upstreams {
+            match upstream::connect(name.get_ref(), spec).await {
+                Ok(found) => {
+                    for tool in found {
+                        let exposed = tool.descriptor().name.clone();
+                        if !tools.insert(Arc::new(tool)) {
+                            return Err(StartError::DuplicateTool { tool: exposed });
+                        }
+                    }
+                }
+                // Its tools stay unlisted; the rest of the host serves on.
+                Err(e) => tracing::error!(error = %e, "upstream unavailable"),
+            }
+        }
+
         let mut layers = Vec::with_capacity(config.hooks.len());
         for spec in &config.hooks {
             let pre = loader
@@ -186,6 +203,7 @@ impl Runtime {
                 })?;
             layers.push(Arc::new(HookLayer {
                 name: spec.name.get_ref().clone(),
+                component: ComponentRef::parse(spec.component.get_ref()),
                 pre,
                 grants: config::grants(&spec.grants),
                 settings: config::settings(&spec.settings),
@@ -213,6 +231,7 @@ impl Runtime {
                 id,
                 Tenant {
                     chain,
+                    token: spec.token.clone(),
                     max_sessions: spec.max_sessions,
                     disk_quota: spec.disk_quota_bytes,
                     limits: spec.limits,
@@ -254,6 +273,30 @@ impl Runtime {
     /// The tools agents can call.
     pub fn tools(&self) -> impl Iterator<Item = &ToolDescriptor> {
         self.tools.descriptors()
+    }
+
+    /// Whether `tenant`'s chain offloads large outputs (the built-in offload hook is in it).
+    pub fn offloads(&self, tenant: &TenantId) -> bool {
+        let offload = ComponentRef::Builtin("offload".into());
+        self.chain(tenant)
+            .layers()
+            .iter()
+            .any(|l| l.component == offload)
+    }
+
+    /// The tenants' bearer tokens, for the HTTP front end.
+    pub fn tenant_tokens(&self) -> Vec<(Vec<u8>, TenantId)> {
+        self.tenants
+            .iter()
+            .filter_map(|(id, t)| {
+                Some((t.token.as_ref()?.expose().as_bytes().to_vec(), id.clone()))
+            })
+            .collect()
+    }
+
+    /// Whether tenants are declared (then only they may have sessions).
+    pub fn has_tenants(&self) -> bool {
+        self.closed_tenancy
     }
 
     /// The hook chain of `tenant`'s sessions.

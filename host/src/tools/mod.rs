@@ -1,10 +1,12 @@
 //! Tools: what the agent calls, at the centre of the hook chain.
 //!
-//! A tool is a guest component (the `tool` world, see [`guest`]) or a host-native tool such
-//! as [`bash`]; both sit behind the [`Tool`] trait, so the chain treats them alike.
+//! A tool is a guest component (the `tool` world, see [`guest`]), a host-native tool such
+//! as [`bash`], or a tool of an upstream MCP server ([`upstream`]); all sit behind the
+//! [`Tool`] trait, so the chain treats them alike.
 
 pub mod bash;
 pub mod guest;
+pub mod upstream;
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::sandbox::Failure;
