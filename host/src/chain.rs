@@ -14,7 +14,8 @@
 //!   something invalid — is handled by its [`FailurePolicy`], and logged.
 //! - A layer whose `tools` list does not match the tool is skipped without instantiating
 //!   anything.
-//! - Each call gets a fresh instance of each hook that applies; it serves both phases.
+//! - Each call gets a fresh instance of each hook that applies; it serves both phases. A
+//!   hook configured `instance = "per-session"` keeps one instance per session instead.
 
 use crate::bindings::hook::{Hook, HookPre};
 use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
@@ -24,8 +25,9 @@ use crate::sandbox::{self, Failure, FailureKind, Grants, Sandbox, Settings, Stor
 use crate::session::Session;
 use crate::tools::Tool;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use wasmtime::Store;
 use wildmatch::WildMatch;
 
@@ -48,6 +50,22 @@ impl fmt::Display for FailurePolicy {
         })
     }
 }
+
+/// Whether a hook gets a new instance for every call, or keeps one per session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceMode {
+    /// A fresh instance per call (both phases of the call share it): nothing a hook
+    /// remembers survives the call.
+    #[default]
+    PerCall,
+    /// One instance per session, kept between its calls (calls of one session take turns
+    /// on it); never shared across sessions or tenants, dropped when the session ends or
+    /// the instance fails. Faster; the hook sees its own state from earlier calls.
+    PerSession,
+}
+
+type SessionKey = (crate::ids::TenantId, crate::ids::SessionId);
 
 /// Which tools a layer applies to: names, with `*` and `?` wildcards.
 #[derive(Debug, Clone)]
@@ -86,6 +104,44 @@ pub struct HookLayer {
     pub limits: LimitOverrides,
     pub on_failure: FailurePolicy,
     pub tools: ToolMatch,
+    pub instance: InstanceMode,
+    /// Per-session instances, by session.
+    pub kept: Mutex<HashMap<SessionKey, Arc<tokio::sync::Mutex<HookInstance>>>>,
+}
+
+impl HookLayer {
+    /// Drops the instance kept for a session (at session end).
+    pub fn forget(&self, key: &SessionKey) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}
+
+/// The instance a layer uses for one call.
+enum Slot {
+    Fresh(HookInstance),
+    Kept(tokio::sync::OwnedMutexGuard<HookInstance>),
+}
+
+impl std::ops::Deref for Slot {
+    type Target = HookInstance;
+    fn deref(&self) -> &HookInstance {
+        match self {
+            Slot::Fresh(i) => i,
+            Slot::Kept(g) => g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Slot {
+    fn deref_mut(&mut self) -> &mut HookInstance {
+        match self {
+            Slot::Fresh(i) => i,
+            Slot::Kept(g) => &mut *g,
+        }
+    }
 }
 
 /// Hooks, outermost first.
@@ -98,7 +154,7 @@ pub struct HookChain {
 struct Entered<'a> {
     layer: &'a HookLayer,
     limits: Limits,
-    instance: HookInstance,
+    instance: Slot,
     /// The call as this layer passed it inward.
     call: ToolCall,
 }
@@ -156,6 +212,7 @@ impl HookChain {
                     break;
                 }
                 Err(failure) => {
+                    layer.forget(&(session.tenant.clone(), session.id.clone()));
                     record.failed(layer, "before-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         refusal = Some(ToolResult::error(format!(
@@ -195,6 +252,7 @@ impl HookChain {
             match instance.after(&limits, &ctx, &call, &result).await {
                 Ok(replaced) => result = replaced,
                 Err(failure) => {
+                    layer.forget(&(session.tenant.clone(), session.id.clone()));
                     record.failed(layer, "after-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         result = ToolResult::error(format!(
@@ -209,6 +267,43 @@ impl HookChain {
     }
 
     async fn start(
+        &self,
+        layer: &HookLayer,
+        session: &Session,
+        limits: &Limits,
+    ) -> Result<Slot, Failure> {
+        if layer.instance == InstanceMode::PerCall {
+            return self
+                .instantiate(layer, session, limits)
+                .await
+                .map(Slot::Fresh);
+        }
+        let key = (session.tenant.clone(), session.id.clone());
+        let existing = layer
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let kept = match existing {
+            Some(kept) => kept,
+            None => {
+                let fresh = Arc::new(tokio::sync::Mutex::new(
+                    self.instantiate(layer, session, limits).await?,
+                ));
+                layer
+                    .kept
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(key)
+                    .or_insert(fresh)
+                    .clone()
+            }
+        };
+        Ok(Slot::Kept(kept.lock_owned().await))
+    }
+
+    async fn instantiate(
         &self,
         layer: &HookLayer,
         session: &Session,
@@ -289,8 +384,8 @@ impl Record {
     }
 }
 
-/// One hook instance, serving both phases of one call.
-struct HookInstance {
+/// One hook instance, serving both phases of one call (or every call of a session).
+pub struct HookInstance {
     store: Store<StoreState>,
     hook: Hook,
 }

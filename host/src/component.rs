@@ -3,13 +3,19 @@
 use crate::bindings::{hook::HookPre, tool::ToolPre};
 use crate::limits::EPOCH_TICK;
 use crate::sandbox::{self, StoreState};
+use sha2::{Digest, Sha256};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Core instances, memories and tables a component instance may use, on average, when the
+/// pool is sized: a Rust component is one core module plus small shims.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
 
 mod builtins {
     include!(concat!(env!("OUT_DIR"), "/builtins.rs"));
@@ -74,33 +80,86 @@ pub enum LoadError {
     },
 }
 
+/// How the engine is built: from the config's `[engine]` table and its limits.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Meter fuel (some limits set it).
+    pub fuel: bool,
+    /// Pooling allocator slots; `None` allocates on demand.
+    pub pool_instances: Option<u32>,
+    /// The largest memory any component may have (sizes the pool's slots).
+    pub max_memory_bytes: u64,
+    /// Bytes of each pooled memory kept resident between instances.
+    pub keep_resident_bytes: u64,
+    /// Where compiled components are cached; `None` compiles at every start.
+    pub cache_dir: Option<PathBuf>,
+}
+
 /// The engine and linker shared by every component of a runtime, and the epoch ticker that
 /// enforces deadlines.
 pub struct ComponentLoader {
     engine: Engine,
     linker: Linker<StoreState>,
+    cache_dir: Option<PathBuf>,
     _ticker: EpochTicker,
 }
 
 impl ComponentLoader {
-    /// An engine with epoch interruption on (and fuel metering when `fuel`), and the
-    /// WASI + config linker.
+    /// An engine with epoch interruption on, fuel metering when asked, and the pooling
+    /// allocator when asked and the machine can reserve its address space (otherwise
+    /// on-demand allocation, logged); and the WASI + config linker.
     ///
     /// # Errors
     ///
     /// When wasmtime cannot make an engine on this machine.
-    pub fn new(fuel: bool) -> wasmtime::Result<ComponentLoader> {
+    pub fn new(options: &EngineOptions) -> wasmtime::Result<ComponentLoader> {
         let mut config = Config::new();
         config.epoch_interruption(true);
-        config.consume_fuel(fuel);
+        config.consume_fuel(options.fuel);
         // The component-model async ABI is not used; leaving it on doubles a call's cost.
         config.concurrency_support(false);
-        let engine = Engine::new(&config)?;
+        let engine = match options.pool_instances {
+            Some(instances) => {
+                let mut pooled = config.clone();
+                let keep = usize::try_from(options.keep_resident_bytes).unwrap_or(0);
+                let mut pool = PoolingAllocationConfig::default();
+                pool.total_component_instances(instances)
+                    .total_core_instances(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+                    .total_memories(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+                    .total_tables(instances.saturating_mul(CORE_INSTANCES_PER_COMPONENT))
+                    // Every store that lives (a call in flight, a per-session instance)
+                    // holds an async stack.
+                    .total_stacks(instances)
+                    .max_memory_size(
+                        usize::try_from(options.max_memory_bytes).unwrap_or(usize::MAX),
+                    )
+                    .linear_memory_keep_resident(keep)
+                    // Stacks and tables too: returning their pages to the OS after every
+                    // call costs a TLB shootdown across cores each time.
+                    .async_stack_keep_resident(keep)
+                    .table_keep_resident(keep);
+                pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+                match Engine::new(&pooled) {
+                    Ok(engine) => engine,
+                    Err(e) => {
+                        tracing::warn!(error = %format!("{e:#}"), instances, "the pooling allocator is unavailable here; allocating on demand");
+                        Engine::new(&config)?
+                    }
+                }
+            }
+            None => Engine::new(&config)?,
+        };
         let linker = sandbox::linker(&engine)?;
+        if let Some(dir) = &options.cache_dir
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "no compiled-code cache");
+        }
         Ok(ComponentLoader {
             _ticker: EpochTicker::start(engine.clone()),
             engine,
             linker,
+            cache_dir: options.cache_dir.clone(),
         })
     }
 
@@ -145,27 +204,23 @@ impl ComponentLoader {
         unknown_imports_trap: bool,
     ) -> Result<wasmtime::component::InstancePre<StoreState>, LoadError> {
         let name = component.to_string();
-        let compiled = match component {
-            ComponentRef::Builtin(builtin) => {
-                let bytes = builtins::BUILTINS
-                    .iter()
-                    .find(|(n, _)| n == builtin)
-                    .map(|(_, bytes)| *bytes)
-                    .ok_or_else(|| LoadError::UnknownBuiltin {
-                        component: name.clone(),
-                        known: ComponentRef::builtin_list(),
-                    })?;
-                Component::new(&self.engine, bytes)
-            }
+        let bytes = match component {
+            ComponentRef::Builtin(builtin) => builtins::BUILTINS
+                .iter()
+                .find(|(n, _)| n == builtin)
+                .map(|(_, bytes)| std::borrow::Cow::Borrowed(*bytes))
+                .ok_or_else(|| LoadError::UnknownBuiltin {
+                    component: name.clone(),
+                    known: ComponentRef::builtin_list(),
+                })?,
             ComponentRef::File(path) => {
-                let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+                std::borrow::Cow::Owned(std::fs::read(path).map_err(|source| LoadError::Read {
                     component: name.clone(),
                     source,
-                })?;
-                Component::new(&self.engine, bytes)
+                })?)
             }
-        }
-        .map_err(|e| LoadError::Compile {
+        };
+        let compiled = self.compile(&bytes).map_err(|e| LoadError::Compile {
             component: name.clone(),
             reason: format!("{e:#}"),
         })?;
@@ -180,6 +235,61 @@ impl ComponentLoader {
             link(&self.linker)
         }
         .map_err(|e| link_error(component, world, e))
+    }
+}
+
+impl ComponentLoader {
+    /// The compiled form of `bytes`: from the cache when it holds it for this engine, else
+    /// compiled (and cached).
+    ///
+    /// The cache key is the SHA-256 of the component and of the engine's compatibility hash
+    /// (wasmtime version, target, settings), so a changed component or engine misses. An
+    /// entry is written to a temporary file and renamed into place: two processes filling
+    /// the cache at once each write a whole file and the last rename wins. The cache lives
+    /// in the data directory, private to the host's user; what is in it is loaded as native
+    /// code, so nobody else may write there.
+    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
+        let Some(dir) = &self.cache_dir else {
+            return Component::new(&self.engine, bytes);
+        };
+        let mut hasher = Sha256::new();
+        hasher.update(bytes);
+        let mut compat = std::collections::hash_map::DefaultHasher::new();
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut compat);
+        hasher.update(compat.finish().to_le_bytes());
+        let key: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let file = dir.join(format!("{key}.cwasm"));
+        if file.is_file() {
+            // SAFETY: the file was written by `precompile_component` of an engine with the
+            // same compatibility hash, into the host's private directory; wasmtime still
+            // checks its header, and a file it refuses is compiled afresh below.
+            match unsafe { Component::deserialize_file(&self.engine, &file) } {
+                Ok(component) => return Ok(component),
+                Err(e) => {
+                    tracing::warn!(file = %file.display(), error = %e, "stale compiled-code cache entry")
+                }
+            }
+        }
+        let compiled = self.engine.precompile_component(bytes)?;
+        let partial = dir.join(format!("{key}.{}.partial", std::process::id()));
+        let stored =
+            std::fs::write(&partial, &compiled).and_then(|()| std::fs::rename(&partial, &file));
+        match stored {
+            // SAFETY: as above; this process just wrote it.
+            Ok(()) => unsafe { Component::deserialize_file(&self.engine, &file) },
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot write the compiled-code cache");
+                // SAFETY: `compiled` was produced by this engine a moment ago.
+                unsafe { Component::deserialize(&self.engine, &compiled) }
+            }
+        }
     }
 }
 

@@ -5,10 +5,12 @@
 //! Every table refuses unknown keys, so a typo is an error, not a silently ignored line;
 //! every error names the file, the line and the key.
 
-use crate::chain::FailurePolicy;
+use crate::chain::{FailurePolicy, InstanceMode};
 use crate::component::ComponentRef;
 use crate::ids::TenantId;
-use crate::limits::{LimitOverrides, MAX_ID_BYTES};
+use crate::limits::{
+    DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, LimitOverrides, Limits, MAX_ID_BYTES,
+};
 use crate::mounts::{MountError, MountSpec, MountTable};
 use crate::sandbox::{Access, Grants, Settings};
 use serde::Deserialize;
@@ -73,6 +75,35 @@ pub struct Config {
     /// MCP servers whose tools are served through the chain, by name.
     #[serde(default)]
     pub upstreams: BTreeMap<Spanned<String>, UpstreamConfig>,
+    /// How components are compiled and instantiated.
+    #[serde(default)]
+    pub engine: EngineConfig,
+}
+
+/// The `[engine]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Use the pooling allocator (falls back to on-demand where the machine cannot reserve
+    /// its address space).
+    pub pooling: bool,
+    /// Its slots: live component instances at once.
+    pub pool_instances: u32,
+    /// Bytes of each pooled memory kept resident between instances.
+    pub keep_resident_bytes: u64,
+    /// Cache compiled components in `{data}/cache`.
+    pub cache: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            pooling: true,
+            pool_instances: DEFAULT_POOL_INSTANCES,
+            keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
+            cache: true,
+        }
+    }
 }
 
 /// An `[upstreams.NAME]` table: an MCP server whose tools hookhost serves as
@@ -194,6 +225,9 @@ pub struct HookConfig {
     /// As for tools: unknown imports trap when called instead of failing the load.
     #[serde(default)]
     pub allow_unknown_imports: bool,
+    /// `per-call` (default): a fresh instance per call. `per-session`: one kept per session.
+    #[serde(default)]
+    pub instance: InstanceMode,
 }
 
 impl Config {
@@ -255,11 +289,25 @@ impl Config {
             .map_or(DEFAULT_BASH_MOUNT, |m| m.get_ref())
     }
 
+    /// Every limits table of the file: tools', hooks', tenants'.
+    fn all_limits(&self) -> impl Iterator<Item = &LimitOverrides> {
+        self.tools
+            .values()
+            .map(|t| &t.limits)
+            .chain(self.hooks.iter().map(|h| &h.limits))
+            .chain(self.tenants.values().map(|t| &t.limits))
+    }
+
+    /// The largest linear memory any component may get: what a pool slot must hold.
+    pub fn max_memory_bytes(&self) -> u64 {
+        self.all_limits()
+            .filter_map(|l| l.memory_bytes)
+            .fold(Limits::default().memory_bytes, u64::max)
+    }
+
     /// Whether any limits set fuel: the engine meters fuel only then.
     pub fn uses_fuel(&self) -> bool {
-        self.tools.values().any(|t| t.limits.fuel.is_some())
-            || self.hooks.iter().any(|h| h.limits.fuel.is_some())
-            || self.tenants.values().any(|t| t.limits.fuel.is_some())
+        self.all_limits().any(|l| l.fuel.is_some())
     }
 
     fn validate(&self) -> Result<(), Invalid> {

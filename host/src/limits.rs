@@ -48,6 +48,14 @@ pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest time limit a `bash` call may ask for.
 pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Component instances the pooling allocator keeps slots for: every live instance (one per
+/// hook and tool of each call in flight, plus each per-session instance) takes one.
+pub const DEFAULT_POOL_INSTANCES: u32 = 1_000;
+
+/// Bytes of each pooled linear memory kept resident (not returned to the OS) between
+/// instances: faster instantiation, paid in RSS for every slot used so far.
+pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 1024 * 1024;
+
 /// Resource handles (open files, streams, directory iterators…) one instance may hold at
 /// once: bounds the host memory a guest can pin through handles.
 pub const DEFAULT_MAX_RESOURCES: usize = 1_000;

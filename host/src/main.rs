@@ -1,5 +1,6 @@
 //! The `hookhost` command line.
 
+mod bench;
 mod demo;
 
 use anyhow::{Context, Result, bail};
@@ -59,6 +60,9 @@ enum Command {
     Config(ConfigCommand),
     /// Show the main job: a large bash output offloaded, then paged back with read_file.
     Demo,
+    /// Measure the hook layer against a native implementation of the same hooks; prints a
+    /// Markdown table.
+    Bench,
     /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
     /// Streamable HTTP with --http.
     Serve {
@@ -217,6 +221,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Demo => {
             let runtime = start(&config, &data).await?;
             demo::run(&runtime).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench => {
+            bench::run().await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve {

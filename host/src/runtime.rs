@@ -3,7 +3,7 @@
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer, ToolMatch};
-use crate::component::{ComponentLoader, ComponentRef, LoadError};
+use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
 use crate::config::{self, Config, Secret};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits};
@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tracing::Instrument;
+
+/// The compiled-code cache's directory, in the data directory.
+pub const CACHE_DIR: &str = "cache";
 
 /// Why a runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +67,7 @@ pub struct Runtime {
     tools: ToolRegistry,
     mounts: MountTable,
     store: SessionStore,
+    sandbox: Arc<Sandbox>,
     data_root: PathBuf,
     _loader: ComponentLoader,
 }
@@ -126,8 +130,17 @@ impl Runtime {
             })?;
         let mounts = MountTable::new(config.mounts())?;
         let store = SessionStore::open(&data_root)?;
-        let loader = ComponentLoader::new(config.uses_fuel())
-            .map_err(|e| StartError::Engine(format!("{e:#}")))?;
+        let loader = ComponentLoader::new(&EngineOptions {
+            fuel: config.uses_fuel(),
+            pool_instances: config
+                .engine
+                .pooling
+                .then_some(config.engine.pool_instances),
+            max_memory_bytes: config.max_memory_bytes(),
+            keep_resident_bytes: config.engine.keep_resident_bytes,
+            cache_dir: config.engine.cache.then(|| data_root.join(CACHE_DIR)),
+        })
+        .map_err(|e| StartError::Engine(format!("{e:#}")))?;
         let sandbox = Arc::new(Sandbox::new(
             loader.engine().clone(),
             data_root.clone(),
@@ -214,6 +227,8 @@ impl Runtime {
                     .as_deref()
                     .map(ToolMatch::new)
                     .unwrap_or_else(ToolMatch::all),
+                instance: spec.instance,
+                kept: Default::default(),
             }));
         }
         let mut tenants = BTreeMap::new();
@@ -240,7 +255,8 @@ impl Runtime {
         }
 
         Ok(Runtime {
-            chain: HookChain::new(layers, sandbox),
+            chain: HookChain::new(layers, sandbox.clone()),
+            sandbox,
             closed_tenancy: !tenants.is_empty(),
             tenants,
             tools,
@@ -405,6 +421,11 @@ impl Runtime {
         let session = self.session_of(&self.record(tenant, id)?)?;
         // Row first: a crash after this leaves orphaned directories, which gc removes.
         self.store.delete(tenant, id)?;
+        let key = (tenant.clone(), id.clone());
+        for layer in self.chain.layers() {
+            layer.forget(&key);
+        }
+        self.sandbox.forget_dirs();
         session_store::remove_session_dirs(&self.data_root, &self.mounts, session.mounts())?;
         tracing::info!(tenant = %tenant, session = %id, "session deleted");
         Ok(())
@@ -429,6 +450,7 @@ impl Runtime {
             }
         }
         report.orphans = session_store::remove_orphans(&self.data_root, &self.mounts, &self.store)?;
+        self.sandbox.forget_dirs();
         Ok(report)
     }
 

@@ -15,9 +15,10 @@
 use crate::limits::{GUEST_STDERR_BYTES, Limits, MAX_TABLE_ELEMENTS};
 use crate::mounts::{self, MountError, ResolvedMount};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
@@ -83,6 +84,8 @@ pub struct Sandbox {
     engine: Engine,
     data_root: PathBuf,
     fuel: bool,
+    /// Mount directories already made and checked, so a call does not redo it.
+    ensured: Mutex<HashSet<PathBuf>>,
 }
 
 impl Sandbox {
@@ -92,7 +95,27 @@ impl Sandbox {
             engine,
             data_root,
             fuel,
+            ensured: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Forgets which directories exist: after directories were removed.
+    pub fn forget_dirs(&self) {
+        self.ensured
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Makes and checks `mount`'s directory once (see [`mounts::ensure_dir`]). A guest
+    /// cannot replace a mount's directory later: it only sees what is inside it.
+    fn ensure_dir(&self, mount: &ResolvedMount) -> Result<(), MountError> {
+        let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
+        if !ensured.contains(&mount.host) {
+            mounts::ensure_dir(&self.data_root, mount)?;
+            ensured.insert(mount.host.clone());
+        }
+        Ok(())
     }
 
     pub fn data_root(&self) -> &Path {
@@ -115,7 +138,10 @@ impl Sandbox {
     ) -> Result<Store<StoreState>, MountError> {
         let stderr = MemoryOutputPipe::new(GUEST_STDERR_BYTES);
         let mut wasi = WasiCtxBuilder::new();
+        // File operations run on the calling thread instead of a blocking-pool hop each:
+        // they are local and short, and the hop cost more than the operation.
         wasi.stderr(stderr.clone())
+            .allow_blocking_current_thread(true)
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
@@ -124,7 +150,7 @@ impl Sandbox {
                 .iter()
                 .find(|m| &m.virtual_path == virtual_path)
                 .ok_or_else(|| MountError::Undeclared(virtual_path.clone()))?;
-            mounts::ensure_dir(&self.data_root, mount)?;
+            self.ensure_dir(mount)?;
             let perms = match access {
                 Access::ReadOnly => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,

@@ -16,7 +16,7 @@ use crate::mounts::{MountTable, ResolvedMount, Scope};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use rusqlite::{Connection, OptionalExtension, params};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
@@ -62,9 +62,14 @@ pub struct SessionRecord {
     pub workdir: Option<PathBuf>,
 }
 
+/// How often a session's `last_active` is written at most.
+pub const TOUCH_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The session table.
 pub struct SessionStore {
     conn: Mutex<Connection>,
+    /// When each session was last written as active, to skip redundant writes.
+    touched: Mutex<HashMap<(TenantId, SessionId), SystemTime>>,
 }
 
 impl SessionStore {
@@ -76,8 +81,12 @@ impl SessionStore {
     pub fn open(data_root: &Path) -> Result<SessionStore, SessionError> {
         let conn = Connection::open(data_root.join(DATABASE_FILE))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // WAL with synchronous=NORMAL: a commit is not an fsync (a power cut may lose the
+        // last touches, never corrupt the table), so touching a session on every call is
+        // cheap.
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
              CREATE TABLE IF NOT EXISTS sessions (
                  tenant      TEXT    NOT NULL,
                  id          TEXT    NOT NULL,
@@ -89,6 +98,7 @@ impl SessionStore {
         )?;
         Ok(SessionStore {
             conn: Mutex::new(conn),
+            touched: Mutex::new(HashMap::new()),
         })
     }
 
@@ -155,15 +165,28 @@ impl SessionStore {
             .transpose()
     }
 
-    /// Marks the session active now.
+    /// Marks the session active now. At most one write per session per
+    /// [`TOUCH_INTERVAL`]: idleness is measured in minutes, calls come in microseconds.
     ///
     /// # Errors
     ///
     /// [`SessionError::Database`] on a database failure.
     pub fn touch(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        let now = SystemTime::now();
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            let key = (tenant.clone(), id.clone());
+            if touched
+                .get(&key)
+                .is_some_and(|t| now.duration_since(*t).is_ok_and(|d| d < TOUCH_INTERVAL))
+            {
+                return Ok(());
+            }
+            touched.insert(key, now);
+        }
         self.conn().execute(
             "UPDATE sessions SET last_active = ?3 WHERE tenant = ?1 AND id = ?2",
-            params![tenant.as_str(), id.as_str(), millis(SystemTime::now())],
+            params![tenant.as_str(), id.as_str(), millis(now)],
         )?;
         Ok(())
     }
@@ -204,6 +227,10 @@ impl SessionStore {
     ///
     /// [`SessionError::Database`] on a database failure.
     pub fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError> {
+        self.touched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(tenant.clone(), id.clone()));
         let n = self.conn().execute(
             "DELETE FROM sessions WHERE tenant = ?1 AND id = ?2",
             params![tenant.as_str(), id.as_str()],

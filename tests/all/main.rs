@@ -5,6 +5,7 @@ mod chain;
 mod concurrency;
 mod config;
 mod hostile;
+mod instances;
 mod offload;
 mod plans;
 mod read_file;

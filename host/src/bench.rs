@@ -1,0 +1,378 @@
+//! `hookhost bench`: the cost of the hook layer, each figure beside a native-Rust
+//! implementation of the same hook logic called the same way, and the ratio.
+//!
+//! The chain is the built-in one — offload → audit → plan-writer (plan-writer matches only
+//! `todo_write`, so it is skipped at no cost) — around host-native tools that return a
+//! fixed output, so what is measured is the hooks. The native baseline does what the
+//! guests do: offload checks the length (and writes the file and the reference when over
+//! the threshold), audit appends a start and a done JSON line to its log.
+
+use anyhow::{Context, Result};
+use hookhost::sandbox::Failure;
+use hookhost::tools::Tool;
+use hookhost::{
+    CallContext, Config, Runtime, Session, TenantId, ToolCall, ToolDescriptor, ToolResult,
+};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Calls measured per latency figure (after as many warm-up calls as a tenth of it).
+const CALLS: usize = 2_000;
+/// Sessions calling at once for the throughput figure, and calls each.
+const SESSIONS: usize = 64;
+const CALLS_PER_SESSION: usize = 200;
+/// Idle sessions for the memory figure.
+const IDLE_SESSIONS: usize = 1_000;
+/// Process starts timed for the start-up figure.
+const STARTS: usize = 10;
+const MIB: usize = 1024 * 1024;
+
+/// A host-native tool returning `output` whatever it is asked.
+struct Fixed {
+    descriptor: ToolDescriptor,
+    output: Arc<str>,
+}
+
+impl Fixed {
+    fn new(name: &str, output: &str) -> Arc<Fixed> {
+        Arc::new(Fixed {
+            descriptor: ToolDescriptor {
+                name: name.into(),
+                description: "returns a fixed output".into(),
+                input_schema: r#"{"type":"object"}"#.into(),
+            },
+            output: output.into(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for Fixed {
+    fn descriptor(&self) -> &ToolDescriptor {
+        &self.descriptor
+    }
+
+    async fn execute(
+        &self,
+        _: &Session,
+        _: &CallContext,
+        _: &ToolCall,
+    ) -> Result<ToolResult, Failure> {
+        Ok(ToolResult::text(self.output.as_ref()))
+    }
+}
+
+struct Row {
+    what: &'static str,
+    hookhost: String,
+    native: String,
+    ratio: String,
+    goal: &'static str,
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    format!("{:.2}×", a / b)
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// The built-in config with bash off, the offload threshold at `threshold`, and every hook
+/// kept per session when `per_session`.
+fn config(threshold: usize, per_session: bool, pool_instances: u32) -> Result<Config> {
+    let mut text = hookhost::config::DEFAULT_CONFIG.replace("enabled = true", "enabled = false");
+    text = text.replace("threshold = 10000", &format!("threshold = {threshold}"));
+    if per_session {
+        text = text.replace(
+            "on_failure = \"open\"\n",
+            "on_failure = \"open\"\ninstance = \"per-session\"\n",
+        );
+    }
+    text.push_str(&format!(
+        "\n[engine]\npool_instances = {pool_instances}\n{}\n",
+        std::env::var("HOOKHOST_BENCH_ENGINE").unwrap_or_default()
+    ));
+    Ok(Config::parse(&text, "<bench config>")?)
+}
+
+async fn runtime(data: &Path, config: &Config) -> Result<Runtime> {
+    let mut runtime = Runtime::new(config, data).await?;
+    runtime.register_tool(Fixed::new("noop", &"x".repeat(100)))?;
+    runtime.register_tool(Fixed::new("big", &"y".repeat(MIB)))?;
+    Ok(runtime)
+}
+
+/// Median latency of `calls` calls of `tool` in one session.
+async fn latency(runtime: &Runtime, tool: &str, calls: usize) -> Result<Duration> {
+    let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+    for _ in 0..calls / 10 {
+        runtime.call(&session, tool, "{}").await?;
+    }
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let start = Instant::now();
+        let r = runtime.call(&session, tool, "{}").await?;
+        samples.push(start.elapsed());
+        anyhow::ensure!(!r.is_error, "{tool} failed: {}", r.output);
+    }
+    Ok(median(samples))
+}
+
+/// The same hook logic, natively: audit's two lines, offload's check (and write).
+struct NativeChain {
+    dir: PathBuf,
+    threshold: usize,
+}
+
+impl NativeChain {
+    fn call(&self, session: &str, tool: &str, output: &str) -> Result<String> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let start = Instant::now();
+        self.audit(
+            &serde_json::json!({"event": "start", "tool": tool, "call_id": id, "session": session}),
+        )?;
+        let result = output.to_string();
+        self.audit(&serde_json::json!({"event": "done", "tool": tool, "call_id": id, "session": session,
+            "duration_ms": start.elapsed().as_secs_f64() * 1e3, "is_error": false, "output_bytes": result.len()}))?;
+        if result.len() > self.threshold && result.chars().nth(self.threshold).is_some() {
+            let dir = self.dir.join("tool-results").join(tool);
+            std::fs::create_dir_all(&dir)?;
+            let path = dir.join(format!("{id}.txt"));
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)?;
+            file.write_all(result.as_bytes())?;
+            let lines = result.lines().count();
+            let preview: Vec<&str> = result.lines().take(20).collect();
+            return Ok(format!(
+                "[Output offloaded]\nFull output: {}\nSize: {} bytes, {lines} lines\n\nPreview:\n{}\n",
+                path.display(),
+                result.len(),
+                preview.join("\n")
+            ));
+        }
+        Ok(result)
+    }
+
+    fn audit(&self, line: &serde_json::Value) -> Result<()> {
+        let mut text = line.to_string();
+        text.push('\n');
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("audit.jsonl"))?;
+        log.write_all(text.as_bytes())?;
+        Ok(())
+    }
+}
+
+fn native_latency(chain: &NativeChain, tool: &str, output: &str, calls: usize) -> Result<Duration> {
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let start = Instant::now();
+        std::hint::black_box(chain.call("s", tool, output)?);
+        samples.push(start.elapsed());
+    }
+    Ok(median(samples))
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Runs every measurement and prints the table (Markdown) on stdout.
+pub async fn run() -> Result<()> {
+    let scratch = tempfile::tempdir().context("scratch directory")?;
+    let native_dir = scratch.path().join("native");
+    std::fs::create_dir_all(&native_dir)?;
+    let native = NativeChain {
+        dir: native_dir,
+        threshold: 10_000,
+    };
+    let native_passthrough = NativeChain {
+        dir: native.dir.clone(),
+        threshold: 2 * MIB,
+    };
+    let small = "x".repeat(100);
+    let large = "y".repeat(MIB);
+    let mut rows = Vec::new();
+
+    let data = scratch.path().join("fresh");
+    let fresh = runtime(&data, &config(10_000, false, 1_000)?).await?;
+    let hh = latency(&fresh, "noop", CALLS).await?;
+    let nat = native_latency(&native, "noop", &small, CALLS)?;
+    rows.push(Row {
+        what: "call, 3-hook chain, 100 B, fresh instances (median)",
+        hookhost: micros(hh),
+        native: micros(nat),
+        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+        goal: "≤ 40 µs",
+    });
+
+    let hh = latency(&fresh, "big", CALLS / 10).await?;
+    let nat = native_latency(&native, "big", &large, CALLS / 10)?;
+    rows.push(Row {
+        what: "call, 1 MiB output, offloaded (median)",
+        hookhost: micros(hh),
+        native: micros(nat),
+        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+        goal: "≤ 1.5× native",
+    });
+
+    let throughput = {
+        let runtime = Arc::new(fresh);
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..SESSIONS {
+            let runtime = runtime.clone();
+            tasks.push(tokio::spawn(async move {
+                let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+                for _ in 0..CALLS_PER_SESSION {
+                    runtime.call(&session, "noop", "{}").await?;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for task in tasks {
+            task.await??;
+        }
+        (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
+    };
+    let native_throughput = {
+        let chain = Arc::new(NativeChain {
+            dir: native.dir.clone(),
+            threshold: 10_000,
+        });
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for s in 0..SESSIONS {
+            let chain = chain.clone();
+            let small = small.clone();
+            tasks.push(tokio::task::spawn_blocking(move || {
+                for _ in 0..CALLS_PER_SESSION {
+                    chain.call(&s.to_string(), "noop", &small)?;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for task in tasks {
+            task.await??;
+        }
+        (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
+    };
+    rows.push(Row {
+        what: "calls per second, 64 sessions at once, 3 hooks",
+        hookhost: format!("{throughput:.0}/s"),
+        native: format!("{native_throughput:.0}/s"),
+        ratio: ratio(native_throughput, throughput),
+        goal: "≥ 20,000/s",
+    });
+
+    let data = scratch.path().join("passthrough");
+    let passthrough = runtime(&data, &config(2 * MIB, false, 1_000)?).await?;
+    let hh = latency(&passthrough, "big", CALLS / 10).await?;
+    let nat = native_latency(&native_passthrough, "big", &large, CALLS / 10)?;
+    rows.push(Row {
+        what: "call, 1 MiB output through 3 hooks, not offloaded (median)",
+        hookhost: micros(hh),
+        native: micros(nat),
+        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+        goal: "≤ 300 µs",
+    });
+    drop(passthrough);
+
+    let data = scratch.path().join("per-session");
+    let kept = runtime(&data, &config(10_000, true, 4_096)?).await?;
+    let hh = latency(&kept, "noop", CALLS).await?;
+    let nat = native_latency(&native, "noop", &small, CALLS)?;
+    rows.push(Row {
+        what: "call, 3-hook chain, 100 B, per-session instances (median)",
+        hookhost: micros(hh),
+        native: micros(nat),
+        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+        goal: "≤ 6 µs",
+    });
+
+    let before = rss_bytes();
+    let mut idle = Vec::with_capacity(IDLE_SESSIONS);
+    for _ in 0..IDLE_SESSIONS {
+        let session = kept.create_session(TenantId::default_tenant(), None, None)?;
+        kept.call(&session, "noop", "{}").await?;
+        idle.push(session);
+    }
+    let after = rss_bytes();
+    rows.push(Row {
+        what: "RSS, 1,000 idle sessions with per-session instances",
+        hookhost: format!("{:.0} MiB", after as f64 / MIB as f64),
+        native: format!("{:.0} MiB before them", before as f64 / MIB as f64),
+        ratio: format!(
+            "+{:.0} MiB",
+            (after.saturating_sub(before)) as f64 / MIB as f64
+        ),
+        goal: "≤ 200 MiB",
+    });
+    drop(idle);
+    drop(kept);
+
+    let exe = std::env::current_exe()?;
+    let data = scratch.path().join("startup");
+    let time = |args: &[&str]| -> Result<Duration> {
+        let start = Instant::now();
+        let status = std::process::Command::new(&exe)
+            .arg("--data")
+            .arg(&data)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        anyhow::ensure!(status.success(), "{args:?} failed");
+        Ok(start.elapsed())
+    };
+    let cold = time(&["tools"])?; // fills the compiled-code cache
+    let warm = median(
+        (0..STARTS)
+            .map(|_| time(&["tools"]))
+            .collect::<Result<_>>()?,
+    );
+    let bare = median(
+        (0..STARTS)
+            .map(|_| time(&["--version"]))
+            .collect::<Result<_>>()?,
+    );
+    rows.push(Row {
+        what: "process start to ready, warm compiled-code cache (median)",
+        hookhost: format!("{:.1} ms", warm.as_secs_f64() * 1e3),
+        native: format!("{:.1} ms (no runtime)", bare.as_secs_f64() * 1e3),
+        ratio: format!("cold: {:.0} ms", cold.as_secs_f64() * 1e3),
+        goal: "≤ 50 ms",
+    });
+
+    println!("| measure | hookhost | native | ratio | goal |");
+    println!("|---|---|---|---|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            r.what, r.hookhost, r.native, r.ratio, r.goal
+        );
+    }
+    Ok(())
+}

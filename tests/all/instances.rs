@@ -1,0 +1,85 @@
+//! Instance modes and the compiled-code cache.
+
+use hookhost::{Config, Runtime, TenantId};
+use hookhost_tests::{TestHost, fixtures};
+use serde_json::json;
+
+fn counter(mode: &str) -> String {
+    format!(
+        "[[hooks]]\nname = \"counter\"\ncomponent = {:?}\ninstance = {mode:?}\nsettings = {{ tag = \"c\", mode = \"count\" }}\n",
+        fixtures::PROBE_HOOK
+    )
+}
+
+async fn counts(host: &TestHost, session: &hookhost::Session, calls: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    for _ in 0..calls {
+        let r = host.call(session, "echo", json!({"output": ""})).await;
+        let after = r.output.rsplit_once("count:").unwrap().1;
+        seen.push(after.split('|').next().unwrap().to_string());
+    }
+    seen
+}
+
+#[tokio::test]
+async fn fresh_instances_forget_and_per_session_instances_remember_within_a_session() {
+    let host = TestHost::new(&counter("per-call")).await;
+    assert_eq!(counts(&host, &host.session(), 3).await, ["1", "1", "1"]);
+
+    let host = TestHost::new(&counter("per-session")).await;
+    let a = host.session();
+    let b = host.session();
+    assert_eq!(counts(&host, &a, 3).await, ["1", "2", "3"]);
+    assert_eq!(
+        counts(&host, &b, 2).await,
+        ["1", "2"],
+        "never shared across sessions"
+    );
+    assert_eq!(counts(&host, &a, 1).await, ["4"]);
+
+    // A tenant's session of the same id has its own instance too.
+    let other = host
+        .runtime
+        .create_session(TenantId::new("other").unwrap(), Some(a.id.clone()), None)
+        .unwrap();
+    assert_eq!(counts(&host, &other, 1).await, ["1"]);
+
+    // Ending the session drops its instance.
+    host.runtime.delete_session(&a.tenant, &a.id).unwrap();
+    let again = host
+        .runtime
+        .create_session(a.tenant.clone(), Some(a.id.clone()), None)
+        .unwrap();
+    assert_eq!(counts(&host, &again, 1).await, ["1"]);
+}
+
+#[tokio::test]
+async fn compiled_components_are_cached_and_a_bad_entry_is_recompiled() {
+    let data = tempfile::tempdir().unwrap();
+    let config = Config::builtin();
+    drop(Runtime::new(&config, data.path()).await.unwrap());
+    let cache = data.path().join("cache");
+    let entries: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 7, "one per built-in: {entries:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|p| p.extension().is_some_and(|e| e == "cwasm"))
+    );
+
+    // A damaged entry is not trusted: it is compiled again and replaced.
+    std::fs::write(&entries[0], b"not a compiled component").unwrap();
+    let runtime = Runtime::new(&config, data.path()).await.unwrap();
+    assert!(std::fs::read(&entries[0]).unwrap().len() > 1000);
+    let s = runtime
+        .create_session(TenantId::default_tenant(), None, None)
+        .unwrap();
+    let r = runtime
+        .call(&s, "bash", r#"{"command":"echo cached"}"#)
+        .await
+        .unwrap();
+    assert_eq!(r.output, "cached\n");
+}
