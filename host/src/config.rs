@@ -198,7 +198,8 @@ pub struct ToolConfig {
     pub allow_unknown_imports: bool,
 }
 
-/// One `[[hooks]]` entry.
+/// One `[[hooks]]` entry. (Its fields repeat [`ToolConfig`]'s rather than flatten it:
+/// serde cannot refuse unknown keys through a flattened struct.)
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HookConfig {

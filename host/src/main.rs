@@ -155,9 +155,6 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
-    if let Command::Config(ConfigCommand::Check { file }) = &cli.command {
-        return check_config(file.as_deref().or(cli.config.as_deref())).await;
-    }
     let config = match &cli.config {
         Some(path) => Config::load(path)?,
         None => Config::builtin(),
@@ -217,7 +214,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             print!("{}", hookhost::config::DEFAULT_CONFIG);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Config(ConfigCommand::Check { .. }) => unreachable!("handled above"),
+        Command::Config(ConfigCommand::Check { file }) => {
+            check_config(file.as_deref().or(cli.config.as_deref())).await
+        }
         Command::Demo => {
             let runtime = start(&config, &data).await?;
             demo::run(&runtime).await?;

@@ -45,6 +45,8 @@ pub enum StartError {
     DuplicateTool { tool: String },
     #[error("{0}")]
     Sessions(#[from] SessionError),
+    #[error("tenants: {0}")]
+    Tenant(crate::ids::IdError),
 }
 
 /// Why a call was not made. (A call that was made and failed is a [`ToolResult`] with
@@ -240,8 +242,7 @@ impl Runtime {
                     .collect();
                 HookChain::new(picked, sandbox.clone())
             });
-            let id = TenantId::new(id.get_ref().as_str())
-                .map_err(|e| StartError::Engine(e.to_string()))?;
+            let id = TenantId::new(id.get_ref().as_str()).map_err(StartError::Tenant)?;
             tenants.insert(
                 id,
                 Tenant {
