@@ -5,6 +5,7 @@
 //! put together are checked against the file byte for byte.
 
 use anyhow::{Context, Result, bail, ensure};
+use hookhost::tools::split_read_file_page;
 use hookhost::{Runtime, TenantId};
 
 const COMMAND: &str = "seq 1 5000";
@@ -44,7 +45,7 @@ pub async fn run(runtime: &Runtime) -> Result<()> {
             );
             print_abridged(&page.output);
         }
-        match split_page(&page.output) {
+        match split_read_file_page(&page.output) {
             (text, Some(next)) => {
                 pages.push(text.to_string());
                 offset = next;
@@ -91,19 +92,4 @@ fn print_abridged(page: &str) {
     }
     println!("[… {} lines …]", lines.len() - 6);
     println!("{}\n", lines[lines.len() - 1]);
-}
-
-/// Splits a `read_file` page into its text and the offset it says to continue from.
-fn split_page(page: &str) -> (&str, Option<u64>) {
-    if let Some(at) = page.rfind("\n\n[bytes ") {
-        let tail = &page[at..];
-        if let Some(next) = tail
-            .strip_suffix(']')
-            .and_then(|t| t.rsplit_once("use offset="))
-            .and_then(|(_, n)| n.parse().ok())
-        {
-            return (&page[..at], Some(next));
-        }
-    }
-    (page, None)
 }

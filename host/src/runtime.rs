@@ -7,7 +7,7 @@ use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
 use crate::config::{self, Config, Secret};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits};
-use crate::mounts::{MountError, MountTable, ResolvedMount, Scope, SessionVars};
+use crate::mounts::{MountError, MountTable, Scope, SessionVars};
 use crate::sandbox::{Failure, Sandbox};
 use crate::session::Session;
 use crate::session_store::{self, SessionError, SessionRecord, SessionStore};
@@ -178,7 +178,7 @@ impl Runtime {
         }
         if config.bash.enabled {
             let bash = BashTool::new(
-                data_root.clone(),
+                sandbox.clone(),
                 config.bash_mount().to_string(),
                 config.bash.timeout_secs.map(Duration::from_secs),
                 Limits::default().max_output_bytes,
@@ -462,27 +462,29 @@ impl Runtime {
     ///
     /// [`SessionError`] when the tenant's sessions cannot be listed or resolved.
     pub fn disk_usage(&self, session: &Session) -> Result<DiskUsage, SessionError> {
-        let own = |m: &&ResolvedMount| m.scope == Scope::Session;
-        let session_bytes = session_store::disk_usage(
-            session
-                .mounts()
-                .iter()
-                .filter(own)
-                .map(|m| m.host.as_path()),
-        );
+        let own = session
+            .mounts()
+            .iter()
+            .filter(|m| m.scope == Scope::Session)
+            .map(|m| m.host.as_path());
+        Ok(DiskUsage {
+            session: session_store::disk_usage(own),
+            tenant: self.tenant_disk_bytes(&session.tenant)?,
+            quota: self.tenant(&session.tenant)?.and_then(|t| t.disk_quota),
+        })
+    }
+
+    /// Bytes in all of `tenant`'s session and tenant directories: what its quota counts.
+    fn tenant_disk_bytes(&self, tenant: &TenantId) -> Result<u64, SessionError> {
         let mut dirs = BTreeSet::new();
-        for record in self.store.list(Some(&session.tenant))? {
+        for record in self.store.list(Some(tenant))? {
             for mount in self.session_of(&record)?.mounts {
                 if mount.scope != Scope::Persistent {
                     dirs.insert(mount.host);
                 }
             }
         }
-        Ok(DiskUsage {
-            session: session_bytes,
-            tenant: session_store::disk_usage(dirs.iter().map(PathBuf::as_path)),
-            quota: self.tenant(&session.tenant)?.and_then(|t| t.disk_quota),
-        })
+        Ok(session_store::disk_usage(dirs.iter().map(PathBuf::as_path)))
     }
 
     fn session_of(&self, record: &SessionRecord) -> Result<Session, SessionError> {
@@ -578,8 +580,8 @@ impl Runtime {
     /// What the tenant of `session` uses on disk, for the quota; `None` when it cannot be
     /// measured (logged).
     fn tenant_bytes(&self, session: &Session) -> Option<u64> {
-        match self.disk_usage(session) {
-            Ok(usage) => Some(usage.tenant),
+        match self.tenant_disk_bytes(&session.tenant) {
+            Ok(bytes) => Some(bytes),
             Err(e) => {
                 tracing::warn!(tenant = %session.tenant, error = %e, "cannot measure disk use");
                 None

@@ -109,7 +109,11 @@ impl Sandbox {
 
     /// Makes and checks `mount`'s directory once (see [`mounts::ensure_dir`]). A guest
     /// cannot replace a mount's directory later: it only sees what is inside it.
-    fn ensure_dir(&self, mount: &ResolvedMount) -> Result<(), MountError> {
+    ///
+    /// # Errors
+    ///
+    /// As [`mounts::ensure_dir`].
+    pub fn ensure_dir(&self, mount: &ResolvedMount) -> Result<(), MountError> {
         let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
         if !ensured.contains(&mount.host) {
             mounts::ensure_dir(&self.data_root, mount)?;

@@ -145,17 +145,3 @@ pub fn probe_chain(layers: &[(&str, &str, &str)]) -> String {
     }
     config
 }
-
-/// Splits a `read_file` page into its text and the offset it says to continue from.
-pub fn split_page(page: &str) -> (&str, Option<u64>) {
-    match page.rfind("\n\n[bytes ") {
-        Some(at) => {
-            let next = page[at..]
-                .rsplit_once("use offset=")
-                .and_then(|(_, n)| n.strip_suffix(']'))
-                .and_then(|n| n.parse().ok());
-            (&page[..at], next)
-        }
-        None => (page, None),
-    }
-}

@@ -9,12 +9,11 @@
 use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
-use crate::mounts;
-use crate::sandbox::Failure;
+use crate::sandbox::{Failure, Sandbox};
 use crate::session::Session;
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -35,7 +34,7 @@ const SCHEMA: &str = r#"{
 /// The `bash` tool.
 pub struct BashTool {
     descriptor: ToolDescriptor,
-    data_root: PathBuf,
+    sandbox: Arc<Sandbox>,
     mount: String,
     default_timeout: Duration,
     max_output_bytes: usize,
@@ -46,7 +45,7 @@ impl BashTool {
     /// `default_timeout` for calls that give none, keeping at most `max_output_bytes` of
     /// stdout and of stderr.
     pub fn new(
-        data_root: PathBuf,
+        sandbox: Arc<Sandbox>,
         mount: String,
         default_timeout: Option<Duration>,
         max_output_bytes: u64,
@@ -60,7 +59,7 @@ impl BashTool {
                 ),
                 input_schema: SCHEMA.into(),
             },
-            data_root,
+            sandbox,
             mount,
             default_timeout: default_timeout.unwrap_or(DEFAULT_BASH_TIMEOUT),
             max_output_bytes: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
@@ -97,7 +96,7 @@ impl BashTool {
         else {
             return ToolResult::error(format!("bash: the session has no {} mount", self.mount));
         };
-        if let Err(e) = mounts::ensure_dir(&self.data_root, mount) {
+        if let Err(e) = self.sandbox.ensure_dir(mount) {
             return ToolResult::error(format!("bash: {e}"));
         }
         let path =
