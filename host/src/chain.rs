@@ -22,7 +22,7 @@ use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
 use crate::component::ComponentRef;
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
-use crate::session::Session;
+use crate::session::{Session, SessionKey};
 use crate::tools::Tool;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -64,8 +64,6 @@ pub enum InstanceMode {
     /// the instance fails. Faster; the hook sees its own state from earlier calls.
     PerSession,
 }
-
-type SessionKey = (crate::ids::TenantId, crate::ids::SessionId);
 
 /// Which tools a layer applies to: names, with `*` and `?` wildcards.
 #[derive(Debug, Clone)]
@@ -212,7 +210,7 @@ impl HookChain {
                     break;
                 }
                 Err(failure) => {
-                    layer.forget(&(session.tenant.clone(), session.id.clone()));
+                    layer.forget(&session.key());
                     record.failed(layer, "before-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         refusal = Some(ToolResult::error(format!(
@@ -252,7 +250,7 @@ impl HookChain {
             match instance.after(&limits, &ctx, &call, &result).await {
                 Ok(replaced) => result = replaced,
                 Err(failure) => {
-                    layer.forget(&(session.tenant.clone(), session.id.clone()));
+                    layer.forget(&session.key());
                     record.failed(layer, "after-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         result = ToolResult::error(format!(
@@ -278,7 +276,7 @@ impl HookChain {
                 .await
                 .map(Slot::Fresh);
         }
-        let key = (session.tenant.clone(), session.id.clone());
+        let key = session.key();
         let existing = layer
             .kept
             .lock()

@@ -17,6 +17,16 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 /// pool is sized: a Rust component is one core module plus small shims.
 const CORE_INSTANCES_PER_COMPONENT: u32 = 4;
 
+/// Whether a compile (a compiled-code cache miss) is announced on stderr; see
+/// [`announce_compiles`].
+static ANNOUNCE_COMPILES: AtomicBool = AtomicBool::new(false);
+
+/// Says "compiling components…" on stderr before the first compile of a loader: for a
+/// command run on a terminal, where seconds of silence look like a hang.
+pub fn announce_compiles(on: bool) {
+    ANNOUNCE_COMPILES.store(on, Ordering::Relaxed);
+}
+
 mod builtins {
     include!(concat!(env!("OUT_DIR"), "/builtins.rs"));
 }
@@ -48,6 +58,78 @@ impl ComponentRef {
             .map(|n| format!("builtin:{n}"))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// The type of a built-in's setting, as the config file writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingType {
+    /// A non-negative integer: `threshold = 10000`.
+    Count,
+    /// A string: `file = "/audit/audit.jsonl"`.
+    Text,
+    /// A list of strings, or one comma-separated string: `exclude_tools = ["read_file"]`.
+    Names,
+}
+
+impl SettingType {
+    /// Whether `value` has this type.
+    pub fn accepts(self, value: &toml::Value) -> bool {
+        match (self, value) {
+            (SettingType::Count, toml::Value::Integer(n)) => *n >= 0,
+            (SettingType::Text, toml::Value::String(_)) => true,
+            (SettingType::Names, toml::Value::Array(items)) => items.iter().all(|i| i.is_str()),
+            (SettingType::Names, toml::Value::String(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for SettingType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SettingType::Count => "a non-negative integer",
+            SettingType::Text => "a string",
+            SettingType::Names => "a list of strings (or one comma-separated string)",
+        })
+    }
+}
+
+/// The settings each built-in reads, with their types: a config giving a built-in any
+/// other key, or a value of another type, is refused when it is loaded (a typo must not
+/// silently become a default). Keep in step with the guests' docs.
+pub const BUILTIN_SETTINGS: &[(&str, &[(&str, SettingType)])] = &[
+    (
+        "offload",
+        &[
+            ("threshold", SettingType::Count),
+            ("preview_lines", SettingType::Count),
+            ("exclude_tools", SettingType::Names),
+            ("dir", SettingType::Text),
+        ],
+    ),
+    ("audit", &[("file", SettingType::Text)]),
+    (
+        "plan-writer",
+        &[("tool", SettingType::Text), ("dir", SettingType::Text)],
+    ),
+    ("todo_write", &[("file", SettingType::Text)]),
+    ("read_file", &[]),
+    ("write_file", &[]),
+    ("edit_file", &[]),
+];
+
+impl ComponentRef {
+    /// The settings a built-in declares; `None` for a component file (it declares none
+    /// the host can check).
+    pub fn declared_settings(&self) -> Option<&'static [(&'static str, SettingType)]> {
+        let ComponentRef::Builtin(name) = self else {
+            return None;
+        };
+        BUILTIN_SETTINGS
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, settings)| *settings)
     }
 }
 
@@ -101,6 +183,8 @@ pub struct ComponentLoader {
     engine: Engine,
     linker: Linker<StoreState>,
     cache_dir: Option<PathBuf>,
+    /// Whether a compile was announced already (see [`announce_compiles`]).
+    announced: AtomicBool,
     _ticker: EpochTicker,
 }
 
@@ -160,6 +244,7 @@ impl ComponentLoader {
             engine,
             linker,
             cache_dir: options.cache_dir.clone(),
+            announced: AtomicBool::new(false),
         })
     }
 
@@ -275,6 +360,12 @@ impl ComponentLoader {
                     tracing::warn!(file = %file.display(), error = %e, "stale compiled-code cache entry")
                 }
             }
+        }
+        if ANNOUNCE_COMPILES.load(Ordering::Relaxed)
+            && !self.announced.swap(true, Ordering::Relaxed)
+        {
+            // The one wait a user notices: seconds, once per component and engine.
+            eprintln!("hookhost: compiling components (first start; later starts use the cache)…");
         }
         let compiled = self.engine.precompile_component(bytes)?;
         let partial = dir.join(format!("{key}.{}.partial", std::process::id()));

@@ -78,6 +78,19 @@ pub struct Config {
     /// How components are compiled and instantiated.
     #[serde(default)]
     pub engine: EngineConfig,
+    /// How `hookhost serve` makes its sessions.
+    #[serde(default)]
+    pub serve: ServeConfig,
+}
+
+/// The `[serve]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The working directory (`{workdir}`) of the sessions `serve` makes, as a
+    /// [`WorkdirTemplate`]; `serve --workdir` overrides it. None: no working directory.
+    #[serde(default)]
+    pub workdir: Option<Spanned<String>>,
 }
 
 /// The `[engine]` table.
@@ -122,6 +135,38 @@ pub struct UpstreamConfig {
     /// How long one call (and the start) may take; 60 s when left out.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// The child's environment besides `PATH` (it inherits nothing else). A value may
+    /// name host variables: `GITHUB_TOKEN = "${GITHUB_TOKEN}"`.
+    #[serde(default)]
+    pub env: BTreeMap<String, Secret>,
+    /// HTTP headers sent to a `url` upstream, e.g. `Authorization = "Bearer ${TOKEN}"`;
+    /// values may name host variables as in `env`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, Secret>,
+}
+
+/// `value` with each `${NAME}` replaced by the host's environment variable `NAME`.
+///
+/// # Errors
+///
+/// The name of a variable that is not set (never a value), or an unclosed `${`.
+pub fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let Some(end) = rest[at..].find('}') else {
+            return Err("an unclosed `${`".into());
+        };
+        let name = &rest[at + 2..at + end];
+        match std::env::var(name) {
+            Ok(v) => out.push_str(&v),
+            Err(_) => return Err(format!("the environment variable {name} is not set")),
+        }
+        rest = &rest[at + end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// A secret from the config: compared, never printed.
@@ -160,6 +205,14 @@ pub struct TenantConfig {
     /// The bearer token its MCP clients present over HTTP.
     #[serde(default)]
     pub token: Option<Secret>,
+    /// The tools it may call, names with `*`/`?` wildcards (`["read_file", "fs__*"]`);
+    /// every tool when left out. Others are unknown to it and missing from its list.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// The working directory of its sessions made by `serve`, over `[serve] workdir`: a
+    /// [`WorkdirTemplate`]. The operator chooses it; a client never does.
+    #[serde(default)]
+    pub workdir: Option<Spanned<String>>,
 }
 
 /// The `[bash]` table.
@@ -188,7 +241,7 @@ pub struct ToolConfig {
     pub grants: BTreeMap<Spanned<String>, Access>,
     /// Handed to it through `wasi:config/store`.
     #[serde(default)]
-    pub settings: BTreeMap<String, toml::Value>,
+    pub settings: BTreeMap<Spanned<String>, toml::Value>,
     /// Its limits, over the tenant's.
     #[serde(default)]
     pub limits: LimitOverrides,
@@ -219,7 +272,7 @@ pub struct HookConfig {
     pub grants: BTreeMap<Spanned<String>, Access>,
     /// Handed to it through `wasi:config/store`.
     #[serde(default)]
-    pub settings: BTreeMap<String, toml::Value>,
+    pub settings: BTreeMap<Spanned<String>, toml::Value>,
     /// Its limits, over the tenant's.
     #[serde(default)]
     pub limits: LimitOverrides,
@@ -361,6 +414,7 @@ impl Config {
             }
             check_component(&format!("{owner}.component"), &tool.component)?;
             check_grants(&owner, &tool.grants)?;
+            check_settings(&owner, &tool.component, &tool.settings)?;
         }
         let mut names = BTreeSet::new();
         for hook in &self.hooks {
@@ -382,6 +436,7 @@ impl Config {
             }
             check_component(&format!("{owner}.component"), &hook.component)?;
             check_grants(&owner, &hook.grants)?;
+            check_settings(&owner, &hook.component, &hook.settings)?;
         }
         for (id, tenant) in &self.tenants {
             if let Err(e) = TenantId::new(id.get_ref().as_str()) {
@@ -430,6 +485,36 @@ impl Config {
                 ));
             }
         }
+        let templates = self
+            .serve
+            .workdir
+            .iter()
+            .map(|t| ("serve.workdir".to_string(), t))
+            .chain(self.tenants.iter().filter_map(|(id, t)| {
+                Some((
+                    format!("tenants.{}.workdir", id.get_ref()),
+                    t.workdir.as_ref()?,
+                ))
+            }));
+        for (key, template) in templates {
+            if let Err(why) = WorkdirTemplate::new(template.get_ref()) {
+                return Err(Invalid::at(template.span(), format!("{key}: {why}")));
+            }
+        }
+        if let Some(shared) = &self.serve.workdir
+            && !shared.get_ref().contains("{tenant}")
+            && self
+                .tenants
+                .values()
+                .filter(|t| t.workdir.is_none())
+                .count()
+                > 1
+        {
+            return Err(Invalid::at(
+                shared.span(),
+                "serve.workdir: tenants would share one working directory: name {tenant} in it, or give each tenant its own `workdir`".into(),
+            ));
+        }
         if self.bash.enabled && !mounts.contains_key(self.bash_mount()) {
             let span = self.bash.mount.as_ref().map_or(0..0, Spanned::span);
             return Err(Invalid::at(
@@ -441,6 +526,60 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+/// Where the sessions `serve` makes work: an absolute path, or one starting with `{cwd}`
+/// (the directory hookhost was started in — an MCP client starts it in the user's
+/// project), in which `{tenant}` may stand for a whole segment (the tenant id, encoded so
+/// it cannot traverse). A directory named through `{tenant}` is created when missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkdirTemplate(String);
+
+impl WorkdirTemplate {
+    /// # Errors
+    ///
+    /// What is wrong with `template`.
+    pub fn new(template: &str) -> Result<WorkdirTemplate, String> {
+        if !(template.starts_with('/') || template.starts_with("{cwd}")) {
+            return Err("a working directory is an absolute path or starts with {cwd}".into());
+        }
+        for (i, segment) in template.split('/').enumerate() {
+            let ok = match segment {
+                "." | ".." => false,
+                "{cwd}" => i == 0,
+                "{tenant}" => true,
+                other => !other.contains(['{', '}']),
+            };
+            if !ok {
+                return Err(format!(
+                    "{segment:?}: no '.' or '..'; {{cwd}} only at the start, {{tenant}} only as a whole segment"
+                ));
+            }
+        }
+        Ok(WorkdirTemplate(template.to_string()))
+    }
+
+    /// The directory for `tenant`'s sessions, made (0700) when the template names the
+    /// tenant and it is missing.
+    ///
+    /// # Errors
+    ///
+    /// When the current directory is unknown or the directory cannot be made.
+    pub fn resolve(&self, tenant: &TenantId) -> std::io::Result<PathBuf> {
+        let mut path = self.0.replace("{tenant}", &tenant.path_segment());
+        if path.starts_with("{cwd}") {
+            let cwd = std::env::current_dir()?;
+            path = path.replacen("{cwd}", &cwd.to_string_lossy(), 1);
+        }
+        if self.0.contains("{tenant}") {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&path)?;
+        }
+        Ok(PathBuf::from(path))
     }
 }
 
@@ -482,6 +621,51 @@ fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid
     }
 }
 
+/// Refuses settings a built-in does not declare, or of the wrong type.
+fn check_settings(
+    owner: &str,
+    component: &Spanned<String>,
+    settings: &BTreeMap<Spanned<String>, toml::Value>,
+) -> Result<(), Invalid> {
+    let Some(declared) = ComponentRef::parse(component.get_ref()).declared_settings() else {
+        return Ok(());
+    };
+    for (key, value) in settings {
+        let known = || {
+            if declared.is_empty() {
+                "it takes none".to_string()
+            } else {
+                let names: Vec<&str> = declared.iter().map(|(k, _)| *k).collect();
+                format!("it takes {}", names.join(", "))
+            }
+        };
+        match declared.iter().find(|(k, _)| k == key.get_ref()) {
+            None => {
+                return Err(Invalid::at(
+                    key.span(),
+                    format!(
+                        "{owner}.settings: {} has no setting {:?} ({})",
+                        component.get_ref(),
+                        key.get_ref(),
+                        known()
+                    ),
+                ));
+            }
+            Some((_, kind)) if !kind.accepts(value) => {
+                return Err(Invalid::at(
+                    key.span(),
+                    format!(
+                        "{owner}.settings.{}: must be {kind}, not {value}",
+                        key.get_ref()
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// Grants as the sandbox takes them.
 pub fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
     grants
@@ -492,7 +676,7 @@ pub fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
 
 /// Settings as `wasi:config/store` hands them over: strings as they are, anything else as
 /// its JSON text (so `exclude_tools = ["a", "b"]` arrives as `["a","b"]`).
-pub fn settings(settings: &BTreeMap<String, toml::Value>) -> Settings {
+pub fn settings(settings: &BTreeMap<Spanned<String>, toml::Value>) -> Settings {
     settings
         .iter()
         .map(|(k, v)| {
@@ -500,7 +684,7 @@ pub fn settings(settings: &BTreeMap<String, toml::Value>) -> Settings {
                 toml::Value::String(s) => s.clone(),
                 other => serde_json::to_string(other).unwrap_or_else(|_| other.to_string()),
             };
-            (k.clone(), text)
+            (k.get_ref().clone(), text)
         })
         .collect()
 }

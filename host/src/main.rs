@@ -44,6 +44,10 @@ enum Command {
         /// Print the whole result as JSON.
         #[arg(long)]
         json: bool,
+        /// The new session's working directory ({workdir} in mount templates; with the
+        /// built-in config, /workspace is this directory). Only without --session.
+        #[arg(long, conflicts_with = "session")]
+        workdir: Option<PathBuf>,
         /// The tool's name.
         tool: String,
         /// The arguments, a JSON object.
@@ -66,18 +70,28 @@ enum Command {
     /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
     /// Streamable HTTP with --http.
     Serve {
-        /// Serve Streamable HTTP at this address (e.g. 127.0.0.1:8080), path /mcp.
-        #[arg(long)]
-        http: Option<std::net::SocketAddr>,
+        /// Serve Streamable HTTP at this address (e.g. 127.0.0.1:8080 or localhost:8080),
+        /// path /mcp.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
         /// stdio: the tenant of the session.
         #[arg(long, default_value = "default")]
         tenant: String,
-        /// stdio: keep the session (and its files) when the client disconnects.
+        /// The working directory of the sessions served ({workdir}; with the built-in
+        /// config, /workspace is this directory): the user's project [default: the
+        /// config's `[serve] workdir` or the tenant's `workdir`, else none].
+        #[arg(long)]
+        workdir: Option<PathBuf>,
+        /// Keep sessions (and their files) when they end by disconnect or shutdown.
         #[arg(long)]
         keep_session: bool,
-        /// HTTP: end MCP sessions idle this long, deleting their files (e.g. 30m).
-        #[arg(long, value_parser = humantime::parse_duration)]
-        idle: Option<std::time::Duration>,
+        /// HTTP: end MCP sessions idle this long, deleting their files.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "30m")]
+        idle: std::time::Duration,
+        /// HTTP: serve `bash` although no tenant has a token, so that anyone who can reach
+        /// the address (every local user) can run commands as you.
+        #[arg(long)]
+        unauthenticated_bash: bool,
     },
 }
 
@@ -114,7 +128,8 @@ enum SessionCommand {
     },
     /// Delete idle sessions, and session directories that have no session.
     Gc {
-        /// Delete sessions idle for longer than this (e.g. 30m, 12h, 7d).
+        /// Delete sessions idle for longer than this (e.g. 30m, 12h, 7d) [default: delete
+        /// no session, only directories that have none].
         #[arg(long, value_parser = humantime::parse_duration)]
         idle: Option<std::time::Duration>,
     },
@@ -138,6 +153,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -148,10 +164,28 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("hookhost: error: {e:#}");
+            eprintln!("hookhost: error: {}", report(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes on one line, each said once: a cause whose text its parent's
+/// message already includes (errors that print their source) is not repeated.
+fn report(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    let mut last = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !last.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        last = text;
+    }
+    line
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -165,6 +199,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             session,
             tenant,
             json,
+            workdir,
             tool,
             arguments,
         } => {
@@ -176,7 +211,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let runtime = start(&config, &data).await?;
             let session = match &session_id {
                 Some(id) => runtime.open_session(&tenant, id)?,
-                None => runtime.create_session(tenant, None, None)?,
+                None => runtime.create_session(tenant, None, workdir.as_deref())?,
             };
             let result = runtime.call(&session, &tool, &arguments).await?;
             if session_id.is_none() {
@@ -229,18 +264,28 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve {
             http,
             tenant,
+            workdir,
             keep_session,
             idle,
+            unauthenticated_bash,
         } => {
             let runtime = std::sync::Arc::new(start(&config, &data).await?);
+            let options = hookhost::mcp::ServeOptions {
+                workdir,
+                keep_session,
+            };
             match http {
                 Some(addr) => {
-                    let idle = idle.unwrap_or(hookhost::mcp::DEFAULT_IDLE);
-                    hookhost::mcp::serve_http(runtime, addr, idle).await?;
+                    let http = hookhost::mcp::HttpOptions {
+                        addr,
+                        idle,
+                        unauthenticated_bash,
+                    };
+                    hookhost::mcp::serve_http(runtime, http, options).await?;
                 }
                 None => {
                     let tenant = TenantId::new(tenant).context("--tenant")?;
-                    hookhost::mcp::serve_stdio(runtime, tenant, keep_session).await?;
+                    hookhost::mcp::serve_stdio(runtime, tenant, options).await?;
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -346,23 +391,40 @@ async fn check_config(file: Option<&Path>) -> Result<ExitCode> {
     println!("{name}: valid\n");
     println!("mounts:");
     for (path, spec) in config.mounts() {
+        let inside = spec
+            .in_workdir
+            .map_or(String::new(), |w| format!(" (with a workdir: {w})"));
         let git = spec
             .in_git_workdir
             .map_or(String::new(), |g| format!(" (in a git workdir: {g})"));
         let scope = format!("{:?}", spec.scope).to_lowercase();
-        println!("  {path}\t{}{git}\t[{scope}]", spec.host);
+        println!("  {path}\t{}{inside}{git}\t[{scope}]", spec.host);
     }
     println!("\ntools:");
     for tool in runtime.tools() {
-        let detail = match config.tools.get(tool.name.as_str()) {
-            Some(spec) => format!(
+        let upstream = tool
+            .name
+            .split_once(hookhost::tools::upstream::SEPARATOR)
+            .filter(|(u, _)| config.upstreams.keys().any(|k| k.get_ref() == u));
+        let detail = match (config.tools.get(tool.name.as_str()), upstream) {
+            (Some(spec), _) => format!(
                 "{}{}",
                 spec.component.get_ref(),
                 grants_text(&hookhost::config::grants(&spec.grants))
             ),
-            None => format!("host-native, runs in {}", config.bash_mount()),
+            (None, Some((name, remote))) => format!("upstream {name}, its tool {remote}"),
+            (None, None) => format!("host-native, runs in {}", config.bash_mount()),
         };
         println!("  {}\t{detail}", tool.name);
+    }
+    let down: Vec<String> = runtime
+        .upstream_states()
+        .into_iter()
+        .filter(|(_, state)| *state != "up")
+        .map(|(name, state)| format!("{name} ({state})"))
+        .collect();
+    if !down.is_empty() {
+        println!("\nupstreams that did not start: {}", down.join(", "));
     }
     println!("\nchain (before-execute top to bottom, after-execute bottom to top):");
     for (i, hook) in config.hooks.iter().enumerate() {
@@ -381,6 +443,13 @@ async fn check_config(file: Option<&Path>) -> Result<ExitCode> {
         for (key, value) in hookhost::config::settings(&hook.settings) {
             println!("       {key} = {value}");
         }
+    }
+    if !down.is_empty() {
+        eprintln!(
+            "hookhost: error: {name}: upstreams did not start: {} (see the log above)",
+            down.join(", ")
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -418,16 +487,21 @@ fn data_dir(flag: Option<&Path>, config: &Config) -> Result<PathBuf> {
     }
 }
 
+/// Logs to stderr: warnings by default, hookhost's own info (`-v`) or debug (`-vv`) events
+/// with other crates' warnings (wasmtime and cranelift are noisy below that); colours only
+/// on a terminal.
 fn init_logging(verbose: u8) {
+    use std::io::IsTerminal;
     let default = match verbose {
         0 => "warn",
-        1 => "info",
-        _ => "debug",
+        1 => "warn,hookhost=info",
+        _ => "warn,hookhost=debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKHOST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

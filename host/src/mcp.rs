@@ -9,9 +9,15 @@
 //! Sessions: a stdio server is one hookhost session, made at start and deleted (with its
 //! session-scoped directories) when the client disconnects, unless kept. Over HTTP, an MCP
 //! session (`Mcp-Session-Id`) is a hookhost session of the tenant whose bearer token the
-//! client presents; the client's `DELETE`, or the idle timeout, ends both. Only protocol
-//! versions with sessions (`initialize` handshakes, up to 2025-11-25) are offered, since a
-//! hookhost session needs one.
+//! client presents, made at `initialize`; the client's `DELETE`, or the idle timeout
+//! (every request of the session keeps it alive), ends both, and an ended session stays
+//! ended (404). Only protocol versions with sessions (`initialize` handshakes, up to
+//! 2025-11-25) are offered, since a hookhost session needs one.
+//!
+//! Ending a session stops its running commands before its directories are deleted; a
+//! cancelled request (`notifications/cancelled`) stops its call. SIGTERM, SIGINT and SIGHUP
+//! end a server gracefully: running calls get [`SHUTDOWN_GRACE`], then the server's
+//! sessions are ended as on disconnect.
 
 use crate::ids::{SessionId, TenantId};
 use crate::runtime::{CallError, Runtime};
@@ -27,15 +33,17 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool as McpTool,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
 
 /// What the model is told when offload is in the chain (the `initialize` instructions).
 pub const OFFLOAD_INSTRUCTIONS: &str = "\
@@ -56,6 +64,37 @@ pub const HTTP_PATH: &str = "/mcp";
 /// deleted), unless the operator says otherwise.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
 
+/// How long running calls may go on after a shutdown signal before the server's sessions
+/// are ended (their commands killed, their files deleted).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The largest HTTP request body read: rmcp's own limit (4 MiB), above the 1 MiB of tool
+/// arguments a call may carry.
+const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// How `serve` makes and ends its sessions.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// The working directory of every session the server makes (`serve --workdir`); else
+    /// the tenant's or `[serve] workdir` from the config.
+    pub workdir: Option<PathBuf>,
+    /// Keep sessions (and their files) when they end by disconnect or shutdown.
+    pub keep_session: bool,
+}
+
+impl ServeOptions {
+    fn workdir(
+        &self,
+        runtime: &Runtime,
+        tenant: &TenantId,
+    ) -> Result<Option<PathBuf>, SessionError> {
+        match &self.workdir {
+            Some(dir) => Ok(Some(dir.clone())),
+            None => runtime.serve_workdir(tenant),
+        }
+    }
+}
+
 /// The MCP face of a runtime: one per stdio connection or per HTTP MCP session.
 #[derive(Clone)]
 pub struct McpServer {
@@ -66,45 +105,45 @@ pub struct McpServer {
     tenant: TenantId,
 }
 
+/// The HTTP request behind an MCP request, with the tenant the gate authenticated.
+fn http_tenant(
+    context: &RequestContext<RoleServer>,
+) -> Option<(&axum::http::request::Parts, TenantId)> {
+    let parts = context.extensions.get::<axum::http::request::Parts>()?;
+    let tenant = parts.extensions.get::<TenantId>()?.clone();
+    Some((parts, tenant))
+}
+
 impl McpServer {
+    fn tenant_of(&self, context: &RequestContext<RoleServer>) -> TenantId {
+        match (&self.session, http_tenant(context)) {
+            (Some(session), _) => session.tenant.clone(),
+            (None, Some((_, tenant))) => tenant,
+            (None, None) => self.tenant.clone(),
+        }
+    }
+
     fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Session>, McpError> {
         if let Some(session) = &self.session {
             return Ok(session.clone());
         }
-        let parts = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .ok_or_else(|| McpError::internal_error("no HTTP request", None))?;
-        let tenant = parts
-            .extensions
-            .get::<TenantId>()
-            .cloned()
-            .ok_or_else(|| McpError::internal_error("no authenticated tenant", None))?;
+        let (parts, tenant) = http_tenant(context)
+            .ok_or_else(|| McpError::internal_error("no authenticated HTTP request", None))?;
         let id = parts
             .headers
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
             .ok_or_else(|| McpError::invalid_request("no Mcp-Session-Id", None))?;
         let id = SessionId::new(id).map_err(|e| McpError::invalid_request(e.to_string(), None))?;
-        let session = match self.runtime.open_session(&tenant, &id) {
-            Ok(session) => session,
-            Err(SessionError::NotFound { .. }) => {
-                match self
-                    .runtime
-                    .create_session(tenant.clone(), Some(id.clone()), None)
-                {
-                    Ok(session) => session,
-                    // A concurrent first call made it.
-                    Err(SessionError::Exists { .. }) => self
-                        .runtime
-                        .open_session(&tenant, &id)
-                        .map_err(|e| McpError::internal_error(e.to_string(), None))?,
-                    Err(e) => return Err(McpError::invalid_request(e.to_string(), None)),
-                }
-            }
-            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
-        };
-        Ok(Arc::new(session))
+        // Made at `initialize`; gone means ended, never silently made again empty.
+        match self.runtime.open_session(&tenant, &id) {
+            Ok(session) => Ok(Arc::new(session)),
+            Err(SessionError::NotFound { .. }) => Err(McpError::invalid_request(
+                format!("session {id} has ended; start a new one"),
+                None,
+            )),
+            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+        }
     }
 }
 
@@ -128,12 +167,17 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let tenant = self.tenant_of(&context);
         let tools = self
             .runtime
-            .tools()
-            .map(|d| {
+            .tools_for(&tenant)
+            .map(|tool| {
+                if let Some(listing) = tool.mcp_listing() {
+                    return listing.clone();
+                }
+                let d = tool.descriptor();
                 let schema: JsonObject = serde_json::from_str(&d.input_schema).unwrap_or_default();
                 McpTool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
             })
@@ -149,8 +193,16 @@ impl ServerHandler for McpServer {
         let session = self.session_for(&context)?;
         let arguments =
             serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
-        let result = match self.runtime.call(&session, &request.name, &arguments).await {
-            Ok(result) => result,
+        // A cancelled request drops its call: hooks stop, a command's process group dies.
+        let called = tokio::select! {
+            called = self.runtime.call_with_extras(&session, &request.name, &arguments) => called,
+            () = context.ct.cancelled() => {
+                tracing::info!(session = %session.id, tool = %request.name, "call cancelled by the client");
+                return Err(McpError::internal_error("the call was cancelled", None));
+            }
+        };
+        let (result, extras) = match called {
+            Ok(called) => called,
             Err(e @ CallError::UnknownTool { .. }) => {
                 return Err(McpError::invalid_params(e.to_string(), None));
             }
@@ -158,18 +210,42 @@ impl ServerHandler for McpServer {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());
             }
         };
-        let content = vec![ContentBlock::text(result.output)];
-        Ok(if result.is_error {
+        let extras = extras.unwrap_or_default();
+        let mut content = vec![ContentBlock::text(result.output)];
+        content.extend(extras.blocks);
+        let mut answer = if result.is_error {
             CallToolResult::error(content)
         } else {
             CallToolResult::success(content)
-        }
-        .into())
+        };
+        answer.structured_content = extras.structured;
+        Ok(answer.into())
     }
 }
 
-/// Serves MCP on stdin/stdout as one session of `tenant`, until the client disconnects;
-/// then deletes the session unless `keep`.
+/// Resolves on SIGTERM, SIGINT or SIGHUP with the signal's name. The handlers are installed
+/// when this is called, so call it before serving.
+///
+/// # Errors
+///
+/// When a signal handler cannot be installed.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        }
+    })
+}
+
+/// Serves MCP on stdin/stdout as one session of `tenant`, until the client disconnects or a
+/// shutdown signal; then ends the session (its commands killed, its files deleted unless
+/// kept).
 ///
 /// # Errors
 ///
@@ -177,37 +253,53 @@ impl ServerHandler for McpServer {
 pub async fn serve_stdio(
     runtime: Arc<Runtime>,
     tenant: TenantId,
-    keep: bool,
+    options: ServeOptions,
 ) -> anyhow::Result<()> {
-    let session = Arc::new(runtime.create_session(tenant.clone(), None, None)?);
-    tracing::info!(session = %session.id, "serving MCP on stdio");
+    let signal = shutdown_signal()?;
+    let workdir = options.workdir(&runtime, &tenant)?;
+    let session = Arc::new(runtime.create_session(tenant.clone(), None, workdir.as_deref())?);
+    tracing::info!(session = %session.id, workdir = ?workdir, "serving MCP on stdio");
     let server = McpServer {
         runtime: runtime.clone(),
         session: Some(session.clone()),
         tenant,
     };
-    let served = match server.serve(rmcp::transport::stdio()).await {
-        Ok(running) => running
-            .waiting()
+    let served = async {
+        let running = server
+            .serve(rmcp::transport::stdio())
             .await
-            .map(|_| ())
-            .map_err(anyhow::Error::from),
-        Err(e) => Err(anyhow::anyhow!("MCP handshake failed: {e}")),
+            .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
+        let stop = running.cancellation_token();
+        let waiting = running.waiting();
+        tokio::pin!(waiting);
+        tokio::select! {
+            done = &mut waiting => { done?; }
+            name = signal => {
+                tracing::info!(signal = name, "shutting down");
+                stop.cancel();
+                // rmcp lets running calls answer for a moment, then cancels them.
+                let _ = tokio::time::timeout(SHUTDOWN_GRACE, waiting).await;
+            }
+        }
+        anyhow::Ok(())
     };
-    if !keep {
+    let served = served.await;
+    if !options.keep_session {
         runtime.delete_session(&session.tenant, &session.id)?;
         tracing::info!(session = %session.id, "session ended and deleted");
     }
     served
 }
 
-/// Who may call the HTTP endpoint: the tenants' bearer tokens, and which session belongs
-/// to which tenant.
+/// Who may call the HTTP endpoint (the tenants' bearer tokens), which session belongs to
+/// which tenant, and the sessions this server made, to end them.
 struct Gate {
     runtime: Arc<Runtime>,
     /// (token, tenant); empty: no authentication, every request is the default tenant.
     tokens: Vec<(Vec<u8>, TenantId)>,
     owners: Mutex<HashMap<String, TenantId>>,
+    sessions: Arc<LocalSessionManager>,
+    options: ServeOptions,
 }
 
 impl Gate {
@@ -217,12 +309,12 @@ impl Gate {
         if self.tokens.is_empty() {
             return Some(TenantId::default_tenant());
         }
-        let presented = headers
-            .get(header::AUTHORIZATION)?
-            .to_str()
-            .ok()?
-            .strip_prefix("Bearer ")?
-            .as_bytes();
+        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+        let (scheme, presented) = value.split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        let presented = presented.trim().as_bytes();
         let mut found = None;
         for (token, tenant) in &self.tokens {
             if bool::from(token.as_slice().ct_eq(presented)) {
@@ -235,11 +327,61 @@ impl Gate {
     fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, TenantId>> {
         self.owners.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Makes the hookhost session of a new MCP session.
+    fn open(&self, tenant: &TenantId, id: &str) -> Result<(), SessionError> {
+        let session_id = SessionId::new(id).map_err(|e| SessionError::NotFound {
+            tenant: tenant.to_string(),
+            id: e.to_string(),
+        })?;
+        let workdir = self.options.workdir(&self.runtime, tenant)?;
+        self.runtime
+            .create_session(tenant.clone(), Some(session_id), workdir.as_deref())?;
+        self.owners().insert(id.to_string(), tenant.clone());
+        tracing::info!(%tenant, session = id, "MCP session started");
+        Ok(())
+    }
+
+    /// Ends the MCP session `id` and its hookhost session (commands killed, files deleted
+    /// unless kept).
+    async fn end(&self, tenant: &TenantId, id: &str, why: &str) {
+        self.owners().remove(id);
+        let _ = self.sessions.close_session(&Arc::from(id)).await;
+        if self.options.keep_session {
+            return;
+        }
+        let Ok(session) = SessionId::new(id) else {
+            return;
+        };
+        match self.runtime.delete_session(tenant, &session) {
+            Ok(()) => {
+                tracing::info!(%tenant, session = id, why, "MCP session ended; session deleted")
+            }
+            Err(SessionError::NotFound { .. }) => {}
+            Err(e) => {
+                tracing::warn!(%tenant, session = id, error = %e, "deleting the session failed")
+            }
+        }
+    }
 }
 
-/// Authenticates every request, keeps tenants out of each other's sessions, and deletes
-/// the hookhost session when its MCP session is deleted.
-async fn guard(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
+/// A JSON-RPC error as the whole HTTP answer.
+fn rpc_error(status: StatusCode, id: serde_json::Value, code: i32, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Authenticates every request, keeps tenants out of each other's sessions, answers a
+/// malformed body with a JSON-RPC parse error, makes the hookhost session at `initialize`,
+/// keeps a session alive on each of its requests, and ends it on `DELETE`.
+async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let Some(tenant) = gate.tenant(request.headers()) else {
         return (
             StatusCode::UNAUTHORIZED,
@@ -253,84 +395,183 @@ async fn guard(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    if let Some(id) = &session
-        && gate.owners().get(id).is_some_and(|owner| owner != &tenant)
-    {
-        // Another tenant's session does not exist, as far as this tenant can tell.
-        return (StatusCode::NOT_FOUND, "session not found\n").into_response();
-    }
     let deleting = request.method() == Method::DELETE;
-    request.extensions_mut().insert(tenant.clone());
-    let mut response = next.run(request).await;
-    if deleting && response.status() == StatusCode::ACCEPTED {
-        // The session is gone once this returns; say so plainly (clients such as the Python
-        // SDK take anything but 200 as a failed termination).
-        *response.status_mut() = StatusCode::OK;
+    if let Some(id) = &session {
+        let owner = gate.owners().get(id).cloned();
+        match owner {
+            // Another tenant's session does not exist, as far as this tenant can tell.
+            Some(owner) if owner != tenant => {
+                return (StatusCode::NOT_FOUND, "session not found\n").into_response();
+            }
+            Some(_) => {
+                let alive = SessionId::new(id.as_str())
+                    .ok()
+                    .is_some_and(|sid| gate.runtime.touch_session(&tenant, &sid).is_ok());
+                if !alive {
+                    gate.end(&tenant, id, "its hookhost session is gone").await;
+                    return (StatusCode::NOT_FOUND, "session ended\n").into_response();
+                }
+            }
+            None => {}
+        }
     }
 
-    match &session {
-        None => {
-            if let Some(id) = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-            {
-                gate.owners().insert(id.to_string(), tenant);
+    let (mut parts, body) = request.into_parts();
+    let mut rpc_id = serde_json::Value::Null;
+    if parts.method == Method::POST {
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+            return rpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                rpc_id,
+                -32600,
+                "request body too large or unreadable",
+            );
+        };
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(message) => rpc_id = message.get("id").cloned().unwrap_or_default(),
+            Err(e) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    rpc_id,
+                    -32700,
+                    &format!("parse error: {e}"),
+                );
             }
         }
-        Some(id) if deleting && response.status().is_success() => {
-            gate.owners().remove(id);
-            end_session(&gate.runtime, &tenant, id);
-        }
-        Some(_) => {}
+        parts.extensions.insert(tenant.clone());
+        let request = Request::from_parts(parts, axum::body::Body::from(bytes));
+        return after(&gate, tenant, session, rpc_id, next.run(request).await).await;
+    }
+    parts.extensions.insert(tenant.clone());
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    if deleting
+        && let Some(id) = &session
+        && response.status().is_success()
+    {
+        // The session is gone once this returns; say so plainly (clients such as the
+        // Python SDK take anything but 200 as a failed termination).
+        *response.status_mut() = StatusCode::OK;
+        gate.end(&tenant, id, "deleted by the client").await;
     }
     response
 }
 
-fn end_session(runtime: &Runtime, tenant: &TenantId, id: &str) {
-    let Ok(id) = SessionId::new(id) else { return };
-    match runtime.delete_session(tenant, &id) {
-        Ok(()) => tracing::info!(%tenant, session = %id, "MCP session ended; session deleted"),
-        // No tool was called: there was never a hookhost session.
-        Err(SessionError::NotFound { .. }) => {}
-        Err(e) => tracing::warn!(%tenant, session = %id, error = %e, "deleting the session failed"),
+/// After a POST: a new MCP session (an `initialize` answered) gets its hookhost session, or
+/// is closed again with the reason when the tenant may not have one.
+async fn after(
+    gate: &Gate,
+    tenant: TenantId,
+    session: Option<String>,
+    rpc_id: serde_json::Value,
+    response: Response,
+) -> Response {
+    if session.is_some() {
+        return response;
+    }
+    let Some(new) = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+    else {
+        return response;
+    };
+    match gate.open(&tenant, &new) {
+        Ok(()) => response,
+        Err(e) => {
+            tracing::warn!(%tenant, error = %e, "MCP session refused");
+            let _ = gate.sessions.close_session(&Arc::from(new.as_str())).await;
+            rpc_error(StatusCode::FORBIDDEN, rpc_id, -32000, &e.to_string())
+        }
     }
 }
 
-/// Serves MCP over Streamable HTTP at `addr` (path [`HTTP_PATH`]) until ctrl-c.
+/// `/healthz`: 200 with the upstream servers' states.
+async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
+    let upstreams: serde_json::Map<String, serde_json::Value> = gate
+        .runtime
+        .upstream_states()
+        .into_iter()
+        .map(|(name, state)| (name, serde_json::Value::String(state.to_string())))
+        .collect();
+    let body = serde_json::json!({"status": "ok", "upstreams": upstreams});
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// What `serve --http` is told.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen: `HOST:PORT`, names resolved (`localhost:8080`).
+    pub addr: String,
+    /// End MCP sessions idle this long.
+    pub idle: Duration,
+    /// Serve `bash` although no tenant has a token (any local user gets a shell).
+    pub unauthenticated_bash: bool,
+}
+
+/// Serves MCP over Streamable HTTP (path [`HTTP_PATH`]) until a shutdown signal, then ends
+/// the sessions it made.
 ///
 /// Tenants authenticate with their `token`; with no token in the config, requests are the
-/// default tenant's, which is allowed on a loopback address only. MCP sessions idle for
-/// `idle` are ended and their hookhost sessions deleted.
+/// default tenant's, which is allowed on a loopback address only, and without `bash` unless
+/// `unauthenticated_bash`. MCP sessions idle for `idle` are ended and their hookhost
+/// sessions deleted.
 ///
 /// # Errors
 ///
-/// When no tenant has a token and `addr` is not loopback, or the address cannot be bound.
+/// When the configuration is unsafe to serve, or the address cannot be resolved or bound.
 pub async fn serve_http(
     runtime: Arc<Runtime>,
-    addr: SocketAddr,
-    idle: Duration,
+    http: HttpOptions,
+    options: ServeOptions,
 ) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let signal = shutdown_signal()?;
+    let addr = tokio::net::lookup_host(&http.addr)
+        .await
+        .with_context(|| format!("--http {}: cannot resolve the address", http.addr))?
+        .next()
+        .with_context(|| format!("--http {}: the name has no address", http.addr))?;
     let tokens = runtime.tenant_tokens();
     if tokens.is_empty() && !addr.ip().is_loopback() {
         anyhow::bail!(
             "refusing to serve {addr} without authentication: declare tenants with a `token`, or bind a loopback address"
         );
     }
+    if tokens.is_empty() && runtime.has_tool("bash") && !http.unauthenticated_bash {
+        anyhow::bail!(
+            "refusing to serve the `bash` tool over HTTP without authentication: anyone who can reach {addr} (every local user) would get a shell. Declare tenants with a `token`, disable [bash] in the config, or pass --unauthenticated-bash to allow it deliberately"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(http.idle);
+    let sessions = Arc::new(manager);
     let gate = Arc::new(Gate {
         runtime: runtime.clone(),
         tokens,
         owners: Mutex::new(HashMap::new()),
+        sessions: sessions.clone(),
+        options,
     });
-    let factory_runtime = runtime.clone();
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive = Some(idle);
+    let stop = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = stop.clone();
     if !addr.ip().is_loopback() {
         // Host validation protects loopback servers from DNS rebinding; a public server is
         // protected by its tokens instead.
         config = config.disable_allowed_hosts();
     }
+    let factory_runtime = runtime.clone();
     let service = StreamableHttpService::new(
         move || {
             Ok(McpServer {
@@ -339,48 +580,72 @@ pub async fn serve_http(
                 tenant: TenantId::default_tenant(),
             })
         },
-        Arc::new(sessions),
+        sessions,
         config,
     );
     let app = axum::Router::new()
         .route_service(HTTP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(gate, guard));
-
-    // Idle hookhost sessions go with their idle MCP sessions.
-    let sweeper_runtime = runtime.clone();
-    let sweeper = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(
-            (idle / 2).clamp(Duration::from_secs(1), Duration::from_secs(60)),
+        .layer(axum::middleware::from_fn_with_state(gate.clone(), guard))
+        .route(
+            "/healthz",
+            axum::routing::get(healthz).with_state(gate.clone()),
         );
-        loop {
-            tick.tick().await;
-            let cutoff = SystemTime::now()
-                .checked_sub(idle)
-                .unwrap_or(SystemTime::UNIX_EPOCH);
-            match sweeper_runtime.gc(Some(cutoff)) {
-                Ok(r) if r.sessions + r.orphans > 0 => {
-                    tracing::info!(
-                        sessions = r.sessions,
-                        orphans = r.orphans,
-                        "idle sessions swept"
-                    )
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "sweeping idle sessions failed"),
-            }
-        }
-    });
 
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
+    let sweeper = tokio::spawn(sweep_idle(gate.clone(), http.idle));
     tracing::info!(%local, "serving MCP over HTTP");
     // The address on stderr, so a caller that asked for port 0 learns the port.
     eprintln!("hookhost: serving MCP at http://{local}{HTTP_PATH}");
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await;
+    let server_stop = stop.clone();
+    let mut server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { server_stop.cancelled().await })
+            .into_future(),
+    );
+    let served = tokio::select! {
+        served = &mut server => served,
+        name = signal => {
+            tracing::info!(signal = name, "shutting down");
+            stop.cancel();
+            match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+                Ok(served) => served,
+                Err(_) => {
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
     sweeper.abort();
-    Ok(served?)
+    let open: Vec<(String, TenantId)> = gate.owners().drain().collect();
+    for (id, tenant) in open {
+        gate.end(&tenant, &id, "server shut down").await;
+    }
+    Ok(served??)
+}
+
+/// Ends this server's sessions whose last request is older than `idle`. Sessions of other
+/// servers and of the CLI are theirs to collect.
+async fn sweep_idle(gate: Arc<Gate>, idle: Duration) {
+    let mut tick = tokio::time::interval(
+        (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60)),
+    );
+    loop {
+        tick.tick().await;
+        let cutoff = SystemTime::now()
+            .checked_sub(idle)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let owned: Vec<(String, TenantId)> = gate
+            .owners()
+            .iter()
+            .map(|(id, t)| (id.clone(), t.clone()))
+            .collect();
+        for (id, tenant) in owned {
+            let Ok(sid) = SessionId::new(id.as_str()) else {
+                continue;
+            };
+            if gate.runtime.is_idle(&tenant, &sid, cutoff) {
+                gate.end(&tenant, &id, "idle").await;
+            }
+        }
+    }
 }

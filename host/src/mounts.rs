@@ -11,7 +11,12 @@
 //! - a `session` mount's template names both `{tenant}` and `{session}`, a `tenant` mount's
 //!   names `{tenant}`: so deleting one session's directories can never reach another's;
 //! - no mount's directory lies inside another's, so a guest granted one mount cannot plant
-//!   a symlink where the host will later create another.
+//!   a symlink where the host will later create another — except inside the session's
+//!   working directory (the user's project: `/workspace` and `/plans` in
+//!   `{workdir}/.hookhost/plans`), where every directory between the working directory and
+//!   the mount is checked for symlinks on every grant instead;
+//! - a mount that resolves into the working directory is the user's: it is never deleted,
+//!   whatever its scope (see [`ResolvedMount::scope`]).
 
 use crate::ids::{SessionId, TenantId};
 use serde::Deserialize;
@@ -40,8 +45,12 @@ pub enum Scope {
 pub struct MountSpec {
     /// The host directory template, e.g. `{data}/tenants/{tenant}/sessions/{session}/artifacts`.
     pub host: String,
-    /// Used instead of `host` when the session's working directory is a git repository,
-    /// e.g. `{workdir}/.hookhost/plans`; must start with `{workdir}`.
+    /// Used instead of `host` when the session has a working directory, e.g. `{workdir}`
+    /// for `/workspace` (the user's project); must start with `{workdir}`.
+    #[serde(default)]
+    pub in_workdir: Option<String>,
+    /// Used instead of `host` and `in_workdir` when the session's working directory is a
+    /// git repository, e.g. `{workdir}/.hookhost/plans`; must start with `{workdir}`.
     #[serde(default)]
     pub in_git_workdir: Option<String>,
     /// Whether the directory goes with the session.
@@ -52,7 +61,18 @@ pub struct MountSpec {
 impl MountSpec {
     /// The host templates this mount may use.
     pub fn templates(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.host.as_str()).chain(self.in_git_workdir.as_deref())
+        std::iter::once(self.host.as_str())
+            .chain(self.in_workdir.as_deref())
+            .chain(self.in_git_workdir.as_deref())
+    }
+
+    /// The template in force for a session with `workdir`.
+    fn template_for(&self, workdir: Option<&Path>) -> &str {
+        match (workdir, &self.in_workdir, &self.in_git_workdir) {
+            (Some(w), _, Some(git)) if is_git_repository(w) => git,
+            (Some(_), Some(inside), _) => inside,
+            _ => &self.host,
+        }
     }
 }
 
@@ -94,7 +114,19 @@ pub struct SessionVars<'a> {
 pub struct ResolvedMount {
     pub virtual_path: String,
     pub host: PathBuf,
+    /// The declared scope, except that a mount in the working directory is always
+    /// [`Scope::Persistent`]: the user's project is never deleted with a session.
     pub scope: Scope,
+    /// The directory below which no symlink may lie on the way to `host`: the session's
+    /// working directory for a mount in it, else `None` (the data directory applies).
+    pub workdir: Option<PathBuf>,
+}
+
+impl ResolvedMount {
+    /// Whether the mount lives in the session's working directory.
+    pub fn in_workdir(&self) -> bool {
+        self.workdir.is_some()
+    }
 }
 
 impl MountTable {
@@ -110,13 +142,18 @@ impl MountTable {
         }
         // Nesting is checked on templates with placeholders as opaque names; two templates
         // nest when one's segments are a prefix of the other's.
+        // Inside the working directory nesting is allowed (see the module's rules).
         let segments: Vec<(&String, Vec<&str>)> = mounts
             .iter()
             .flat_map(|(p, s)| s.templates().map(move |t| (p, t)))
             .map(|(p, t)| (p, t.split('/').filter(|s| !s.is_empty()).collect()))
             .collect();
+        let in_workdir = |s: &[&str]| s.first() == Some(&"{workdir}");
         for (i, (a, sa)) in segments.iter().enumerate() {
-            for (b, sb) in segments[i + 1..].iter().filter(|(b, _)| b != a) {
+            for (b, sb) in segments[i + 1..]
+                .iter()
+                .filter(|(b, sb)| b != a && !(in_workdir(sa) && in_workdir(sb)))
+            {
                 let (short, long, inner, outer) = if sa.len() <= sb.len() {
                     (sa, sb, b, a)
                 } else {
@@ -150,14 +187,20 @@ impl MountTable {
         self.mounts
             .iter()
             .map(|(path, spec)| {
-                let template = match (&spec.in_git_workdir, vars.workdir) {
-                    (Some(git), Some(workdir)) if is_git_repository(workdir) => git,
-                    _ => &spec.host,
-                };
+                let template = spec.template_for(vars.workdir);
+                let workdir = template
+                    .starts_with("{workdir}")
+                    .then(|| vars.workdir.map(Path::to_path_buf))
+                    .flatten();
                 Ok(ResolvedMount {
                     virtual_path: path.clone(),
                     host: fill(path, template, vars)?,
-                    scope: spec.scope,
+                    scope: if workdir.is_some() {
+                        Scope::Persistent
+                    } else {
+                        spec.scope
+                    },
+                    workdir,
                 })
             })
             .collect()
@@ -179,14 +222,19 @@ fn validate_virtual_path(path: &str) -> Result<(), MountError> {
 
 fn validate_template(path: &str, spec: &MountSpec) -> Result<(), MountError> {
     check_template(path, &spec.host, spec.scope)?;
-    if let Some(git) = &spec.in_git_workdir {
-        if !git.starts_with("{workdir}") {
+    for (key, template) in [
+        ("in_workdir", &spec.in_workdir),
+        ("in_git_workdir", &spec.in_git_workdir),
+    ] {
+        let Some(template) = template else { continue };
+        if !template.starts_with("{workdir}") {
             return Err(MountError::BadTemplate {
                 path: path.to_string(),
-                why: "`in_git_workdir` must start with '{workdir}'".into(),
+                why: format!("`{key}` must start with '{{workdir}}'"),
             });
         }
-        check_template(path, git, spec.scope)?;
+        // Kept whatever the scope: the working directory is the user's.
+        check_template(path, template, Scope::Persistent)?;
     }
     Ok(())
 }
@@ -232,6 +280,10 @@ fn check_template(path: &str, t: &str, scope: Scope) -> Result<(), MountError> {
         }
     }
     let names = |p: &str| t.contains(p);
+    if t.starts_with("{workdir}") {
+        // Kept whatever the scope: the working directory is the user's.
+        return Ok(());
+    }
     match scope {
         Scope::Session if !(names("{tenant}") && names("{session}")) => Err(bad(
             "a session-scoped directory must name {tenant} and {session}, so that deleting a session touches only its own files",
@@ -262,8 +314,9 @@ fn fill(path: &str, template: &str, vars: &SessionVars<'_>) -> Result<PathBuf, M
 }
 
 /// Creates `mount`'s directory (0700) if it is missing, and checks that neither it nor any
-/// directory between `root` and it is a symlink, so a planted link cannot redirect a grant.
-/// Directories outside `root` (the data directory) are the operator's and are trusted.
+/// directory between `root` (the data directory; for a mount in the working directory,
+/// the working directory) and it is a symlink, so a planted link cannot redirect a grant.
+/// Directories above that root are the operator's or the user's and are trusted.
 ///
 /// # Errors
 ///
@@ -279,6 +332,7 @@ pub fn ensure_dir(root: &Path, mount: &ResolvedMount) -> Result<(), MountError> 
         .mode(0o700)
         .create(&mount.host)
         .map_err(err)?;
+    let root = mount.workdir.as_deref().unwrap_or(root);
     let Ok(below_root) = mount.host.strip_prefix(root) else {
         return Ok(());
     };
@@ -306,6 +360,7 @@ mod tests {
     fn spec(host: &str, scope: Scope) -> MountSpec {
         MountSpec {
             host: host.into(),
+            in_workdir: None,
             in_git_workdir: None,
             scope,
         }

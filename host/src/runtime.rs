@@ -4,21 +4,21 @@
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer, ToolMatch};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
-use crate::config::{self, Config, Secret};
+use crate::config::{self, Config, Secret, WorkdirTemplate};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits};
 use crate::mounts::{MountError, MountTable, Scope, SessionVars};
 use crate::sandbox::{Failure, Sandbox};
-use crate::session::Session;
+use crate::session::{Session, SessionKey};
 use crate::session_store::{self, SessionError, SessionRecord, SessionStore};
 use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
-use crate::tools::{Tool, ToolRegistry};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::tools::{Extras, Tool, ToolRegistry};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tracing::Instrument;
 
@@ -68,6 +68,12 @@ pub struct Runtime {
     closed_tenancy: bool,
     tools: ToolRegistry,
     mounts: MountTable,
+    /// `[serve] workdir`: where sessions made by `serve` work, unless their tenant says.
+    serve_workdir: Option<WorkdirTemplate>,
+    /// Upstream MCP servers, by name, with their tools' state.
+    upstreams: Vec<(String, Option<Arc<upstream::Upstream>>)>,
+    /// Calls running per session: a session with one is in use and never idle.
+    in_flight: Arc<Mutex<HashMap<SessionKey, usize>>>,
     store: SessionStore,
     sandbox: Arc<Sandbox>,
     data_root: PathBuf,
@@ -81,6 +87,9 @@ struct Tenant {
     max_sessions: Option<usize>,
     disk_quota: Option<u64>,
     limits: LimitOverrides,
+    workdir: Option<WorkdirTemplate>,
+    /// The tools it may call; every tool when `None`.
+    tools: Option<ToolMatch>,
 }
 
 /// How much disk a session and its tenant use.
@@ -190,9 +199,11 @@ impl Runtime {
             }
         }
 
+        let mut upstreams = Vec::new();
         for (name, spec) in &config.upstreams {
             match upstream::connect(name.get_ref(), spec).await {
-                Ok(found) => {
+                Ok((server, found)) => {
+                    upstreams.push((name.get_ref().clone(), Some(server)));
                     for tool in found {
                         let exposed = tool.descriptor().name.clone();
                         if !tools.insert(Arc::new(tool)) {
@@ -201,7 +212,10 @@ impl Runtime {
                     }
                 }
                 // Its tools stay unlisted; the rest of the host serves on.
-                Err(e) => tracing::error!(error = %e, "upstream unavailable"),
+                Err(e) => {
+                    tracing::error!(error = %e, "upstream unavailable");
+                    upstreams.push((name.get_ref().clone(), None));
+                }
             }
         }
 
@@ -251,6 +265,8 @@ impl Runtime {
                     max_sessions: spec.max_sessions,
                     disk_quota: spec.disk_quota_bytes,
                     limits: spec.limits,
+                    workdir: spec.workdir.as_ref().map(workdir_template),
+                    tools: spec.tools.as_deref().map(ToolMatch::new),
                 },
             );
         }
@@ -262,6 +278,9 @@ impl Runtime {
             tenants,
             tools,
             mounts,
+            serve_workdir: config.serve.workdir.as_ref().map(workdir_template),
+            upstreams,
+            in_flight: Default::default(),
             store,
             data_root,
             _loader: loader,
@@ -287,9 +306,38 @@ impl Runtime {
         &self.data_root
     }
 
-    /// The tools agents can call.
+    /// Every configured tool.
     pub fn tools(&self) -> impl Iterator<Item = &ToolDescriptor> {
         self.tools.descriptors()
+    }
+
+    /// The tools `tenant` may call (its `tools` allow-list, else every tool).
+    pub fn tools_for<'a>(&'a self, tenant: &TenantId) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
+        let allowed = self.tenants.get(tenant).and_then(|t| t.tools.as_ref());
+        self.tools
+            .iter()
+            .filter(move |t| allowed.is_none_or(|m| m.matches(&t.descriptor().name)))
+    }
+
+    /// Whether a tool of that name is configured.
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.tools.get(name).is_some()
+    }
+
+    /// Each upstream server by name: `up`, `down` (it died; its tools answer with an
+    /// error) or `unavailable` (it did not start).
+    pub fn upstream_states(&self) -> Vec<(String, &'static str)> {
+        self.upstreams
+            .iter()
+            .map(|(name, server)| {
+                let state = match server {
+                    Some(s) if s.is_up() => "up",
+                    Some(_) => "down",
+                    None => "unavailable",
+                };
+                (name.clone(), state)
+            })
+            .collect()
     }
 
     /// Whether `tenant`'s chain offloads large outputs (the built-in offload hook is in it).
@@ -332,6 +380,28 @@ impl Runtime {
             }),
             found => Ok(found),
         }
+    }
+
+    /// The working directory of a session `serve` makes for `tenant`: its tenant's
+    /// `workdir`, else `[serve] workdir`, else none. (`serve --workdir` is the caller's.)
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Workdir`] when the directory cannot be found or made.
+    pub fn serve_workdir(&self, tenant: &TenantId) -> Result<Option<PathBuf>, SessionError> {
+        let template = self
+            .tenants
+            .get(tenant)
+            .and_then(|t| t.workdir.as_ref())
+            .or(self.serve_workdir.as_ref());
+        template
+            .map(|t| {
+                t.resolve(tenant).map_err(|source| SessionError::Workdir {
+                    path: PathBuf::from(format!("{t:?}")),
+                    source,
+                })
+            })
+            .transpose()
     }
 
     /// Creates a session of `tenant`: with `id`, or a new UUID; `workdir` is `{workdir}`
@@ -388,6 +458,38 @@ impl Runtime {
         self.session_of(&record)
     }
 
+    /// Marks `tenant`'s session `id` active, as a request of it does.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when the session does not exist (any more).
+    pub fn touch_session(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        self.record(tenant, id)?;
+        self.store.touch(tenant, id)
+    }
+
+    /// Whether `tenant`'s session `id` has been idle since `cutoff`: no call running, none
+    /// made (and no request touching it) since. A session that is gone counts as idle.
+    pub fn is_idle(&self, tenant: &TenantId, id: &SessionId, cutoff: SystemTime) -> bool {
+        let key = (tenant.clone(), id.clone());
+        if self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&key)
+        {
+            return false;
+        }
+        match self.record(tenant, id) {
+            Ok(record) => record.last_active < cutoff,
+            Err(SessionError::NotFound { .. }) => true,
+            Err(e) => {
+                tracing::warn!(%tenant, session = %id, error = %e, "reading a session failed");
+                false
+            }
+        }
+    }
+
     /// The table row of a session.
     ///
     /// # Errors
@@ -422,7 +524,10 @@ impl Runtime {
         let session = self.session_of(&self.record(tenant, id)?)?;
         // Row first: a crash after this leaves orphaned directories, which gc removes.
         self.store.delete(tenant, id)?;
-        let key = (tenant.clone(), id.clone());
+        let key = session.key();
+        for tool in self.tools.iter() {
+            tool.end_session(&key);
+        }
         for layer in self.chain.layers() {
             layer.forget(&key);
         }
@@ -518,15 +623,39 @@ impl Runtime {
         tool: &str,
         arguments: &str,
     ) -> Result<ToolResult, CallError> {
-        let target = self.tools.get(tool).ok_or_else(|| CallError::UnknownTool {
-            name: tool.to_string(),
-            known: self
-                .tools
-                .descriptors()
-                .map(|d| d.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+        self.call_with_extras(session, tool, arguments)
+            .await
+            .map(|(result, _)| result)
+    }
+
+    /// As [`Runtime::call`], with what the tool returned beside its text (see [`Extras`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::call`].
+    pub async fn call_with_extras(
+        &self,
+        session: &Session,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<(ToolResult, Option<Extras>), CallError> {
+        let allowed = self
+            .tenants
+            .get(&session.tenant)
+            .and_then(|t| t.tools.as_ref())
+            .is_none_or(|m| m.matches(tool));
+        let target =
+            self.tools
+                .get(tool)
+                .filter(|_| allowed)
+                .ok_or_else(|| CallError::UnknownTool {
+                    name: tool.to_string(),
+                    known: self
+                        .tools_for(&session.tenant)
+                        .map(|t| t.descriptor().name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
         chain::validate_arguments(arguments).map_err(|why| CallError::BadArguments {
             tool: tool.to_string(),
             why,
@@ -534,6 +663,8 @@ impl Runtime {
         if let Err(e) = self.store.touch(&session.tenant, &session.id) {
             tracing::warn!(session = %session.id, error = %e, "could not mark the session active");
         }
+        let _running = InFlight::enter(&self.in_flight, session.key());
+        let started = std::time::Instant::now();
         let ctx = CallContext {
             session_id: session.id.to_string(),
             tenant_id: session.tenant.to_string(),
@@ -553,11 +684,15 @@ impl Runtime {
             && let Some(used) = self.tenant_bytes(session)
             && used >= quota
         {
-            return Ok(ToolResult::error(format!(
-                "disk quota exceeded: tenant '{}' uses {used} of its {quota} bytes; delete files or sessions to continue",
-                session.tenant
-            )));
+            return Ok((
+                ToolResult::error(format!(
+                    "disk quota exceeded: tenant '{}' uses {used} of its {quota} bytes; delete files or sessions to continue",
+                    session.tenant
+                )),
+                None,
+            ));
         }
+        let call_id = call.id.clone();
         let span = tracing::info_span!("call", tool, call_id = %call.id, session = %session.id);
         let mut result = self
             .chain(&session.tenant)
@@ -574,7 +709,19 @@ impl Runtime {
                 session.tenant
             ));
         }
-        Ok(result)
+        if let Err(e) = self.store.touch(&session.tenant, &session.id) {
+            tracing::debug!(session = %session.id, error = %e, "could not mark the session active");
+        }
+        tracing::info!(
+            tool,
+            tenant = %session.tenant,
+            session = %session.id,
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            outcome = if result.is_error { "error" } else { "ok" },
+            output_bytes = result.output.len(),
+            "call"
+        );
+        Ok((result, target.take_extras(&call_id)))
     }
 
     /// What the tenant of `session` uses on disk, for the quota; `None` when it cannot be
@@ -588,4 +735,40 @@ impl Runtime {
             }
         }
     }
+}
+
+/// Counts a call of a session as running while it lives.
+struct InFlight {
+    map: Arc<Mutex<HashMap<SessionKey, usize>>>,
+    key: SessionKey,
+}
+
+impl InFlight {
+    fn enter(map: &Arc<Mutex<HashMap<SessionKey, usize>>>, key: SessionKey) -> InFlight {
+        *map.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_default() += 1;
+        InFlight {
+            map: map.clone(),
+            key,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// A template the config has validated.
+fn workdir_template(spanned: &toml::Spanned<String>) -> WorkdirTemplate {
+    WorkdirTemplate::new(spanned.get_ref()).expect("validated with the config")
 }

@@ -107,13 +107,19 @@ impl Sandbox {
             .clear();
     }
 
-    /// Makes and checks `mount`'s directory once (see [`mounts::ensure_dir`]). A guest
-    /// cannot replace a mount's directory later: it only sees what is inside it.
+    /// Makes and checks `mount`'s directory (see [`mounts::ensure_dir`]): once for a mount
+    /// in the data directory, whose directory a guest cannot replace later (it only sees
+    /// what is inside it); on every grant for a mount in the working directory, where
+    /// mounts nest and a guest writing `/workspace` could swap a directory on the way to
+    /// `/plans` for a symlink.
     ///
     /// # Errors
     ///
     /// As [`mounts::ensure_dir`].
     pub fn ensure_dir(&self, mount: &ResolvedMount) -> Result<(), MountError> {
+        if mount.in_workdir() {
+            return mounts::ensure_dir(&self.data_root, mount);
+        }
         let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
         if !ensured.contains(&mount.host) {
             mounts::ensure_dir(&self.data_root, mount)?;

@@ -5,6 +5,9 @@ use crate::limits::{LimitOverrides, Limits};
 use crate::mounts::ResolvedMount;
 use std::path::Path;
 
+/// Names one session across tenants: a session id means something only with its tenant.
+pub type SessionKey = (TenantId, SessionId);
+
 /// One agent session: its id, its tenant, its mounts resolved to host directories, and
 /// its tenant's limits.
 #[derive(Debug, Clone)]
@@ -20,6 +23,11 @@ impl Session {
     /// the tenant's overrides.
     pub fn limits(&self) -> Limits {
         Limits::default().with(&self.tenant_limits)
+    }
+
+    /// The key of this session.
+    pub fn key(&self) -> SessionKey {
+        (self.tenant.clone(), self.id.clone())
     }
 
     /// The session's mounts.

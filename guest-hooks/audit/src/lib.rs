@@ -7,8 +7,10 @@
 //! after the call `duration_ms`, `is_error`, `output_bytes`. Put it outermost in the chain
 //! to see every refusal.
 //!
-//! Settings: `file`, the log's path (default `/audit/audit.jsonl`). A log that cannot be
-//! written never blocks a call: the failure goes to stderr (the host's log).
+//! Settings: `file`, the log's path (default `/audit/audit.jsonl`). A line that cannot be
+//! appended (no grant, a missing directory, a read-only mount) fails the hook — it traps,
+//! saying why on stderr — so the operator's `on_failure` policy decides: `open` lets the
+//! call through unaudited (logged by the host), `closed` refuses it.
 
 wit_bindgen::generate!({
     path: "../../wit/hooks@0.1.0",
@@ -118,7 +120,8 @@ fn append(line: Map<String, Value>) {
         .open(&file)
         .and_then(|mut f| f.write_all(text.as_bytes()));
     if let Err(e) = written {
-        eprintln!("audit: cannot append to {file}: {e}");
+        // A trap is how a 0.1.0 hook fails; the message reaches the host's log.
+        panic!("audit: cannot append to {file}: {e}");
     }
 }
 

@@ -13,9 +13,9 @@
 //! - [ ] pending   - [>] in_progress   - [x] completed   - [-] cancelled
 //! ```
 //!
-//! Settings: `tool` (default `todo_write`), `dir` (default `/plans`). Fail-open: the
-//! result always passes through unchanged; a plan that cannot be written is reported on
-//! stderr (the host's log).
+//! Settings: `tool` (default `todo_write`), `dir` (default `/plans`). The result passes
+//! through unchanged; a plan that cannot be written fails the hook (it traps, saying why
+//! on stderr), so the operator's `on_failure` policy decides.
 
 wit_bindgen::generate!({
     path: "../../wit/hooks@0.1.0",
@@ -55,7 +55,8 @@ impl Guest for PlanWriter {
             return outcome;
         };
         if let Err(e) = write_plan(&setting("dir", "/plans"), &ctx.session_id, &todos) {
-            eprintln!("plan-writer: cannot write the plan: {e}");
+            // A trap is how a 0.1.0 hook fails; the message reaches the host's log.
+            panic!("plan-writer: cannot write the plan: {e}");
         }
         outcome
     }
@@ -112,7 +113,7 @@ pub fn short_id(session: &str) -> String {
 
 fn write_plan(dir: &str, session: &str, todos: &[(String, String)]) -> std::io::Result<()> {
     let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let path = match existing_plan(dir, session) {
+    let path = match existing_plan(dir, session)? {
         Some(path) => path,
         None => {
             let stamp: String = now.chars().filter(|c| !matches!(c, '-' | ':')).collect();
@@ -126,20 +127,26 @@ fn write_plan(dir: &str, session: &str, todos: &[(String, String)]) -> std::io::
 }
 
 /// This session's plan file, if one was written: its name ends in the short id and its
-/// `session:` line names the whole id (two sessions may share a short id).
-fn existing_plan(dir: &str, session: &str) -> Option<String> {
+/// `session:` line names the whole id (two sessions may share a short id). A directory
+/// that cannot be listed is an error, not "no plan yet".
+fn existing_plan(dir: &str, session: &str) -> std::io::Result<Option<String>> {
     let suffix = format!("-{}.md", short_id(session));
     let marker = format!("\nsession: {session}\n");
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| name.ends_with(&suffix))
-        .collect();
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        // An entry that vanished while listing (another session's rename) is not ours.
+        let Ok(entry) = entry else { continue };
+        if let Ok(name) = entry.file_name().into_string()
+            && name.ends_with(&suffix)
+        {
+            names.push(name);
+        }
+    }
     names.sort();
-    names
+    Ok(names
         .into_iter()
         .map(|name| format!("{dir}/{name}"))
-        .find(|path| fs::read_to_string(path).is_ok_and(|text| text.contains(&marker)))
+        .find(|path| fs::read_to_string(path).is_ok_and(|text| text.contains(&marker))))
 }
 
 #[cfg(test)]

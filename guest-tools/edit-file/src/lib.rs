@@ -5,7 +5,9 @@
 //! once unless `replace_all` is true: an edit must say unambiguously what it changes.
 
 use std::fs;
-use tool_support::{Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, resolve_path};
+use tool_support::{
+    Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, io_error, resolve_path,
+};
 
 struct EditFile;
 
@@ -43,11 +45,10 @@ fn edit(arguments: &str) -> Result<String, String> {
     let old = args.string("old_string", false)?;
     let new = args.string("new_string", true)?;
     let all = args.flag("replace_all")?;
-    let text =
-        fs::read_to_string(&path).map_err(|e| format!("edit_file: cannot read {path}: {e}"))?;
+    let text = fs::read_to_string(&path).map_err(|e| io_error("edit_file", "read", &path, &e))?;
     let (edited, count) =
         replace(&text, old, new, all).map_err(|why| format!("edit_file: {path}: {why}"))?;
-    fs::write(&path, edited).map_err(|e| format!("edit_file: cannot write {path}: {e}"))?;
+    fs::write(&path, edited).map_err(|e| io_error("edit_file", "write", &path, &e))?;
     let plural = if count == 1 { "" } else { "s" };
     Ok(format!("Edited {path}: {count} replacement{plural}"))
 }

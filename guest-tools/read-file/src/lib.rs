@@ -48,7 +48,7 @@ impl Guest for ReadFile {
 
 fn read(req: &Request) -> Result<String, String> {
     let path = &req.path;
-    let fail = |what: &str, e: std::io::Error| format!("read_file: cannot {what} {path}: {e}");
+    let fail = |what: &str, e: std::io::Error| tool_support::io_error("read_file", what, path, &e);
     let mut file = File::open(path).map_err(|e| fail("open", e))?;
     let meta = file.metadata().map_err(|e| fail("stat", e))?;
     if meta.is_dir() {

@@ -80,6 +80,44 @@ pub fn resolve_path(path: &str) -> String {
     }
 }
 
+/// A failed file operation as the model should read it: `TOOL: cannot ACTION PATH: why`,
+/// where `why` is words (never a WASI error number), and a path in a mount not granted to
+/// this tool says so (a granted mount's root always exists: it is preopened).
+pub fn io_error(tool: &str, action: &str, path: &str, e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    if let Some(mount) = path
+        .strip_prefix('/')
+        .map(|p| format!("/{}", p.split('/').next().unwrap_or("")))
+        && std::fs::metadata(&mount).is_err()
+    {
+        return format!("{tool}: cannot {action} {path}: {mount} is not a mount this tool may use");
+    }
+    let why = match e.kind() {
+        ErrorKind::NotFound => "no such file or directory".to_string(),
+        ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {
+            "permission denied (the mount may be read-only for this tool)".to_string()
+        }
+        ErrorKind::AlreadyExists => "it already exists".to_string(),
+        ErrorKind::NotADirectory => "a part of the path is not a directory".to_string(),
+        ErrorKind::IsADirectory => "it is a directory".to_string(),
+        ErrorKind::DirectoryNotEmpty => "the directory is not empty".to_string(),
+        ErrorKind::InvalidInput | ErrorKind::InvalidFilename => {
+            "the path is not allowed (outside the mount, or through a symlink)".to_string()
+        }
+        ErrorKind::InvalidData => "it is not valid UTF-8 text".to_string(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => "no space left".to_string(),
+        _ => {
+            // std's text with its "(os error N)" suffix removed: N is a WASI number.
+            let text = e.to_string();
+            text.split(" (os error")
+                .next()
+                .unwrap_or(&text)
+                .to_lowercase()
+        }
+    };
+    format!("{tool}: cannot {action} {path}: {why}")
+}
+
 /// A plain-text result.
 pub fn text(output: impl Into<String>) -> ToolResult {
     ToolResult {

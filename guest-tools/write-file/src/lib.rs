@@ -3,7 +3,9 @@
 //! Only mounts granted read-write accept writes; the sandbox refuses the rest.
 
 use std::fs;
-use tool_support::{Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, resolve_path};
+use tool_support::{
+    Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, io_error, resolve_path,
+};
 
 struct WriteFile;
 
@@ -36,9 +38,9 @@ fn write(arguments: &str) -> Result<String, String> {
     let path = resolve_path(args.string("path", false)?);
     let content = args.string("content", true)?;
     if let Some((dir, _)) = path.rsplit_once('/').filter(|(dir, _)| !dir.is_empty()) {
-        fs::create_dir_all(dir).map_err(|e| format!("write_file: cannot create {dir}: {e}"))?;
+        fs::create_dir_all(dir).map_err(|e| io_error("write_file", "create", dir, &e))?;
     }
-    fs::write(&path, content).map_err(|e| format!("write_file: cannot write {path}: {e}"))?;
+    fs::write(&path, content).map_err(|e| io_error("write_file", "write", &path, &e))?;
     Ok(format!("Wrote {} bytes to {path}", content.len()))
 }
 

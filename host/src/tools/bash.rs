@@ -5,21 +5,30 @@
 //! an environment reduced to `PATH`, `HOME` (the workspace) and `LANG`, a time limit after
 //! which its whole process group is killed, and a cap on the output kept. That is why a
 //! config must enable it explicitly.
+//!
+//! Each command runs in a process group of its own. The group is killed when the call
+//! times out or is cancelled (the MCP client's `notifications/cancelled`, a dropped call),
+//! and when its session ends. A command that leaves a background child behind (`server &`)
+//! returns once bash exits and the output stops within [`DRAIN_GRACE`]: what was read is
+//! kept, with a note that a background process still holds the output.
 
 use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
 use crate::sandbox::{Failure, Sandbox};
-use crate::session::Session;
+use crate::session::{Session, SessionKey};
+use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-/// How long to wait for the pipes to close after the process group was killed.
-const DRAIN_GRACE: Duration = Duration::from_secs(1);
+/// How long to wait for the pipes to close once bash has exited (or was killed): a
+/// background child may hold them open for as long as it lives.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 const SCHEMA: &str = r#"{
   "type": "object",
@@ -38,6 +47,9 @@ pub struct BashTool {
     mount: String,
     default_timeout: Duration,
     max_output_bytes: usize,
+    /// Process groups started per session that may still have members: killed when the
+    /// session ends.
+    groups: Mutex<HashMap<SessionKey, Vec<Pid>>>,
 }
 
 impl BashTool {
@@ -63,7 +75,12 @@ impl BashTool {
             mount,
             default_timeout: default_timeout.unwrap_or(DEFAULT_BASH_TIMEOUT),
             max_output_bytes: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
+            groups: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Vec<Pid>>> {
+        self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn parse(&self, arguments: &str) -> Result<(String, Duration), String> {
@@ -119,23 +136,33 @@ impl BashTool {
             Ok(child) => child,
             Err(e) => return ToolResult::error(format!("bash: cannot start bash: {e}")),
         };
+        let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) else {
+            return ToolResult::error("bash: the command ended before it could be watched");
+        };
+        // Killed on every way out of this call but a normal return (timeout, cancellation).
+        let mut group = GroupGuard(Some(pid));
+        self.groups().entry(session.key()).or_default().push(pid);
         let cap = self.max_output_bytes;
-        let stdout = tokio::spawn(read_capped(child.stdout.take().expect("piped"), cap));
-        let stderr = tokio::spawn(read_capped(child.stderr.take().expect("piped"), cap));
+        let stdout = Capture::start(child.stdout.take().expect("piped"), cap);
+        let stderr = Capture::start(child.stderr.take().expect("piped"), cap);
 
         let status = tokio::time::timeout(limit, child.wait()).await;
-        let timed_out = status.is_err();
-        if timed_out {
-            if let Some(pid) = child
-                .id()
-                .and_then(|id| rustix::process::Pid::from_raw(id as i32))
-            {
-                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-            }
+        if status.is_err() {
+            group.kill();
             let _ = child.wait().await;
         }
-        let stdout = drain(stdout).await;
-        let stderr = drain(stderr).await;
+        let stdout_open = stdout.finish().await;
+        let stderr_open = stderr.finish().await;
+        let held_open = stdout_open.1 || stderr_open.1;
+        let (stdout, stderr) = (stdout_open.0, stderr_open.0);
+        if status.is_ok() {
+            // The command is done; its background children may live on (a server the
+            // agent started), until the session ends.
+            group.release();
+            if !held_open && test_kill_process_group(pid).is_err() {
+                self.forget_group(&session.key(), pid);
+            }
+        }
 
         let mut output = String::from_utf8_lossy(&stdout.bytes).into_owned();
         let mut note = |text: String| {
@@ -155,6 +182,13 @@ impl BashTool {
         }
         if stderr.dropped > 0 {
             note(format!("[stderr truncated: {} more bytes]", stderr.dropped));
+        }
+        if held_open {
+            note(format!(
+                "[output may be incomplete: a background process still holds it open; \
+                 stopped reading {} s after bash exited]",
+                DRAIN_GRACE.as_secs()
+            ));
         }
         let mut is_error = false;
         match status {
@@ -200,6 +234,48 @@ impl Tool for BashTool {
             Err(message) => ToolResult::error(message),
         })
     }
+
+    fn end_session(&self, key: &SessionKey) {
+        for pid in self.groups().remove(key).unwrap_or_default() {
+            // ESRCH: the group is gone already.
+            if kill_process_group(pid, Signal::KILL).is_ok() {
+                tracing::info!(session = %key.1, pid = pid.as_raw_nonzero(), "killed a command left running by the session");
+            }
+        }
+    }
+}
+
+impl BashTool {
+    fn forget_group(&self, key: &SessionKey, pid: Pid) {
+        let mut groups = self.groups();
+        if let Some(pids) = groups.get_mut(key) {
+            pids.retain(|p| *p != pid);
+            if pids.is_empty() {
+                groups.remove(key);
+            }
+        }
+    }
+}
+
+/// Kills a command's process group when dropped, unless released.
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+    }
+
+    fn release(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// What was read from a pipe: the first bytes up to the cap, and how many were dropped.
@@ -209,32 +285,44 @@ struct Captured {
     dropped: u64,
 }
 
-/// Reads `reader` to its end, keeping at most `cap` bytes. It keeps reading past the cap
-/// so the process never blocks on a full pipe.
-async fn read_capped(mut reader: impl AsyncRead + Unpin, cap: usize) -> Captured {
-    let mut captured = Captured::default();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => return captured,
-            Ok(n) => {
-                let keep = n.min(cap.saturating_sub(captured.bytes.len()));
-                captured.bytes.extend_from_slice(&chunk[..keep]);
-                captured.dropped += (n - keep) as u64;
-            }
-        }
-    }
+/// A pipe being read into a shared buffer, so what was read survives when the reader is
+/// given up on.
+struct Capture {
+    captured: Arc<Mutex<Captured>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-/// Waits a short while for a pipe reader whose process has ended or was killed; a
-/// grandchild that escaped the process group may hold the pipe open, so do not wait forever.
-async fn drain(task: tokio::task::JoinHandle<Captured>) -> Captured {
-    let abort = task.abort_handle();
-    match tokio::time::timeout(DRAIN_GRACE, task).await {
-        Ok(Ok(captured)) => captured,
-        _ => {
-            abort.abort();
-            Captured::default()
-        }
+impl Capture {
+    /// Reads `reader` to its end in a task, keeping at most `cap` bytes. It keeps reading
+    /// past the cap so the process never blocks on a full pipe.
+    fn start(mut reader: impl AsyncRead + Unpin + Send + 'static, cap: usize) -> Capture {
+        let captured = Arc::new(Mutex::new(Captured::default()));
+        let shared = captured.clone();
+        let task = tokio::spawn(async move {
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                match reader.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        let mut c = shared.lock().unwrap_or_else(|e| e.into_inner());
+                        let keep = n.min(cap.saturating_sub(c.bytes.len()));
+                        c.bytes.extend_from_slice(&chunk[..keep]);
+                        c.dropped += (n - keep) as u64;
+                    }
+                }
+            }
+        });
+        Capture { captured, task }
+    }
+
+    /// What was read, once the pipe closed or [`DRAIN_GRACE`] passed (then the reading
+    /// stops, and the flag says the pipe was still held open).
+    async fn finish(mut self) -> (Captured, bool) {
+        let held_open = tokio::time::timeout(DRAIN_GRACE, &mut self.task)
+            .await
+            .is_err();
+        self.task.abort();
+        let mut c = self.captured.lock().unwrap_or_else(|e| e.into_inner());
+        (std::mem::take(&mut *c), held_open)
     }
 }

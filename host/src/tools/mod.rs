@@ -10,7 +10,7 @@ pub mod upstream;
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::sandbox::Failure;
-use crate::session::Session;
+use crate::session::{Session, SessionKey};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -28,6 +28,31 @@ pub trait Tool: Send + Sync {
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure>;
+
+    /// The session `key` has ended and its directories are about to be deleted: stop what
+    /// still runs for it (a command and its background children).
+    fn end_session(&self, _key: &SessionKey) {}
+
+    /// How MCP lists the tool when it has more to say than its descriptor (an upstream
+    /// server's title, annotations and output schema).
+    fn mcp_listing(&self) -> Option<&rmcp::model::Tool> {
+        None
+    }
+
+    /// What the call `call_id` returned beside its text, which hooks do not see: taken
+    /// once, after the chain ran.
+    fn take_extras(&self, _call_id: &str) -> Option<Extras> {
+        None
+    }
+}
+
+/// What a tool call returned beside its text output: MCP structured content, and content
+/// blocks that are not text (images, audio, resources), passed to the MCP client as they
+/// are. The text output (what hooks see) names each such block.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    pub structured: Option<serde_json::Value>,
+    pub blocks: Vec<rmcp::model::ContentBlock>,
 }
 
 /// The tools of a runtime, by name.
@@ -50,6 +75,11 @@ impl ToolRegistry {
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.get(name)
+    }
+
+    /// Every tool.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
     }
 
     /// The tools' descriptors, by name.
