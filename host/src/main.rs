@@ -152,6 +152,14 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve { .. }) {
+        // A server outlives whoever reads its stderr: a closed log pipe must not kill it
+        // (write errors are ignored instead).
+        // SAFETY: as above.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+    }
     init_logging(cli.verbose);
     hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let runtime = match tokio::runtime::Runtime::new() {
@@ -161,7 +169,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // Do not wait for blocking threads: one may sit in a read of stdin (a stdio server
+    // ended by a signal) that would never return.
+    runtime.shutdown_background();
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             eprintln!("hookhost: error: {}", report(&e));

@@ -85,31 +85,39 @@ struct Server {
 
 impl Server {
     fn start(data: &Path, config: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .arg("--data")
-            .arg(data)
-            .arg("--config")
-            .arg(config)
-            .args(["serve", "--http", "127.0.0.1:0"])
+        Server::start_at(data, Some(config), "127.0.0.1:0")
+    }
+
+    fn start_at(data: &Path, config: Option<&Path>, addr: &str) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+        command.arg("--data").arg(data);
+        if let Some(config) = config {
+            command.arg("--config").arg(config);
+        }
+        let mut child = command
+            .args(["serve", "--http", addr])
+            .env("HOOKHOST_TEST_SECRET", "the host's secret")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("hookhost starts");
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut url = None;
-        for line in stderr.lines() {
-            let line = line.unwrap();
-            if let Some(at) = line.find("http://") {
-                url = Some(line[at..].trim().to_string());
-                break;
-            }
-        }
-        Server {
-            child,
-            url: url.expect("hookhost announced its address"),
-        }
+        let url = announced_url(&mut child);
+        Server { child, url }
     }
+}
+
+/// The URL a `serve --http` child announces on stderr; the rest of its stderr is drained
+/// (a closed pipe would fail its log writes).
+fn announced_url(child: &mut Child) -> String {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.find("http://").map(|at| l[at..].trim().to_string()))
+        .expect("hookhost announced its address");
+    std::thread::spawn(move || lines.for_each(drop));
+    url
 }
 
 impl Drop for Server {
@@ -130,6 +138,7 @@ fn http_sessions_tokens_tenants_and_an_upstream_server() {
 command = {:?}
 args = ["stdio"]
 timeout_secs = 60
+env = {{ GIVEN = "by-the-operator" }}
 
 [tenants.alpha]
 token = "alpha-token-0123456789"
@@ -160,4 +169,305 @@ token = "beta-token-0123456789"
         "beta reached nothing"
     );
     drop(server);
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "user.name=test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn serve_workdir_lets_the_agent_work_in_the_users_git_repository() {
+    let data = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q"]);
+    std::fs::write(repo.path().join("README.md"), "hello\n").unwrap();
+    git(repo.path(), &["add", "README.md"]);
+    git(repo.path(), &["commit", "-qm", "the user's first commit"]);
+
+    client(&[
+        "workdir",
+        env!("CARGO_BIN_EXE_hookhost"),
+        data.path().to_str().unwrap(),
+        repo.path().to_str().unwrap(),
+    ]);
+    // The agent's edits are in the repository, its plan in .hookhost/plans.
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("notes.md")).unwrap(),
+        "from the agent\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("README.md")).unwrap(),
+        "hello, agent\n"
+    );
+    assert_eq!(entries(&repo.path().join(".hookhost/plans")), 1);
+    // Ending the session deleted /artifacts (the offloaded output) and not one file of the
+    // repository.
+    assert_eq!(entries(&data.path().join("tenants/default/sessions")), 0);
+    let mut files: Vec<String> = git(repo.path(), &["status", "--porcelain", "-uall"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    files.sort();
+    let plan = format!("?? .hookhost/plans/{}", plan_name(repo.path()));
+    assert_eq!(files, [" M README.md", plan.as_str(), "?? notes.md"]);
+    assert_eq!(git(repo.path(), &["log", "--oneline"]).lines().count(), 1);
+}
+
+fn plan_name(repo: &Path) -> String {
+    let entry = std::fs::read_dir(repo.join(".hookhost/plans"))
+        .unwrap()
+        .next()
+        .unwrap();
+    entry.unwrap().file_name().into_string().unwrap()
+}
+
+#[test]
+fn http_front_end_parse_errors_bearer_case_tool_lists_session_caps_and_health() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("hookhost.toml");
+    let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
+    text.push_str(
+        r#"
+[upstreams.broken]
+command = "/nonexistent/mcp-server"
+timeout_secs = 5
+
+[tenants.alpha]
+token = "alpha-token-0123456789"
+
+[tenants.limited]
+token = "limited-token-0123456789"
+tools = ["read_*"]
+max_sessions = 1
+"#,
+    );
+    std::fs::write(&config, text).unwrap();
+    // A name, not an address: resolved.
+    let server = Server::start_at(data.path(), Some(&config), "localhost:0");
+    client(&[
+        "http-checks",
+        &server.url,
+        "alpha-token-0123456789",
+        "limited-token-0123456789",
+    ]);
+    drop(server);
+}
+
+/// Whether the process `pid` is alive.
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Reads the pid a test command wrote, waiting for it (bounded).
+fn wait_for_pid(file: &Path) -> i32 {
+    for _ in 0..400 {
+        if let Ok(text) = std::fs::read_to_string(file)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("the command never wrote {}", file.display());
+}
+
+/// Waits (bounded) for `child` to exit; kills it and fails if it does not.
+fn wait_exit(child: &mut Child, within: std::time::Duration) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let _ = child.kill();
+    panic!("hookhost did not exit within {within:?}");
+}
+
+/// Waits (bounded) for `pid` to be gone.
+fn wait_gone(pid: i32) {
+    for _ in 0..400 {
+        if !alive(pid) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("process {pid} is still running");
+}
+
+/// `hookhost serve` on stdio, spoken to in raw JSON-RPC lines.
+struct StdioServer {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl StdioServer {
+    fn start(data: &Path) -> StdioServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(data)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("hookhost starts");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut server = StdioServer {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        };
+        server.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        );
+        server.answer(1);
+        server.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: serde_json::Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The answer to request `id` (bounded wait).
+    fn answer(&mut self, id: u64) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            let line = self.lines.recv_timeout(left).expect("an answer");
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+        panic!("no answer to request {id}");
+    }
+
+    /// Starts a bash call that writes its pid to `pidfile`, then sleeps; returns the pid.
+    fn start_sleeping_command(&mut self, id: u64, pidfile: &Path) -> i32 {
+        let command = format!("echo $$ > {}; sleep 300", pidfile.display());
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": command}}}),
+        );
+        wait_for_pid(pidfile)
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_cancelled_call_kills_its_command() {
+    let data = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut server = StdioServer::start(data.path());
+    let pid = server.start_sleeping_command(2, &scratch.path().join("pid"));
+    assert!(alive(pid));
+    server.send(
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "the user pressed escape"}}),
+    );
+    wait_gone(pid);
+    // The server serves on.
+    server.send(serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    assert!(server.answer(3)["result"]["tools"].is_array());
+}
+
+#[test]
+fn signals_end_a_stdio_server_gracefully_mid_call() {
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let data = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let mut server = StdioServer::start(data.path());
+        // A file in the session, to see it deleted.
+        server.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": "seq 1 5000"}}}),
+        );
+        server.answer(2);
+        let pid = server.start_sleeping_command(3, &scratch.path().join("pid"));
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(server.child.id() as i32, signal) };
+        let status = wait_exit(&mut server.child, std::time::Duration::from_secs(20));
+        assert_eq!(status.code(), Some(0), "signal {signal}");
+        wait_gone(pid);
+        assert_eq!(
+            entries(&data.path().join("tenants/default/sessions")),
+            0,
+            "signal {signal}: the session's files are gone"
+        );
+    }
+}
+
+#[test]
+fn a_client_disconnect_kills_running_commands_before_deleting_files() {
+    let data = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut server = StdioServer::start(data.path());
+    let pid = server.start_sleeping_command(2, &scratch.path().join("pid"));
+    drop(server.stdin.take());
+    let status = wait_exit(&mut server.child, std::time::Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0));
+    wait_gone(pid);
+    assert_eq!(entries(&data.path().join("tenants/default/sessions")), 0);
+}
+
+#[test]
+fn sigterm_ends_an_http_server_gracefully_mid_call() {
+    let data = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    // The built-in config serves bash: over HTTP without tokens only when asked to.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args(["serve", "--http", "127.0.0.1:0", "--unauthenticated-bash"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hookhost starts");
+    let url = announced_url(&mut child);
+    let pidfile = scratch.path().join("pid");
+    client(&[
+        "http-shutdown",
+        &url,
+        pidfile.to_str().unwrap(),
+        &child.id().to_string(),
+    ]);
+    let status = wait_exit(&mut child, std::time::Duration::from_secs(20));
+    assert_eq!(status.code(), Some(0));
+    wait_gone(wait_for_pid(&pidfile));
+    assert_eq!(entries(&data.path().join("tenants/default/sessions")), 0);
 }

@@ -3,12 +3,17 @@
 assertion, so a failure exits non-zero with the reason.
 
     client.py stdio HOOKHOST DATA [CONFIG]
+    client.py workdir HOOKHOST DATA REPO
     client.py http URL TOKEN OTHER_TOKEN [UPSTREAM_TOOL]
+    client.py http-checks URL TOKEN LIMITED_TOKEN
+    client.py http-shutdown URL PIDFILE HOOKHOST_PID
 """
 
 import asyncio
 import json
+import os
 import re
+import signal
 import sys
 
 import httpx2
@@ -81,6 +86,16 @@ async def main_job(session, upstream_tool=None):
         path = offloaded_path(text(result))
         assert path.startswith("/artifacts/tool-results/" + upstream_tool + "/"), path
         assert message in await page_back(session, path)
+
+        # Upstreams get only what the operator gives them, and their rich results pass.
+        env = text(await session.call_tool("everything__get-env", {}))
+        assert "HOOKHOST_TEST_SECRET" not in env and "by-the-operator" in env, env
+        structured = await session.call_tool("everything__get-structured-content", {"location": "New York"})
+        assert not is_error(structured), text(structured)
+        assert structured.structured_content, structured
+        assert tools["everything__get-structured-content"].output_schema, tools["everything__get-structured-content"]
+        image = await session.call_tool("everything__get-tiny-image", {})
+        assert any(getattr(b, "type", "") == "image" for b in image.content), image.content
     print("main job ok", flush=True)
 
 
@@ -93,6 +108,34 @@ async def stdio(hookhost, data, config=None):
             assert "read_file" in (init.instructions or ""), init.instructions
             assert init.server_info.name == "hookhost"
             await main_job(session)
+
+
+async def workdir(hookhost, data, repo):
+    """`serve --workdir REPO` over stdio: the agent works in the user's git repository."""
+    params = StdioServerParameters(command=hookhost, args=["--data", data, "serve", "--workdir", repo])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            log = await session.call_tool("bash", {"command": "git log --oneline"})
+            assert not is_error(log) and "the user's first commit" in text(log), text(log)
+            status = await session.call_tool("bash", {"command": "git status --porcelain"})
+            assert not is_error(status), text(status)
+            wrote = await session.call_tool("write_file", {"path": "notes.md", "content": "from the agent\n"})
+            assert not is_error(wrote), text(wrote)
+            edited = await session.call_tool(
+                "edit_file", {"path": "README.md", "old_string": "hello", "new_string": "hello, agent"})
+            assert not is_error(edited), text(edited)
+            read = await session.call_tool("read_file", {"path": "notes.md"})
+            assert text(read) == "from the agent\n", text(read)
+            status = await session.call_tool("bash", {"command": "git status --porcelain"})
+            assert "notes.md" in text(status) and "README.md" in text(status), text(status)
+            big = await session.call_tool("bash", {"command": "seq 1 5000"})
+            path = offloaded_path(text(big))
+            assert await page_back(session, path) == "".join(f"{i}\n" for i in range(1, 5001))
+            todos = {"todos": [{"id": "1", "content": "Edit the README", "status": "completed"}]}
+            planned = await session.call_tool("todo_write", todos)
+            assert not is_error(planned), text(planned)
+    print("workdir ok", flush=True)
 
 
 async def raw_post(client, url, token, body, session_id=None):
@@ -141,6 +184,92 @@ async def http(url, token, other_token, upstream_tool=None):
     print("http ok", flush=True)
 
 
+async def open_session(raw, url, token):
+    response = await raw_post(raw, url, token, INITIALIZE)
+    assert response.status_code == 200, (response.status_code, response.text)
+    session_id = response.headers["mcp-session-id"]
+    notified = await raw_post(raw, url, token, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                              session_id)
+    assert notified.status_code in (200, 202), notified.status_code
+    return session_id
+
+
+def sse_result(response):
+    """The JSON-RPC message of a response, whether JSON or a server-sent event stream."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    for line in response.text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            message = json.loads(line[5:])
+            if "id" in message:
+                return message
+    raise AssertionError(response.text)
+
+
+async def http_checks(url, token, limited_token):
+    """The HTTP front end's edges: parse errors, bearer case, per-tenant tool lists, session
+    caps at initialize, /healthz, ended sessions."""
+    base = url.rsplit("/mcp", 1)[0]
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        health = await raw.get(base + "/healthz")
+        assert health.status_code == 200 and health.json()["status"] == "ok", health.text
+        assert health.json()["upstreams"] == {"broken": "unavailable"}, health.text
+
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+                   "Authorization": f"Bearer {token}"}
+        bad = await raw.post(url, headers=headers, content=b"{not json")
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == -32700, (bad.status_code, bad.text)
+
+        lower = dict(headers, Authorization=f"bearer {token}")
+        response = await raw.post(url, headers=lower, content=json.dumps(INITIALIZE))
+        assert response.status_code == 200, (response.status_code, response.text)
+
+        # The limited tenant sees only its tools, and may hold one session.
+        session_id = await open_session(raw, url, limited_token)
+        listing = await raw_post(raw, url, limited_token, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                                 session_id)
+        names = sorted(t["name"] for t in sse_result(listing)["result"]["tools"])
+        assert names == ["read_file"], names
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "bash", "arguments": {"command": "id"}}}
+        refused = sse_result(await raw_post(raw, url, limited_token, call, session_id))
+        assert "unknown tool" in json.dumps(refused), refused
+        second = await raw_post(raw, url, limited_token, INITIALIZE)
+        assert second.status_code == 403 and "maximum of 1 sessions" in second.text, (second.status_code,
+                                                                                        second.text)
+        headers = {"Authorization": f"Bearer {limited_token}", "Mcp-Session-Id": session_id}
+        assert (await raw.delete(url, headers=headers)).status_code == 200
+        after = await raw_post(raw, url, limited_token, {"jsonrpc": "2.0", "id": 4, "method": "tools/list"},
+                               session_id)
+        assert after.status_code == 404, (after.status_code, after.text)
+        # The slot is free again.
+        await open_session(raw, url, limited_token)
+    print("http checks ok", flush=True)
+
+
+async def http_shutdown(url, pidfile, hookhost_pid):
+    """Starts a long command over HTTP, then signals the server mid-call."""
+    async with httpx2.AsyncClient(timeout=60) as raw:
+        session_id = await open_session(raw, url, None)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "bash", "arguments": {"command": f"echo $$ > {pidfile}; sleep 300"}}}
+        running = asyncio.create_task(raw_post(raw, url, None, call, session_id))
+        for _ in range(200):
+            if os.path.exists(pidfile) and open(pidfile).read().strip():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the command did not start")
+        os.kill(int(hookhost_pid), signal.SIGTERM)
+        try:
+            await asyncio.wait_for(running, 30)
+        except Exception:
+            pass  # the server went away mid-answer: expected
+    print("http shutdown ok", flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
-    asyncio.run(stdio(*rest) if mode == "stdio" else http(*rest))
+    modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
+             "http-shutdown": http_shutdown}
+    asyncio.run(modes[mode](*rest))
