@@ -28,6 +28,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use wasmtime::Store;
 use wildmatch::WildMatch;
 
@@ -179,6 +180,7 @@ impl HookChain {
         let mut refusal = None;
         for layer in self.layers.iter().filter(|l| l.tools.matches(&call.name)) {
             let limits = session.limits().with(&layer.limits);
+            let started = Instant::now();
             let step = match self.start(layer, session, &limits).await {
                 Ok(mut instance) => instance
                     .before(&limits, &ctx, &call)
@@ -186,6 +188,13 @@ impl HookChain {
                     .map(|outcome| (instance, outcome)),
                 Err(failure) => Err(failure),
             };
+            layer_event(
+                layer,
+                "before-execute",
+                &call,
+                started,
+                &step.as_ref().map(|(_, o)| o.is_ok()),
+            );
             match step {
                 Ok((instance, Ok(proceed))) => {
                     if let Some(mut values) = proceed.values {
@@ -225,18 +234,7 @@ impl HookChain {
 
         let mut result = match refusal {
             Some(refused) => refused,
-            None => match tool.execute(session, &ctx, &call).await {
-                Ok(result) => result,
-                Err(failure) => {
-                    let name = &tool.descriptor().name;
-                    tracing::warn!(tool = %name, call_id = %call.id, %failure, "tool failed");
-                    record.outcome = Outcome::Failed;
-                    record
-                        .failures
-                        .push(format!("tool '{name}': {}", failure.kind));
-                    ToolResult::error(format!("tool '{name}' failed ({})", failure.kind))
-                }
-            },
+            None => self.execute(tool, session, &ctx, &call, &mut record).await,
         };
 
         for Entered {
@@ -247,7 +245,16 @@ impl HookChain {
         } in entered.into_iter().rev()
         {
             record.write_to(&mut ctx.values);
-            match instance.after(&limits, &ctx, &call, &result).await {
+            let started = Instant::now();
+            let after = instance.after(&limits, &ctx, &call, &result).await;
+            layer_event(
+                layer,
+                "after-execute",
+                &call,
+                started,
+                &after.as_ref().map(|_| true),
+            );
+            match after {
                 Ok(replaced) => result = replaced,
                 Err(failure) => {
                     layer.forget(&session.key());
@@ -262,6 +269,35 @@ impl HookChain {
             }
         }
         result
+    }
+
+    /// Runs the tool at the centre; its failure becomes an error result, recorded.
+    async fn execute(
+        &self,
+        tool: &dyn Tool,
+        session: &Session,
+        ctx: &CallContext,
+        call: &ToolCall,
+        record: &mut Record,
+    ) -> ToolResult {
+        let started = Instant::now();
+        let executed = tool.execute(session, ctx, call).await;
+        tracing::debug!(
+            tool = %call.name,
+            call_id = %call.id,
+            duration_us = started.elapsed().as_micros() as u64,
+            ok = executed.is_ok(),
+            "tool executed"
+        );
+        executed.unwrap_or_else(|failure| {
+            let name = &tool.descriptor().name;
+            tracing::warn!(tool = %name, call_id = %call.id, %failure, "tool failed");
+            record.outcome = Outcome::Failed;
+            record
+                .failures
+                .push(format!("tool '{name}': {}", failure.kind));
+            ToolResult::error(format!("tool '{name}' failed ({})", failure.kind))
+        })
     }
 
     async fn start(
@@ -318,6 +354,31 @@ impl HookChain {
             .map_err(|e| Failure::from_call(&store, e))?;
         Ok(HookInstance { store, hook })
     }
+}
+
+/// The `debug` event of one layer's phase: how long it took and how it ended (`Ok(true)`
+/// let the call through, `Ok(false)` refused it, `Err` failed).
+fn layer_event(
+    layer: &HookLayer,
+    phase: &str,
+    call: &ToolCall,
+    started: Instant,
+    outcome: &Result<bool, &Failure>,
+) {
+    let outcome: std::borrow::Cow<'_, str> = match outcome {
+        Ok(true) => "passed".into(),
+        Ok(false) => "refused".into(),
+        Err(failure) => failure.kind.to_string().into(),
+    };
+    tracing::debug!(
+        hook = %layer.name,
+        phase,
+        tool = %call.name,
+        call_id = %call.id,
+        duration_us = started.elapsed().as_micros() as u64,
+        %outcome,
+        "hook phase"
+    );
 }
 
 /// Context values the host sets for `after-execute`; a hook cannot set them itself.

@@ -243,3 +243,230 @@ fn config_check_prints_the_chain_or_the_error() {
     let shown = stdout(&hookhost(data.path(), &["config", "show"]));
     assert!(shown.contains("[[hooks]]\nname = \"offload\""));
 }
+
+fn hookhost_with(data: &Path, config: &Path, args: &[&str]) -> Output {
+    let mut full = vec!["--config", config.to_str().unwrap()];
+    full.extend_from_slice(args);
+    hookhost(data, &full)
+}
+
+fn example(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name)
+}
+
+#[test]
+fn bash_keeps_what_a_command_printed_before_leaving_a_background_child() {
+    let data = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let out = hookhost(
+        data.path(),
+        &[
+            "call",
+            "--json",
+            "bash",
+            r#"{"command":"sleep 30 & echo started"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let output = v["output"].as_str().unwrap();
+    assert!(output.starts_with("started\n"), "{output}");
+    assert!(
+        output.contains("a background process still holds it open"),
+        "{output}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "did not wait for the background child"
+    );
+}
+
+#[test]
+fn the_agent_example_works_in_the_git_repository_it_is_given() {
+    let data = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.path().join("a.txt"), "a\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "first"]);
+    // The header of examples/agent.toml, as a user runs it.
+    let config = example("agent.toml");
+    let new = hookhost_with(
+        data.path(),
+        &config,
+        &["session", "new", "--workdir", repo.path().to_str().unwrap()],
+    );
+    assert!(new.status.success(), "{}", stderr(&new));
+    let id = stdout(&new).trim().to_string();
+    let log = hookhost_with(
+        data.path(),
+        &config,
+        &[
+            "call",
+            "--session",
+            &id,
+            "bash",
+            r#"{"command":"git log --oneline -3"}"#,
+        ],
+    );
+    assert!(log.status.success(), "{}", stdout(&log));
+    assert!(stdout(&log).contains("first"), "{}", stdout(&log));
+    // Deleting the session leaves the repository alone.
+    assert!(
+        hookhost_with(data.path(), &config, &["session", "delete", &id])
+            .status
+            .success()
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("a.txt")).unwrap(),
+        "a\n"
+    );
+    assert!(repo.path().join(".git").is_dir());
+}
+
+#[test]
+fn an_audit_hook_that_cannot_write_fails_closed_and_says_why() {
+    let data = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(example("audited-readonly.toml"))
+        .unwrap()
+        .replace("/audit/readonly-agent.jsonl", "/audit/2026/x.jsonl");
+    let config = data.path().join("audit.toml");
+    std::fs::write(&config, text).unwrap();
+    let out = hookhost_with(
+        data.path(),
+        &config,
+        &["call", "read_file", r#"{"path":"/artifacts/none"}"#],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("hook 'audit' failed in before-execute (trap)"),
+        "{}",
+        stdout(&out)
+    );
+    // The guest's own reason reaches the log.
+    assert!(
+        stderr(&out).contains("audit: cannot append to /audit/2026/x.jsonl"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn mistyped_or_unknown_settings_of_a_built_in_are_refused_at_load() {
+    let data = tempfile::tempdir().unwrap();
+    for (settings, needle) in [
+        (
+            "{ treshold = 100 }",
+            "builtin:offload has no setting \"treshold\"",
+        ),
+        (
+            "{ threshold = \"ten thousand\" }",
+            "settings.threshold: must be a non-negative integer",
+        ),
+    ] {
+        let config = data.path().join("bad.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[hooks]]\nname = \"o\"\ncomponent = \"builtin:offload\"\nsettings = {settings}\n"
+            ),
+        )
+        .unwrap();
+        let out = hookhost(data.path(), &["config", "check", config.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+        assert!(stderr(&out).contains("bad.toml:4:"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn errors_are_said_once_in_words() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("broken.toml");
+    std::fs::write(&config, "[bash\n").unwrap();
+    let out = hookhost_with(data.path(), &config, &["tools"]);
+    let err = stderr(&out);
+    assert_eq!(err.matches("unclosed table").count(), 1, "{err}");
+
+    let missing = hookhost(
+        data.path(),
+        &["--config", "/nonexistent/hookhost.toml", "tools"],
+    );
+    let err = stderr(&missing);
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+
+    // A path outside the tool's grants says so, with no WASI error number.
+    let out = hookhost(
+        data.path(),
+        &[
+            "call",
+            "write_file",
+            r#"{"path":"/artifacts/x.txt","content":"x"}"#,
+        ],
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("/artifacts is not a mount this tool may use"),
+        "{text}"
+    );
+    let out = hookhost(
+        data.path(),
+        &["call", "read_file", r#"{"path":"missing.txt"}"#],
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("no such file or directory") && !text.contains("os error"),
+        "{text}"
+    );
+}
+
+#[test]
+fn serve_http_refuses_an_unauthenticated_shell_and_names_a_busy_address() {
+    let data = tempfile::tempdir().unwrap();
+    let out = hookhost(data.path(), &["serve", "--http", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("refusing to serve the `bash` tool") && err.contains("--unauthenticated-bash"),
+        "{err}"
+    );
+
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let out = hookhost(
+        data.path(),
+        &["serve", "--http", &addr, "--unauthenticated-bash"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}
+
+#[test]
+fn config_check_fails_when_an_upstream_does_not_start() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("up.toml");
+    std::fs::write(
+        &config,
+        "[upstreams.gone]\ncommand = \"/nonexistent/server\"\ntimeout_secs = 5\n",
+    )
+    .unwrap();
+    let out = hookhost(data.path(), &["config", "check", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("upstreams did not start: gone (unavailable)"),
+        "{}",
+        stderr(&out)
+    );
+}
