@@ -23,16 +23,17 @@ use crate::ids::{SessionId, TenantId};
 use crate::runtime::{CallError, Runtime};
 use crate::session::Session;
 use crate::session_store::SessionError;
+use crate::tools::upstream;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool as McpTool,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -67,6 +68,9 @@ pub const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
 /// How long running calls may go on after a shutdown signal before the server's sessions
 /// are ended (their commands killed, their files deleted).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How often a client's watcher of tool changes checks that the client is still there.
+const PEER_CHECK: Duration = Duration::from_secs(10);
 
 /// The largest HTTP request body read: rmcp's own limit (4 MiB), above the 1 MiB of tool
 /// arguments a call may carry.
@@ -149,7 +153,11 @@ impl McpServer {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let info = InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("hookhost", env!("CARGO_PKG_VERSION")));
         if self.runtime.offloads(&self.tenant) {
             info.with_instructions(OFFLOAD_INSTRUCTIONS)
@@ -164,24 +172,34 @@ impl ServerHandler for McpServer {
         ))
     }
 
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Tell this client when the tools change, for as long as it is connected.
+        let mut changes = self.runtime.tools_changed();
+        tokio::spawn(async move {
+            let mut check = tokio::time::interval(PEER_CHECK);
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || context.peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    _ = check.tick() => {
+                        if context.peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tenant = self.tenant_of(&context);
-        let tools = self
-            .runtime
-            .tools_for(&tenant)
-            .map(|tool| {
-                if let Some(listing) = tool.mcp_listing() {
-                    return listing.clone();
-                }
-                let d = tool.descriptor();
-                let schema: JsonObject = serde_json::from_str(&d.input_schema).unwrap_or_default();
-                McpTool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
-            })
-            .collect();
+        let tools = self.runtime.mcp_tools(&self.tenant_of(&context));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -193,9 +211,19 @@ impl ServerHandler for McpServer {
         let session = self.session_for(&context)?;
         let arguments =
             serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
+        // An upstream's progress goes to this client, under its own token.
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| (context.peer.clone(), token));
+        let call = upstream::PROGRESS.scope(
+            progress,
+            self.runtime
+                .call_with_extras(&session, &request.name, &arguments),
+        );
         // A cancelled request drops its call: hooks stop, a command's process group dies.
         let called = tokio::select! {
-            called = self.runtime.call_with_extras(&session, &request.name, &arguments) => called,
+            called = call => called,
             () = context.ct.cancelled() => {
                 tracing::info!(session = %session.id, tool = %request.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));

@@ -72,6 +72,8 @@ pub struct Runtime {
     serve_workdir: Option<WorkdirTemplate>,
     /// Upstream MCP servers, by name, with their tools' state.
     upstreams: Vec<(String, Option<Arc<upstream::Upstream>>)>,
+    /// Ticks when the tools of an upstream change (it was restarted with others).
+    tools_changed: tokio::sync::watch::Sender<u64>,
     /// Calls running per session: a session with one is in use and never idle.
     in_flight: Arc<Mutex<HashMap<SessionKey, usize>>>,
     store: SessionStore,
@@ -200,16 +202,19 @@ impl Runtime {
         }
 
         let mut upstreams = Vec::new();
+        let (tools_changed, _) = tokio::sync::watch::channel(0u64);
         for (name, spec) in &config.upstreams {
             match upstream::connect(name.get_ref(), spec).await {
-                Ok((server, found)) => {
-                    upstreams.push((name.get_ref().clone(), Some(server)));
-                    for tool in found {
-                        let exposed = tool.descriptor().name.clone();
-                        if !tools.insert(Arc::new(tool)) {
-                            return Err(StartError::DuplicateTool { tool: exposed });
+                Ok(server) => {
+                    // One signal for all upstreams: any change of their tools.
+                    let mut changes = server.changes();
+                    let all = tools_changed.clone();
+                    tokio::spawn(async move {
+                        while changes.changed().await.is_ok() {
+                            all.send_modify(|n| *n += 1);
                         }
-                    }
+                    });
+                    upstreams.push((name.get_ref().clone(), Some(server)));
                 }
                 // Its tools stay unlisted; the rest of the host serves on.
                 Err(e) => {
@@ -280,6 +285,7 @@ impl Runtime {
             mounts,
             serve_workdir: config.serve.workdir.as_ref().map(workdir_template),
             upstreams,
+            tools_changed,
             in_flight: Default::default(),
             store,
             data_root,
@@ -306,22 +312,69 @@ impl Runtime {
         &self.data_root
     }
 
-    /// Every configured tool.
-    pub fn tools(&self) -> impl Iterator<Item = &ToolDescriptor> {
-        self.tools.descriptors()
-    }
-
-    /// The tools `tenant` may call (its `tools` allow-list, else every tool).
-    pub fn tools_for<'a>(&'a self, tenant: &TenantId) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
-        let allowed = self.tenants.get(tenant).and_then(|t| t.tools.as_ref());
+    /// Every tool: the configured ones and the upstream servers' (as last listed).
+    pub fn tools(&self) -> impl Iterator<Item = ToolDescriptor> + '_ {
         self.tools
-            .iter()
-            .filter(move |t| allowed.is_none_or(|m| m.matches(&t.descriptor().name)))
+            .descriptors()
+            .cloned()
+            .chain(self.upstream_listing().map(|t| {
+                ToolDescriptor {
+                    name: t.name.to_string(),
+                    description: t.description.as_deref().unwrap_or_default().to_string(),
+                    input_schema: serde_json::to_string(t.input_schema.as_ref())
+                        .unwrap_or_else(|_| r#"{"type":"object"}"#.into()),
+                }
+            }))
     }
 
-    /// Whether a tool of that name is configured.
+    /// The tools `tenant` may call (its `tools` allow-list, else every tool), as MCP lists
+    /// them.
+    pub fn mcp_tools(&self, tenant: &TenantId) -> Vec<rmcp::model::Tool> {
+        let configured = self.tools.iter().map(|tool| {
+            let d = tool.descriptor();
+            let schema: rmcp::model::JsonObject =
+                serde_json::from_str(&d.input_schema).unwrap_or_default();
+            rmcp::model::Tool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
+        });
+        configured
+            .chain(self.upstream_listing())
+            .filter(|t| self.may_call(tenant, &t.name))
+            .collect()
+    }
+
+    fn upstream_listing(&self) -> impl Iterator<Item = rmcp::model::Tool> + '_ {
+        self.upstreams
+            .iter()
+            .filter_map(|(_, server)| server.as_ref())
+            .flat_map(|server| server.listing())
+    }
+
+    /// Whether `tenant`'s allow-list lets it call `tool`.
+    fn may_call(&self, tenant: &TenantId, tool: &str) -> bool {
+        self.tenants
+            .get(tenant)
+            .and_then(|t| t.tools.as_ref())
+            .is_none_or(|m| m.matches(tool))
+    }
+
+    /// The tool called `name`: a configured one, or an upstream server's.
+    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        if let Some(tool) = self.tools.get(name) {
+            return Some(tool.clone());
+        }
+        let (server, _) = name.split_once(upstream::SEPARATOR)?;
+        let (_, upstream) = self.upstreams.iter().find(|(n, _)| n == server)?;
+        Some(Arc::new(upstream.as_ref()?.tool(name)?))
+    }
+
+    /// Whether a tool of that name is served.
     pub fn has_tool(&self, name: &str) -> bool {
-        self.tools.get(name).is_some()
+        self.tool(name).is_some()
+    }
+
+    /// Ticks when the tools served change (an upstream came back with other tools).
+    pub fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tools_changed.subscribe()
     }
 
     /// Each upstream server by name: `up`, `down` (it died; its tools answer with an
@@ -639,23 +692,18 @@ impl Runtime {
         tool: &str,
         arguments: &str,
     ) -> Result<(ToolResult, Option<Extras>), CallError> {
-        let allowed = self
-            .tenants
-            .get(&session.tenant)
-            .and_then(|t| t.tools.as_ref())
-            .is_none_or(|m| m.matches(tool));
-        let target =
-            self.tools
-                .get(tool)
-                .filter(|_| allowed)
-                .ok_or_else(|| CallError::UnknownTool {
-                    name: tool.to_string(),
-                    known: self
-                        .tools_for(&session.tenant)
-                        .map(|t| t.descriptor().name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
+        let target = self
+            .tool(tool)
+            .filter(|_| self.may_call(&session.tenant, tool))
+            .ok_or_else(|| CallError::UnknownTool {
+                name: tool.to_string(),
+                known: self
+                    .mcp_tools(&session.tenant)
+                    .iter()
+                    .map(|t| t.name.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
         chain::validate_arguments(arguments).map_err(|why| CallError::BadArguments {
             tool: tool.to_string(),
             why,
@@ -696,7 +744,7 @@ impl Runtime {
         let span = tracing::info_span!("call", tool, call_id = %call.id, session = %session.id);
         let mut result = self
             .chain(&session.tenant)
-            .run(session, ctx, call, target.as_ref() as &dyn Tool)
+            .run(session, ctx, call, target.as_ref())
             .instrument(span)
             .await;
         if let Some(quota) = quota

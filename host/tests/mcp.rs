@@ -471,3 +471,28 @@ fn sigterm_ends_an_http_server_gracefully_mid_call() {
     wait_gone(wait_for_pid(&pidfile));
     assert_eq!(entries(&data.path().join("tenants/default/sessions")), 0);
 }
+
+#[test]
+fn an_upstream_is_listed_whole_relays_progress_and_is_restarted_when_it_dies() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("hookhost.toml");
+    let counter = data.path().join("starts");
+    std::fs::write(
+        &config,
+        format!(
+            "[upstreams.test]\ncommand = {:?}\nargs = [{:?}, {:?}]\ntimeout_secs = 30\n\n\
+             [tools.read_file]\ncomponent = \"builtin:read_file\"\n",
+            python().to_str().unwrap(),
+            workspace().join("tests/mcp/upstream.py").to_str().unwrap(),
+            counter.to_str().unwrap(),
+        ),
+    )
+    .unwrap();
+    client(&[
+        "upstream",
+        env!("CARGO_BIN_EXE_hookhost"),
+        data.path().to_str().unwrap(),
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read_to_string(&counter).unwrap(), "2");
+}

@@ -7,6 +7,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py http URL TOKEN OTHER_TOKEN [UPSTREAM_TOOL]
     client.py http-checks URL TOKEN LIMITED_TOKEN
     client.py http-shutdown URL PIDFILE HOOKHOST_PID
+    client.py upstream HOOKHOST DATA CONFIG
 """
 
 import asyncio
@@ -268,8 +269,51 @@ async def http_shutdown(url, pidfile, hookhost_pid):
     print("http shutdown ok", flush=True)
 
 
+async def upstream(hookhost, data, config):
+    """An upstream (tests/mcp/upstream.py) through hookhost: its title and annotations are
+    listed, its progress relayed; killed, it answers with an error, is restarted, and the
+    client is told that the tools changed."""
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if "tools/list_changed" in repr(message) or "ToolListChanged" in type(message).__name__:
+            changed.set()
+
+    params = StdioServerParameters(command=hookhost, args=["--data", data, "--config", config, "serve"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert "test__added_after_restart" not in tools, sorted(tools)
+            count = tools["test__count"]
+            assert count.title == "Count steps", count
+            assert count.annotations and count.annotations.read_only_hint, count
+
+            progress = []
+
+            async def on_progress(done, total, message):
+                progress.append((done, total, message))
+
+            counted = await session.call_tool("test__count", {"steps": 3}, progress_callback=on_progress)
+            assert text(counted) == "counted to 3", text(counted)
+            assert [p[0] for p in progress] == [1, 2, 3], progress
+
+            first = int(text(await session.call_tool("test__pid", {})))
+            os.kill(first, signal.SIGKILL)
+            await asyncio.sleep(0.2)
+            down = await session.call_tool("test__pid", {})
+            assert is_error(down) and "upstream 'test'" in text(down), text(down)
+
+            await asyncio.wait_for(changed.wait(), 30)
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert "test__added_after_restart" in tools, sorted(tools)
+            second = int(text(await session.call_tool("test__pid", {})))
+            assert second != first
+    print("upstream ok", flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
-             "http-shutdown": http_shutdown}
+             "http-shutdown": http_shutdown, "upstream": upstream}
     asyncio.run(modes[mode](*rest))

@@ -3,8 +3,12 @@
 //! audit…) like any other tool.
 //!
 //! An upstream that does not start within its timeout is reported and contributes no
-//! tools; one that dies later answers every call of its tools with an error naming it.
-//! Each call is bounded by the same timeout, so a hung upstream never hangs a client.
+//! tools. One that dies later is restarted, with a backoff from 1 s doubling to
+//! [`MAX_BACKOFF`] (logged); meanwhile its tools answer with an error saying it is down.
+//! When a restarted upstream lists other tools than before, [`Upstream::changes`] ticks so
+//! MCP clients are told (`notifications/tools/list_changed`). Each call is bounded by the
+//! upstream's timeout, so a hung upstream never hangs a client; the client's progress
+//! token is passed on and the upstream's progress notifications relayed back.
 //!
 //! Security: a stdio upstream starts with an empty environment plus `PATH` and the
 //! operator's `env` (so no tenant can read the host's environment through it); a URL
@@ -18,22 +22,34 @@ use crate::sandbox::Failure;
 use crate::session::Session;
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, JsonObject, Tool as McpTool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
+    JsonObject, ProgressNotificationParam, ProgressToken, ServerResult, Tool as McpTool,
 };
-use rmcp::service::RunningService;
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceExt};
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// Separates an upstream's name from its tool's in the names agents see.
 pub const SEPARATOR: &str = "__";
 
 /// How long an upstream may take to start, and each call, unless its config says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest wait between two restarts of a dead upstream.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
+const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+
+tokio::task_local! {
+    /// The MCP client's peer and progress token of the call running in this task, so an
+    /// upstream's progress reaches the client that asked.
+    pub static PROGRESS: Option<(Peer<RoleServer>, ProgressToken)>;
+}
 
 /// Why an upstream could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -43,62 +59,179 @@ pub struct UpstreamError {
     pub what: String,
 }
 
-/// A connected upstream server.
+/// An upstream server, kept running.
 pub struct Upstream {
     name: String,
-    client: RunningService<RoleClient, ()>,
+    spec: UpstreamConfig,
     timeout: Duration,
+    /// The connection while it is up.
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    /// Its tools as served (`NAME__TOOL`), as last listed.
+    tools: RwLock<Vec<McpTool>>,
+    /// Ticks each time the tools listed change.
+    changes: tokio::sync::watch::Sender<u64>,
+    relay: Relay,
 }
 
-impl Upstream {
-    /// Whether it still answers (its process or connection is alive).
-    pub fn is_up(&self) -> bool {
-        !self.client.is_closed()
+/// The client side of an upstream connection: relays progress notifications to the MCP
+/// client whose call asked for them.
+#[derive(Clone, Default)]
+struct Relay(Arc<Progress>);
+
+#[derive(Default)]
+struct Progress {
+    /// Token sent upstream → the MCP client's peer and its own token.
+    targets: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
+}
+
+impl ClientHandler for Relay {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let target = self
+            .0
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&params.progress_token)
+            .cloned();
+        if let Some((peer, token)) = target {
+            let mut relayed = ProgressNotificationParam::new(token, params.progress);
+            relayed.total = params.total;
+            relayed.message = params.message;
+            let _ = peer.notify_progress(relayed).await;
+        }
     }
 }
 
-/// One tool of an upstream server.
-pub struct UpstreamTool {
-    descriptor: ToolDescriptor,
-    /// The upstream's listing under the name served (title, annotations, output schema).
-    listing: McpTool,
-    remote: String,
-    upstream: Arc<Upstream>,
-    /// What calls returned beside their text, until the MCP front end takes it.
-    extras: Mutex<HashMap<String, Extras>>,
+type Connection = RunningService<RoleClient, Relay>;
+
+impl Relay {
+    /// Relays progress notifications carrying `token` to `target` until the guard drops.
+    fn watch(&self, token: ProgressToken, target: (Peer<RoleServer>, ProgressToken)) -> Watch {
+        self.0
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.clone(), target);
+        Watch {
+            relay: self.clone(),
+            token,
+        }
+    }
 }
 
-/// Starts (or connects to) the upstream `name` and returns its tools.
-///
-/// # Errors
-///
-/// [`UpstreamError`] when it cannot be started, does not answer in time, or its tools
-/// cannot be listed.
-pub async fn connect(
-    name: &str,
-    spec: &UpstreamConfig,
-) -> Result<(Arc<Upstream>, Vec<UpstreamTool>), UpstreamError> {
-    let fail = |what: String| UpstreamError {
-        name: name.to_string(),
-        what,
-    };
-    let timeout = spec
-        .timeout_secs
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
-    let expanded = |table: &std::collections::BTreeMap<String, crate::config::Secret>,
-                    key: &str| {
-        table
+/// Stops relaying a request's progress when dropped (the call answered or was dropped).
+struct Watch {
+    relay: Relay,
+    token: ProgressToken,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.relay
+            .0
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.token);
+    }
+}
+
+impl Upstream {
+    /// Whether it is up (its process or connection is alive).
+    pub fn is_up(&self) -> bool {
+        self.current()
+            .is_some_and(|peer| !peer.is_transport_closed())
+    }
+
+    /// Its tools as MCP lists them, under the names served.
+    pub fn listing(&self) -> Vec<McpTool> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The tool served as `exposed`, if this upstream lists it.
+    pub fn tool(self: &Arc<Self>, exposed: &str) -> Option<UpstreamTool> {
+        let listing = self
+            .tools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .map(|(k, v)| {
-                expand_env(v.expose())
-                    .map(|v| (k.clone(), v))
-                    .map_err(|why| fail(format!("{key}.{k}: {why}")))
-            })
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let env = expanded(&spec.env, "env")?;
-    let headers = expanded(&spec.headers, "headers")?;
-    let started = async {
+            .find(|t| t.name == exposed)?
+            .clone();
+        Some(UpstreamTool {
+            descriptor: ToolDescriptor {
+                name: exposed.to_string(),
+                description: listing
+                    .description
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_string(),
+                input_schema: serde_json::to_string(listing.input_schema.as_ref())
+                    .unwrap_or_else(|_| r#"{"type":"object"}"#.into()),
+            },
+            remote: exposed[self.name.len() + SEPARATOR.len()..].to_string(),
+            listing,
+            upstream: self.clone(),
+            extras: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Ticks when the tools it lists change (after a restart).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn current(&self) -> Option<Peer<RoleClient>> {
+        self.peer.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn fail(&self, what: String) -> UpstreamError {
+        UpstreamError {
+            name: self.name.clone(),
+            what,
+        }
+    }
+
+    /// Starts (or connects to) the server and lists its tools, within the timeout.
+    async fn start(&self) -> Result<(Connection, Vec<McpTool>), UpstreamError> {
+        let started = tokio::time::timeout(self.timeout, self.open())
+            .await
+            .map_err(|_| {
+                self.fail(format!("did not start within {} s", self.timeout.as_secs()))
+            })??;
+        let listed = tokio::time::timeout(self.timeout, started.list_all_tools())
+            .await
+            .map_err(|_| self.fail("did not list its tools in time".into()))?
+            .map_err(|e| self.fail(format!("cannot list its tools: {e}")))?;
+        let mut tools = Vec::new();
+        for mut tool in listed {
+            let exposed = format!("{}{SEPARATOR}{}", self.name, tool.name);
+            if !is_tool_name(&exposed) {
+                tracing::warn!(upstream = %self.name, tool = %tool.name, "skipping a tool whose name cannot be served");
+                continue;
+            }
+            tool.name = exposed.into();
+            tools.push(tool);
+        }
+        Ok((started, tools))
+    }
+
+    async fn open(&self) -> Result<Connection, UpstreamError> {
+        let spec = &self.spec;
+        let expanded = |table: &std::collections::BTreeMap<String, crate::config::Secret>,
+                        key: &str| {
+            table
+                .iter()
+                .map(|(k, v)| {
+                    expand_env(v.expose())
+                        .map(|v| (k.clone(), v))
+                        .map_err(|why| self.fail(format!("{key}.{k}: {why}")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
         match (&spec.command, &spec.url) {
             (Some(command), _) => {
                 let mut cmd = tokio::process::Command::new(command);
@@ -107,74 +240,118 @@ pub async fn connect(
                 cmd.args(&spec.args)
                     .env_clear()
                     .env("PATH", path)
-                    .envs(env)
+                    .envs(expanded(&spec.env, "env")?)
                     .kill_on_drop(true);
                 let (transport, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::piped())
                     .spawn()
-                    .map_err(|e| fail(format!("cannot start {command}: {e}")))?;
+                    .map_err(|e| self.fail(format!("cannot start {command}: {e}")))?;
                 if let Some(stderr) = stderr {
-                    tokio::spawn(log_stderr(name.to_string(), stderr));
+                    tokio::spawn(log_stderr(self.name.clone(), stderr));
                 }
-                ().serve(transport)
+                self.relay
+                    .clone()
+                    .serve(transport)
                     .await
-                    .map_err(|e| fail(format!("no MCP handshake: {e}")))
+                    .map_err(|e| self.fail(format!("no MCP handshake: {e}")))
             }
             (None, Some(url)) => {
-                let mut custom = std::collections::HashMap::new();
-                for (key, value) in headers {
+                let mut custom = HashMap::new();
+                for (key, value) in expanded(&spec.headers, "headers")? {
                     let key = HeaderName::try_from(key.as_str())
-                        .map_err(|e| fail(format!("headers.{key}: {e}")))?;
+                        .map_err(|e| self.fail(format!("headers.{key}: {e}")))?;
                     let value = HeaderValue::try_from(value)
-                        .map_err(|e| fail(format!("headers.{key}: {e}")))?;
+                        .map_err(|e| self.fail(format!("headers.{key}: {e}")))?;
                     custom.insert(key, value);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                ().serve(transport)
+                self.relay
+                    .clone()
+                    .serve(transport)
                     .await
-                    .map_err(|e| fail(format!("no MCP handshake with {url}: {e}")))
+                    .map_err(|e| self.fail(format!("no MCP handshake with {url}: {e}")))
             }
-            (None, None) => Err(fail("neither `command` nor `url` is given".into())),
+            (None, None) => Err(self.fail("neither `command` nor `url` is given".into())),
         }
-    };
-    let client = tokio::time::timeout(timeout, started)
-        .await
-        .map_err(|_| fail(format!("did not start within {} s", timeout.as_secs())))??;
-    let listed = tokio::time::timeout(timeout, client.list_all_tools())
-        .await
-        .map_err(|_| fail("did not list its tools in time".into()))?
-        .map_err(|e| fail(format!("cannot list its tools: {e}")))?;
+    }
+
+    /// Watches the connection; when it ends, restarts the server with a backoff, and
+    /// ticks [`Upstream::changes`] when it comes back with other tools.
+    async fn supervise(self: Arc<Self>, mut connection: Connection) {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let up_since = Instant::now();
+            let reason = connection.waiting().await;
+            *self.peer.write().unwrap_or_else(|e| e.into_inner()) = None;
+            if up_since.elapsed() >= HEALTHY_AFTER {
+                backoff = Duration::from_secs(1);
+            }
+            loop {
+                tracing::warn!(upstream = %self.name, ?reason, retry_in = ?backoff, "upstream is down; restarting");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                match self.start().await {
+                    Ok((next, tools)) => {
+                        tracing::info!(upstream = %self.name, tools = tools.len(), "upstream restarted");
+                        let changed = {
+                            let mut known = self.tools.write().unwrap_or_else(|e| e.into_inner());
+                            let changed = *known != tools;
+                            *known = tools;
+                            changed
+                        };
+                        *self.peer.write().unwrap_or_else(|e| e.into_inner()) =
+                            Some(next.peer().clone());
+                        if changed {
+                            self.changes.send_modify(|n| *n += 1);
+                        }
+                        connection = next;
+                        break;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "restarting the upstream failed"),
+                }
+            }
+        }
+    }
+}
+
+/// One tool of an upstream server, for one call.
+pub struct UpstreamTool {
+    descriptor: ToolDescriptor,
+    /// The upstream's listing under the name served (title, annotations, output schema).
+    listing: McpTool,
+    remote: String,
+    upstream: Arc<Upstream>,
+    /// What the call returned beside its text, until the MCP front end takes it.
+    extras: Mutex<HashMap<String, Extras>>,
+}
+
+/// Starts (or connects to) the upstream `name` and keeps it running (restarting it when it
+/// dies).
+///
+/// # Errors
+///
+/// [`UpstreamError`] when it cannot be started, does not answer in time, or its tools
+/// cannot be listed.
+pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Arc<Upstream>, UpstreamError> {
     let upstream = Arc::new(Upstream {
         name: name.to_string(),
-        client,
-        timeout,
+        spec: spec.clone(),
+        timeout: spec
+            .timeout_secs
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+        peer: RwLock::new(None),
+        tools: RwLock::new(Vec::new()),
+        changes: tokio::sync::watch::channel(0).0,
+        relay: Relay::default(),
     });
-    let mut tools = Vec::new();
-    for tool in listed {
-        let exposed = format!("{name}{SEPARATOR}{}", tool.name);
-        if !is_tool_name(&exposed) {
-            tracing::warn!(upstream = name, tool = %tool.name, "skipping a tool whose name cannot be served");
-            continue;
-        }
-        let mut listing = tool.clone();
-        listing.name = exposed.clone().into();
-        tools.push(UpstreamTool {
-            descriptor: ToolDescriptor {
-                name: exposed,
-                description: tool.description.as_deref().unwrap_or_default().to_string(),
-                input_schema: serde_json::to_string(tool.input_schema.as_ref())
-                    .unwrap_or_else(|_| r#"{"type":"object"}"#.into()),
-            },
-            listing,
-            remote: tool.name.to_string(),
-            upstream: upstream.clone(),
-            extras: Mutex::new(HashMap::new()),
-        });
-    }
+    let (connection, tools) = upstream.start().await?;
     tracing::info!(upstream = name, tools = tools.len(), "upstream connected");
-    Ok((upstream, tools))
+    *upstream.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
+    *upstream.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(connection.peer().clone());
+    tokio::spawn(upstream.clone().supervise(connection));
+    Ok(upstream)
 }
 
 /// Copies an upstream's stderr into the host's log, line by line.
@@ -199,10 +376,32 @@ impl Tool for UpstreamTool {
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
         let upstream = &self.upstream;
+        let Some(peer) = upstream.current().filter(|p| !p.is_transport_closed()) else {
+            return Ok(ToolResult::error(format!(
+                "upstream '{}' is down and being restarted; try again shortly",
+                upstream.name
+            )));
+        };
         let arguments: JsonObject = serde_json::from_str(&call.arguments).unwrap_or_default();
-        let request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
-        let answer =
-            tokio::time::timeout(upstream.timeout, upstream.client.call_tool(request)).await;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments),
+        ));
+        let answer = tokio::time::timeout(upstream.timeout, async {
+            let handle = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await?;
+            // Relay the upstream's progress for this request to the client that asked.
+            let _relayed = PROGRESS
+                .try_with(Clone::clone)
+                .ok()
+                .flatten()
+                .map(|target| upstream.relay.watch(handle.progress_token.clone(), target));
+            match handle.await_response().await? {
+                ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(rmcp::ServiceError::UnexpectedResponse),
+            }
+        })
+        .await;
         Ok(match answer {
             Ok(Ok(result)) => {
                 let (result, extras) = split_result(result);
