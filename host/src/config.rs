@@ -708,6 +708,48 @@ mod tests {
     }
 
     #[test]
+    fn workdir_templates_are_absolute_or_cwd_with_whole_tenant_segments() {
+        for good in [
+            "/srv/projects/{tenant}",
+            "{cwd}",
+            "{cwd}/sub/{tenant}",
+            "/srv/p",
+        ] {
+            assert!(WorkdirTemplate::new(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "relative/{tenant}",
+            "/srv/../etc",
+            "/srv/t-{tenant}",
+            "/srv/{cwd}",
+            "/srv/{session}",
+        ] {
+            assert!(WorkdirTemplate::new(bad).is_err(), "{bad}");
+        }
+        let tenant = TenantId::new("Team.A").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let template = format!("{}/{{tenant}}", dir.path().display());
+        let resolved = WorkdirTemplate::new(&template)
+            .unwrap()
+            .resolve(&tenant)
+            .unwrap();
+        assert_eq!(resolved, dir.path().join("%54eam%2E%41"));
+        assert!(resolved.is_dir(), "made when missing");
+    }
+
+    #[test]
+    fn tenants_may_not_share_a_working_directory_by_accident() {
+        let shared = "[serve]\nworkdir = \"/srv/p\"\n[tenants.a]\n[tenants.b]\n";
+        let e = Config::parse(shared, "x.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("tenants would share one working directory"),
+            "{e}"
+        );
+        let own = "[serve]\nworkdir = \"/srv/{tenant}\"\n[tenants.a]\n[tenants.b]\n";
+        assert!(Config::parse(own, "x.toml").is_ok());
+    }
+
+    #[test]
     fn unknown_keys_are_refused_with_their_line() {
         let e = Config::parse("[bash]\nenabled = true\ntypo = 1\n", "x.toml").unwrap_err();
         let msg = e.to_string();

@@ -237,8 +237,9 @@ fn plan_name(repo: &Path) -> String {
 fn http_front_end_parse_errors_bearer_case_tool_lists_session_caps_and_health() {
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("hookhost.toml");
+    let projects = tempfile::tempdir().unwrap();
     let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
-    text.push_str(
+    text.push_str(&format!(
         r#"
 [upstreams.broken]
 command = "/nonexistent/mcp-server"
@@ -246,13 +247,15 @@ timeout_secs = 5
 
 [tenants.alpha]
 token = "alpha-token-0123456789"
+workdir = "{projects}/{{tenant}}"
 
 [tenants.limited]
 token = "limited-token-0123456789"
 tools = ["read_*"]
 max_sessions = 1
 "#,
-    );
+        projects = projects.path().display()
+    ));
     std::fs::write(&config, text).unwrap();
     // A name, not an address: resolved.
     let server = Server::start_at(data.path(), Some(&config), "localhost:0");
@@ -263,6 +266,27 @@ max_sessions = 1
         "limited-token-0123456789",
     ]);
     drop(server);
+    // alpha's session works in the directory its config names (made for it); the client
+    // chose nothing.
+    let listed = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "session",
+            "list",
+            "--tenant",
+            "alpha",
+        ])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let workdir = projects.path().join("alpha").canonicalize().unwrap();
+    assert!(
+        listed.trim_end().ends_with(&workdir.display().to_string()),
+        "{listed}"
+    );
 }
 
 /// Whether the process `pid` is alive.
