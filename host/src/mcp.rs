@@ -357,16 +357,12 @@ impl Gate {
     }
 
     /// Makes the hookhost session of a new MCP session.
-    fn open(&self, tenant: &TenantId, id: &str) -> Result<(), SessionError> {
-        let session_id = SessionId::new(id).map_err(|e| SessionError::NotFound {
-            tenant: tenant.to_string(),
-            id: e.to_string(),
-        })?;
+    fn open(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
         let workdir = self.options.workdir(&self.runtime, tenant)?;
         self.runtime
-            .create_session(tenant.clone(), Some(session_id), workdir.as_deref())?;
+            .create_session(tenant.clone(), Some(id.clone()), workdir.as_deref())?;
         self.owners().insert(id.to_string(), tenant.clone());
-        tracing::info!(%tenant, session = id, "MCP session started");
+        tracing::info!(%tenant, session = %id, "MCP session started");
         Ok(())
     }
 
@@ -504,7 +500,10 @@ async fn after(
     else {
         return response;
     };
-    match gate.open(&tenant, &new) {
+    let opened = SessionId::new(new.as_str())
+        .map_err(|e| e.to_string())
+        .and_then(|id| gate.open(&tenant, &id).map_err(|e| e.to_string()));
+    match opened {
         Ok(()) => response,
         Err(e) => {
             tracing::warn!(%tenant, error = %e, "MCP session refused");
