@@ -347,11 +347,11 @@ impl HookChain {
             .sandbox
             .store(session.mounts(), &layer.grants, &layer.settings, limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let hook = layer
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| Failure::from_call(&store, e))?;
+        let pre = &layer.pre;
+        let hook = Failure::bounded(&mut store, limits, async |store| {
+            pre.instantiate_async(store).await
+        })
+        .await?;
         Ok(HookInstance { store, hook })
     }
 }
@@ -457,12 +457,13 @@ impl HookInstance {
         call: &ToolCall,
     ) -> Result<Result<Proceed, String>, Failure> {
         sandbox::arm(&mut self.store, limits);
-        let outcome = self
-            .hook
-            .harness_hooks_tool_hook()
-            .call_before_execute(&mut self.store, ctx, call)
-            .await
-            .map_err(|e| Failure::from_call(&self.store, e))?;
+        let hook = &self.hook;
+        let outcome = Failure::bounded(&mut self.store, limits, async |store| {
+            hook.harness_hooks_tool_hook()
+                .call_before_execute(store, ctx, call)
+                .await
+        })
+        .await?;
         match &outcome {
             Ok(proceed) => {
                 let values: usize = proceed
@@ -490,13 +491,14 @@ impl HookInstance {
         result: &ToolResult,
     ) -> Result<ToolResult, Failure> {
         sandbox::arm(&mut self.store, limits);
-        let replaced = self
-            .hook
-            .harness_hooks_tool_hook()
-            .call_after_execute(&mut self.store, ctx, call, result)
-            .await
-            .map_err(|e| Failure::from_call(&self.store, e))?;
-        Failure::check_output(replaced.output.len(), limits)?;
+        let hook = &self.hook;
+        let replaced = Failure::bounded(&mut self.store, limits, async |store| {
+            hook.harness_hooks_tool_hook()
+                .call_after_execute(store, ctx, call, result)
+                .await
+        })
+        .await?;
+        Failure::check_result(&replaced, limits)?;
         Ok(replaced)
     }
 }

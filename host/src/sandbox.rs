@@ -320,6 +320,48 @@ impl Failure {
         Failure { kind, detail }
     }
 
+    /// Runs `call` (an instantiation or an export call into `store`'s instance) within
+    /// `limits`' deadline as the host measures it. Epoch interruption stops running wasm at
+    /// its deadline; this also stops a guest that waits in the host (a `wasi:clocks` sleep,
+    /// a blocking stream), by dropping the call. An instance whose call was dropped must
+    /// not be used again.
+    ///
+    /// # Errors
+    ///
+    /// [`FailureKind::Timeout`] at the deadline; else the call's failure, named.
+    pub async fn bounded<T>(
+        store: &mut Store<StoreState>,
+        limits: &Limits,
+        call: impl AsyncFnOnce(&mut Store<StoreState>) -> wasmtime::Result<T>,
+    ) -> Result<T, Failure> {
+        match tokio::time::timeout(limits.deadline(), call(store)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(Failure::from_call(store, e)),
+            Err(_) => {
+                let mut detail = format!(
+                    "still running after its deadline of {} ms, stopped by the host",
+                    limits.deadline_ms
+                );
+                let stderr = store.data().stderr();
+                if !stderr.trim().is_empty() {
+                    detail.push_str("; stderr: ");
+                    detail.push_str(stderr.trim());
+                }
+                Err(Failure::new(FailureKind::Timeout, detail))
+            }
+        }
+    }
+
+    /// Fails with [`FailureKind::OutputTooLarge`] when a returned result, its media type
+    /// included, exceeds the cap.
+    pub fn check_result(
+        result: &crate::bindings::ToolResult,
+        limits: &Limits,
+    ) -> Result<(), Failure> {
+        let media_type = result.media_type.as_deref().map_or(0, str::len);
+        Failure::check_output(result.output.len().saturating_add(media_type), limits)
+    }
+
     /// Fails with [`FailureKind::OutputTooLarge`] when `len` bytes exceed the cap.
     pub fn check_output(len: usize, limits: &Limits) -> Result<(), Failure> {
         if len as u64 > limits.max_output_bytes {

@@ -106,6 +106,57 @@ async fn infinite_loops_stop_at_the_deadline() {
 }
 
 #[tokio::test]
+async fn a_hook_waiting_in_the_host_stops_at_its_deadline() {
+    // It sleeps a minute in `wasi:clocks`, where epoch interruption cannot reach it; the
+    // host's own timer stops it. (A host that waited out the sleep would take 60 s here.)
+    let started = std::time::Instant::now();
+    let host = host_with(
+        "sleep-before",
+        "closed",
+        "deadline_ms = 300",
+        ", ms = \"60000\"",
+    )
+    .await;
+    expect(
+        &host,
+        "call refused: hook 'hostile' failed in before-execute (timeout)",
+        "hook 'hostile' before-execute: timeout",
+    )
+    .await;
+    let host = host_with(
+        "sleep-before",
+        "open",
+        "deadline_ms = 300",
+        ", ms = \"60000\"",
+    )
+    .await;
+    expect(
+        &host,
+        "tool(args={}, trace=)",
+        "hook 'hostile' before-execute: timeout",
+    )
+    .await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[tokio::test]
+async fn a_media_type_counts_toward_the_output_cap() {
+    let host = host_with(
+        "huge-media-type",
+        "closed",
+        "max_output_bytes = 1048576",
+        ", bytes = \"2000000\"",
+    )
+    .await;
+    expect(
+        &host,
+        "output withheld: hook 'hostile' failed in after-execute (output-too-large)",
+        "hook 'hostile' after-execute: output-too-large",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn fuel_stops_a_loop_before_its_deadline() {
     let host = host_with(
         "loop-before",

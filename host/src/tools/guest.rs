@@ -38,15 +38,17 @@ impl GuestTool {
         let mut store = sandbox
             .store(&[], &Grants::new(), &settings, &describe_limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let bindings = pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| Failure::from_call(&store, e))?;
-        let mut descriptor = bindings
-            .harness_hooks_tool_provider()
-            .call_describe(&mut store)
-            .await
-            .map_err(|e| Failure::from_call(&store, e))?;
+        let bindings = Failure::bounded(&mut store, &describe_limits, async |store| {
+            pre.instantiate_async(store).await
+        })
+        .await?;
+        let mut descriptor = Failure::bounded(&mut store, &describe_limits, async |store| {
+            bindings
+                .harness_hooks_tool_provider()
+                .call_describe(store)
+                .await
+        })
+        .await?;
         let size =
             descriptor.name.len() + descriptor.description.len() + descriptor.input_schema.len();
         Failure::check_output(size, &describe_limits)?;
@@ -79,17 +81,19 @@ impl Tool for GuestTool {
             .sandbox
             .store(session.mounts(), &self.grants, &self.settings, &limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let bindings = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| Failure::from_call(&store, e))?;
-        let result = bindings
-            .harness_hooks_tool_provider()
-            .call_execute(&mut store, ctx, call)
-            .await
-            .map_err(|e| Failure::from_call(&store, e))?;
-        Failure::check_output(result.output.len(), &limits)?;
+        let pre = &self.pre;
+        let bindings = Failure::bounded(&mut store, &limits, async |store| {
+            pre.instantiate_async(store).await
+        })
+        .await?;
+        let result = Failure::bounded(&mut store, &limits, async |store| {
+            bindings
+                .harness_hooks_tool_provider()
+                .call_execute(store, ctx, call)
+                .await
+        })
+        .await?;
+        Failure::check_result(&result, &limits)?;
         Ok(result)
     }
 }
