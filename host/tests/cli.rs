@@ -196,11 +196,17 @@ fn session_lifecycle_from_the_command_line() {
             .exists()
     );
     let plans = workdir.path().join(".hookhost/plans");
-    assert_eq!(
-        std::fs::read_dir(plans).unwrap().count(),
-        1,
-        "the plan in the git workdir stays"
-    );
+    let visible = std::fs::read_dir(plans)
+        .unwrap()
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.')
+        })
+        .count();
+    assert_eq!(visible, 1, "the plan in the git workdir stays");
 
     let gone = hookhost(data.path(), &["call", "--session", &id, "bash", "{}"]);
     assert_eq!(gone.status.code(), Some(2));

@@ -51,8 +51,15 @@ fn client(args: &[&str]) {
     );
 }
 
+/// The entries of `dir` that are not hidden (plan-writer keeps a hidden pointer per session).
 fn entries(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |d| d.count())
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        })
+        .count()
+    })
 }
 
 #[test]
@@ -220,17 +227,18 @@ fn serve_workdir_lets_the_agent_work_in_the_users_git_repository() {
         .map(str::to_string)
         .collect();
     files.sort();
+    files.retain(|f| !f.starts_with("?? .hookhost/plans/."));
     let plan = format!("?? .hookhost/plans/{}", plan_name(repo.path()));
     assert_eq!(files, [" M README.md", plan.as_str(), "?? notes.md"]);
     assert_eq!(git(repo.path(), &["log", "--oneline"]).lines().count(), 1);
 }
 
 fn plan_name(repo: &Path) -> String {
-    let entry = std::fs::read_dir(repo.join(".hookhost/plans"))
+    std::fs::read_dir(repo.join(".hookhost/plans"))
         .unwrap()
-        .next()
-        .unwrap();
-    entry.unwrap().file_name().into_string().unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|name| !name.starts_with('.'))
+        .unwrap()
 }
 
 #[test]

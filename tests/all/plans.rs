@@ -5,10 +5,12 @@ use hookhost_tests::TestHost;
 use serde_json::json;
 use std::path::Path;
 
+/// The plans in `dir` (not the hidden pointer naming each session's plan).
 fn plan_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
         .collect();
     files.sort();
     files
@@ -154,4 +156,47 @@ async fn plans_go_into_a_git_workdir_and_outlive_the_session() {
         plan_files(&host.data.path().join("tenants/default/plans")).len(),
         1
     );
+}
+
+#[tokio::test]
+async fn concurrent_todo_writes_keep_exactly_one_current_plan_per_session() {
+    let host = std::sync::Arc::new(TestHost::builtin().await);
+    let sessions: Vec<_> = (0..16).map(|_| host.session()).collect();
+    let mut tasks = Vec::new();
+    for session in sessions.clone() {
+        for round in 0..4 {
+            let host = host.clone();
+            let session = session.clone();
+            tasks.push(tokio::spawn(async move {
+                let todos = json!({"todos": [
+                    {"id": "1", "content": format!("round {round}"), "status": "pending"},
+                ]});
+                let r = host.call(&session, "todo_write", todos).await;
+                assert!(!r.is_error, "{}", r.output);
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let plans = plan_files(&host.data.path().join("tenants/default/plans"));
+    assert_eq!(plans.len(), sessions.len(), "{plans:?}");
+    for session in &sessions {
+        let mine: Vec<_> = plans
+            .iter()
+            .filter(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .contains(&format!("session: {}\n", session.id))
+            })
+            .collect();
+        assert_eq!(mine.len(), 1, "session {}: {mine:?}", session.id);
+    }
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(host.data.path().join("tenants/default/plans"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }

@@ -12,7 +12,8 @@
 //! | `exclude_tools` | tools never offloaded: a JSON array or a comma-separated list | `read_file`, `write_file`, `edit_file` |
 //! | `dir` | where files go, as the model sees it | `/artifacts/tool-results` |
 //!
-//! Fail-open: when the file cannot be written, the original output passes through.
+//! Fail-open: when the file cannot be written, the original output passes through. The
+//! file appears whole or not at all (written beside it, then renamed into place).
 
 mod reference;
 
@@ -59,21 +60,31 @@ impl Guest for Offload {
     }
 }
 
-/// Creates the file (never overwriting one) and writes `contents`; removes a partial file.
+/// Publishes `contents` at `path` whole or not at all: writes a temporary file beside it
+/// (`.NAME.partial`, exclusive), then renames it into place — the rename is what makes
+/// the reference true, so a reader never finds a torn file, even if this hook is stopped
+/// mid-write (the host's `session gc` removes stale temporaries). Never replaces a file.
 ///
 /// Modes come from the host: it runs guests under a umask of 077, so the directory is
 /// created 0700 and the file 0600.
 fn write_exclusive(path: &str, contents: &str) -> std::io::Result<()> {
-    if let Some((dir, _)) = path.rsplit_once('/') {
-        fs::create_dir_all(dir)?;
+    let (dir, name) = path.rsplit_once('/').unwrap_or((".", path));
+    fs::create_dir_all(dir)?;
+    if fs::symlink_metadata(path).is_ok() {
+        return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
     }
-    let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let partial = format!("{dir}/.{name}.partial");
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&partial)?;
     let written = file
         .write_all(contents.as_bytes())
-        .and_then(|()| file.flush());
+        .and_then(|()| file.flush())
+        .and_then(|()| fs::rename(&partial, path));
     if written.is_err() {
         drop(file);
-        let _ = fs::remove_file(path);
+        let _ = fs::remove_file(&partial);
     }
     written
 }

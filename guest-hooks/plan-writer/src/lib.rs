@@ -54,7 +54,7 @@ impl Guest for PlanWriter {
             eprintln!("plan-writer: the {} result is not a todo list", call.name);
             return outcome;
         };
-        if let Err(e) = write_plan(&setting("dir", "/plans"), &ctx.session_id, &todos) {
+        if let Err(e) = write_plan(&setting("dir", "/plans"), &ctx.session_id, &call.id, &todos) {
             // A trap is how a 0.1.0 hook fails; the message reaches the host's log.
             panic!("plan-writer: cannot write the plan: {e}");
         }
@@ -111,19 +111,73 @@ pub fn short_id(session: &str) -> String {
         .collect()
 }
 
-fn write_plan(dir: &str, session: &str, todos: &[(String, String)]) -> std::io::Result<()> {
+fn write_plan(
+    dir: &str,
+    session: &str,
+    call_id: &str,
+    todos: &[(String, String)],
+) -> std::io::Result<()> {
     let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let path = match existing_plan(dir, session)? {
-        Some(path) => path,
-        None => {
-            let stamp: String = now.chars().filter(|c| !matches!(c, '-' | ':')).collect();
-            format!("{dir}/{stamp}-{}.md", short_id(session))
-        }
-    };
-    // Write beside it and rename, so a reader never sees half a plan.
-    let partial = format!("{path}.partial");
+    let path = plan_path(dir, session, call_id, &now)?;
+    // Write beside it and rename, so a reader never sees half a plan. The temporary name
+    // is the call's, so concurrent calls of one session do not write over each other's.
+    let partial = format!("{path}.{}.partial", encode(call_id));
     fs::write(&partial, render(session, &now, todos))?;
     fs::rename(&partial, &path)
+}
+
+/// The session's plan file. Its name is decided once, by the first call to get there: a
+/// pointer file `.SESSION.plan` (the whole session id, encoded) names it, created
+/// exclusively (a hard link of a finished temporary file), so concurrent first calls agree
+/// on one plan and later calls find it without listing the directory.
+fn plan_path(dir: &str, session: &str, call_id: &str, now: &str) -> std::io::Result<String> {
+    use std::io::ErrorKind;
+    let pointer = format!("{dir}/.{}.plan", encode(session));
+    let read = |pointer: &str| -> std::io::Result<Option<String>> {
+        match fs::read_to_string(pointer) {
+            Ok(name) => Ok(Some(format!("{dir}/{}", name.trim()))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    if let Some(path) = read(&pointer)? {
+        return Ok(path);
+    }
+    // A plan written before pointers existed.
+    let name = match existing_plan(dir, session)? {
+        Some(path) => path.rsplit('/').next().unwrap_or_default().to_string(),
+        None => {
+            let stamp: String = now.chars().filter(|c| !matches!(c, '-' | ':')).collect();
+            format!("{stamp}-{}.md", short_id(session))
+        }
+    };
+    let temp = format!("{pointer}.{}.partial", encode(call_id));
+    fs::write(&temp, &name)?;
+    let linked = fs::hard_link(&temp, &pointer);
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => Ok(format!("{dir}/{name}")),
+        // Another call of this session decided first: its name it is.
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+            read(&pointer)?.ok_or_else(|| std::io::Error::other("the plan pointer vanished"))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `session` as one file name: `[A-Za-z0-9_-]` kept, every other byte `%XX`, so distinct
+/// ids never share a name.
+pub fn encode(session: &str) -> String {
+    session
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// This session's plan file, if one was written: its name ends in the short id and its
@@ -167,6 +221,13 @@ mod tests {
             "# Execution Plan\n\nsession: s1\nupdated: 2026-01-01T00:00:00Z\n\n## Task List\n\n\
              - [ ] a\n- [>] b\n- [x] c\n- [-] d e\n"
         );
+    }
+
+    #[test]
+    fn session_ids_encode_injectively() {
+        assert_eq!(encode("a/b"), "a%2Fb");
+        assert_eq!(encode("a_b"), "a_b");
+        assert_ne!(encode("a.b"), encode("a_b"));
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl Guest for TodoWrite {
     }
 
     fn execute(_ctx: CallContext, call: ToolCall) -> ToolResult {
-        match write(&call.arguments) {
+        match write(&call.arguments, &call.id) {
             Ok(list) => ToolResult {
                 output: list,
                 is_error: false,
@@ -70,7 +70,7 @@ impl Guest for TodoWrite {
     }
 }
 
-fn write(arguments: &str) -> Result<String, String> {
+fn write(arguments: &str, call_id: &str) -> Result<String, String> {
     let args = Args::parse("todo_write", arguments)?;
     let given = match args.value("todos") {
         Some(Value::Array(items)) => items
@@ -94,7 +94,17 @@ fn write(arguments: &str) -> Result<String, String> {
         given
     };
     let text = to_json(&list).to_string();
-    fs::write(&file, &text).map_err(|e| format!("todo_write: cannot save the list: {e}"))?;
+    // Beside it (under this call's name), then renamed: a list is replaced whole, never
+    // left half-written, and concurrent calls each replace it whole.
+    let unique: String = call_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(32)
+        .collect();
+    let partial = format!("{file}.{unique}.partial");
+    fs::write(&partial, &text)
+        .and_then(|()| fs::rename(&partial, &file))
+        .map_err(|e| tool_support::io_error("todo_write", "save the list to", &file, &e))?;
     Ok(text)
 }
 
@@ -127,7 +137,14 @@ fn load(file: &str) -> Result<Vec<Todo>, String> {
     let text = match fs::read_to_string(file) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("todo_write: cannot read the saved list: {e}")),
+        Err(e) => {
+            return Err(tool_support::io_error(
+                "todo_write",
+                "read the saved list",
+                file,
+                &e,
+            ));
+        }
     };
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| format!("todo_write: the saved list is corrupt: {e}"))?;
