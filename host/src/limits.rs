@@ -42,6 +42,16 @@ pub const MAX_ID_BYTES: usize = 64;
 /// The largest JSON argument text accepted for one tool call: 1 MiB.
 pub const MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
 
+/// How old a temporary file (`*.partial`, what a built-in writes before renaming it into
+/// place) must be for `session gc` to remove it: a hook stopped mid-write leaves one. Far
+/// longer than any call runs with the default limits.
+pub const STALE_PARTIAL_AGE: Duration = Duration::from_secs(10 * 60);
+
+/// How old a session directory without a session must be before `session gc` removes it:
+/// a session's row is written before its directories, but another process may be making
+/// one right now; the row is read again just before removal as well.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(60);
+
 /// The `bash` tool's time limit when the call gives none.
 pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 

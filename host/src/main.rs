@@ -281,7 +281,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             idle,
             unauthenticated_bash,
         } => {
-            let runtime = std::sync::Arc::new(start(&config, &data).await?);
+            let mut runtime = start(&config, &data).await?;
+            let pid = std::process::id();
+            runtime.set_owner(if http.is_some() {
+                hookhost::session_store::Owner::Http(pid)
+            } else {
+                hookhost::session_store::Owner::Stdio(pid)
+            });
+            let runtime = std::sync::Arc::new(runtime);
             let options = hookhost::mcp::ServeOptions {
                 workdir,
                 keep_session,
@@ -381,8 +388,8 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
             });
             let report = runtime.gc(cutoff)?;
             println!(
-                "deleted {} idle sessions; removed {} orphaned session directories",
-                report.sessions, report.orphans
+                "deleted {} idle sessions; removed {} orphaned session directories and {} stale temporary files",
+                report.sessions, report.orphans, report.partials
             );
         }
     }

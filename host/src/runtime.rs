@@ -6,11 +6,11 @@ use crate::chain::{self, HookChain, HookLayer, ToolMatch};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
 use crate::config::{self, Config, Secret, WorkdirTemplate};
 use crate::ids::{SessionId, TenantId};
-use crate::limits::{LimitOverrides, Limits};
+use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE};
 use crate::mounts::{MountError, MountTable, Scope, SessionVars};
 use crate::sandbox::{Failure, Sandbox};
 use crate::session::{Session, SessionKey};
-use crate::session_store::{self, SessionError, SessionRecord, SessionStore};
+use crate::session_store::{self, Owner, SessionError, SessionRecord, SessionStore};
 use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
@@ -74,6 +74,8 @@ pub struct Runtime {
     upstreams: Vec<(String, Option<Arc<upstream::Upstream>>)>,
     /// Ticks when the tools of an upstream change (it was restarted with others).
     tools_changed: tokio::sync::watch::Sender<u64>,
+    /// Who this process is, recorded on the sessions it makes.
+    owner: Owner,
     /// Calls running per session: a session with one is in use and never idle.
     in_flight: Arc<Mutex<HashMap<SessionKey, usize>>>,
     store: SessionStore,
@@ -112,6 +114,8 @@ pub struct GcReport {
     pub sessions: usize,
     /// Session directories without a session, removed.
     pub orphans: usize,
+    /// Stale temporary files removed.
+    pub partials: usize,
 }
 
 impl Runtime {
@@ -287,10 +291,17 @@ impl Runtime {
             upstreams,
             tools_changed,
             in_flight: Default::default(),
+            owner: Owner::Cli,
             store,
             data_root,
             _loader: loader,
         })
+    }
+
+    /// Records `owner` on the sessions made from now on: a server says so, so that idle
+    /// sweeps leave its live sessions alone.
+    pub fn set_owner(&mut self, owner: Owner) {
+        self.owner = owner;
     }
 
     /// Adds a tool of the embedder's (a host-native tool) beside the configured ones.
@@ -495,7 +506,9 @@ impl Runtime {
             });
         }
         let id = id.unwrap_or_else(SessionId::generate);
-        let record = self.store.create(&tenant, &id, workdir.as_deref())?;
+        let record = self
+            .store
+            .create(&tenant, &id, workdir.as_deref(), self.owner)?;
         self.session_of(&record)
     }
 
@@ -590,8 +603,10 @@ impl Runtime {
         Ok(())
     }
 
-    /// Deletes the sessions last active before `idle_before` (none when `None`), then
-    /// removes session directories that have no session.
+    /// Deletes the sessions last active before `idle_before` (none when `None`) — but not
+    /// those of a server still running, which sweeps its own — then removes session
+    /// directories that have no session, and temporary files (`*.partial`) older than
+    /// [`STALE_PARTIAL_AGE`] that a stopped hook left.
     ///
     /// # Errors
     ///
@@ -600,6 +615,10 @@ impl Runtime {
         let mut report = GcReport::default();
         if let Some(cutoff) = idle_before {
             for record in self.store.idle_since(cutoff)? {
+                if let Some(pid) = record.owner.live_server() {
+                    tracing::debug!(session = %record.id, pid, "idle, but its server is running: left to it");
+                    continue;
+                }
                 match self.delete_session(&record.tenant, &record.id) {
                     Ok(()) => report.sessions += 1,
                     // Deleted meanwhile by someone else.
@@ -609,6 +628,19 @@ impl Runtime {
             }
         }
         report.orphans = session_store::remove_orphans(&self.data_root, &self.mounts, &self.store)?;
+        let mut dirs = BTreeSet::new();
+        for record in self.store.list(None)? {
+            for mount in self.session_of(&record)?.mounts {
+                if !mount.in_workdir() {
+                    dirs.insert(mount.host);
+                }
+            }
+        }
+        report.partials = session_store::remove_stale_partials(
+            &self.data_root,
+            dirs.iter().map(PathBuf::as_path),
+            STALE_PARTIAL_AGE,
+        );
         self.sandbox.forget_dirs();
         Ok(report)
     }

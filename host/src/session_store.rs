@@ -12,6 +12,7 @@
 //! can plant relative symlinks that point anywhere: they are removed as links).
 
 use crate::ids::{IdError, SessionId, TenantId};
+use crate::limits::ORPHAN_GRACE;
 use crate::mounts::{MountTable, ResolvedMount, Scope};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -51,6 +52,53 @@ pub enum SessionError {
     Mount(#[from] crate::mounts::MountError),
 }
 
+/// Who made a session, and so who may sweep it when idle: the command line (any
+/// `session gc --idle`), or a server process (only itself, or anyone once it is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Owner {
+    #[default]
+    Cli,
+    /// `serve` on stdio, by its process id.
+    Stdio(u32),
+    /// `serve --http`, by its process id.
+    Http(u32),
+}
+
+impl Owner {
+    fn to_text(self) -> String {
+        match self {
+            Owner::Cli => "cli".into(),
+            Owner::Stdio(pid) => format!("stdio:{pid}"),
+            Owner::Http(pid) => format!("http:{pid}"),
+        }
+    }
+
+    fn from_text(text: Option<&str>) -> Owner {
+        let parse = |pid: &str| pid.parse().unwrap_or(0);
+        match text.and_then(|t| t.split_once(':')) {
+            Some(("stdio", pid)) => Owner::Stdio(parse(pid)),
+            Some(("http", pid)) => Owner::Http(parse(pid)),
+            _ => Owner::Cli,
+        }
+    }
+
+    /// The server process that owns the session, if it is still running.
+    pub fn live_server(self) -> Option<u32> {
+        let (Owner::Stdio(pid) | Owner::Http(pid)) = self else {
+            return None;
+        };
+        let alive = rustix::process::Pid::from_raw(pid as i32)
+            .is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+        alive.then_some(pid)
+    }
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_text())
+    }
+}
+
 /// One row of the session table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {
@@ -60,6 +108,8 @@ pub struct SessionRecord {
     pub last_active: SystemTime,
     /// The directory the agent works in, `{workdir}` in mount templates.
     pub workdir: Option<PathBuf>,
+    /// Who made it.
+    pub owner: Owner,
 }
 
 /// How often a session's `last_active` is written at most.
@@ -96,6 +146,13 @@ impl SessionStore {
                  PRIMARY KEY (tenant, id)
              );",
         )?;
+        // Tables made before sessions recorded their owner.
+        let has_owner: bool = conn
+            .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
+            .exists([])?;
+        if !has_owner {
+            conn.execute_batch("ALTER TABLE sessions ADD COLUMN owner TEXT;")?;
+        }
         Ok(SessionStore {
             conn: Mutex::new(conn),
             touched: Mutex::new(HashMap::new()),
@@ -116,16 +173,18 @@ impl SessionStore {
         tenant: &TenantId,
         id: &SessionId,
         workdir: Option<&Path>,
+        owner: Owner,
     ) -> Result<SessionRecord, SessionError> {
         let now = SystemTime::now();
         let inserted = self.conn().execute(
-            "INSERT OR IGNORE INTO sessions (tenant, id, created, last_active, workdir)
-             VALUES (?1, ?2, ?3, ?3, ?4)",
+            "INSERT OR IGNORE INTO sessions (tenant, id, created, last_active, workdir, owner)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
             params![
                 tenant.as_str(),
                 id.as_str(),
                 millis(now),
-                workdir.map(|w| w.to_string_lossy().into_owned())
+                workdir.map(|w| w.to_string_lossy().into_owned()),
+                owner.to_text()
             ],
         )?;
         if inserted == 0 {
@@ -140,6 +199,7 @@ impl SessionStore {
             created: now,
             last_active: now,
             workdir: workdir.map(Path::to_path_buf),
+            owner,
         })
     }
 
@@ -155,7 +215,7 @@ impl SessionStore {
     ) -> Result<Option<SessionRecord>, SessionError> {
         self.conn()
             .query_row(
-                "SELECT tenant, id, created, last_active, workdir FROM sessions
+                "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
                  WHERE tenant = ?1 AND id = ?2",
                 params![tenant.as_str(), id.as_str()],
                 Row::read,
@@ -199,7 +259,7 @@ impl SessionStore {
     pub fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT tenant, id, created, last_active, workdir FROM sessions
+            "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
              WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created, id",
         )?;
         let rows = stmt
@@ -219,6 +279,19 @@ impl SessionStore {
             .into_iter()
             .filter(|s| s.last_active < cutoff)
             .collect())
+    }
+
+    /// Whether a session exists whose tenant and id encode to these path segments (what
+    /// the orphan sweep finds in directory names).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Database`] on a database failure.
+    pub fn has_segments(&self, tenant: &str, session: &str) -> Result<bool, SessionError> {
+        Ok(self
+            .list(None)?
+            .iter()
+            .any(|s| s.tenant.path_segment() == tenant && s.id.path_segment() == session))
     }
 
     /// Removes the row; false when there was none.
@@ -246,6 +319,7 @@ struct Row {
     created: i64,
     last_active: i64,
     workdir: Option<String>,
+    owner: Option<String>,
 }
 
 impl Row {
@@ -256,6 +330,7 @@ impl Row {
             created: row.get(2)?,
             last_active: row.get(3)?,
             workdir: row.get(4)?,
+            owner: row.get(5)?,
         })
     }
 
@@ -266,6 +341,7 @@ impl Row {
             created: from_millis(self.created),
             last_active: from_millis(self.last_active),
             workdir: self.workdir.map(PathBuf::from),
+            owner: Owner::from_text(self.owner.as_deref()),
         })
     }
 }
@@ -341,8 +417,16 @@ fn remove_tree(dir: &Dir, relative: &Path) -> Result<(), SessionError> {
     match dir.symlink_metadata(relative) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(err(e)),
-        Ok(meta) if meta.is_dir() => dir.remove_dir_all(relative).map_err(err),
-        Ok(_) => dir.remove_file(relative).map_err(err),
+        Ok(meta) if meta.is_dir() => gone_is_fine(dir.remove_dir_all(relative)).map_err(err),
+        Ok(_) => gone_is_fine(dir.remove_file(relative)).map_err(err),
+    }
+}
+
+/// A removal racing another (a concurrent delete or sweep) finds things already gone.
+fn gone_is_fine(removed: io::Result<()>) -> io::Result<()> {
+    match removed {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 
@@ -369,7 +453,13 @@ fn prune_empty(root: &Dir, relative: &Path, depth: usize) {
 
 /// Removes session directories that have no row in `store`: for every session-scoped mount
 /// under `{data}`, each directory its template matches whose tenant and session (as path
-/// segments) are not a known session. Returns how many were removed.
+/// segments) are not a known session; and empty directories named by `{session}` that
+/// have none (what a crash while pruning leaves). Returns how many were removed.
+///
+/// Safe beside live servers: a directory is removed only if it is older than
+/// [`ORPHAN_GRACE`] and its session still has no row when read again just before the
+/// removal (a row is written before its session's directories); a directory that vanishes
+/// meanwhile (a concurrent delete) is not an error.
 ///
 /// Templates outside `{data}` (`{workdir}`, absolute paths) cannot be enumerated and are
 /// not swept.
@@ -389,24 +479,111 @@ pub fn remove_orphans(
         .collect();
     let root = open_root(data_root)?;
     let mut removed = 0;
+    let mut session_dirs = HashSet::new();
     for (_, spec) in table.iter().filter(|(_, s)| s.scope == Scope::Session) {
         let Some(rest) = spec.host.strip_prefix("{data}") else {
             continue;
         };
         let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+        let depth = session_depth(&spec.host);
         let mut found = Vec::new();
         walk(&root, PathBuf::new(), &segments, None, None, &mut found);
-        let depth = session_depth(&spec.host);
+        // The directories named by {session}, for empty leftovers.
+        if let Some(upto) = segments.iter().position(|s| *s == "{session}") {
+            let mut level = Vec::new();
+            walk(
+                &root,
+                PathBuf::new(),
+                &segments[..=upto],
+                None,
+                None,
+                &mut level,
+            );
+            session_dirs.extend(level);
+        }
         for (relative, tenant, session) in found {
-            if !known.contains(&(tenant, session)) {
-                tracing::info!(dir = %relative.display(), "removing an orphaned session directory");
-                remove_tree(&root, &relative)?;
-                prune_empty(&root, &relative, depth);
+            if known.contains(&(tenant.clone(), session.clone()))
+                || !is_orphan(&root, &relative, store, &tenant, &session)?
+            {
+                continue;
+            }
+            tracing::info!(dir = %relative.display(), "removing an orphaned session directory");
+            remove_tree(&root, &relative)?;
+            prune_empty(&root, &relative, depth);
+            removed += 1;
+        }
+    }
+    for (relative, tenant, session) in session_dirs {
+        let empty = root
+            .read_dir(&relative)
+            .is_ok_and(|mut entries| entries.next().is_none());
+        if empty
+            && !known.contains(&(tenant.clone(), session.clone()))
+            && is_orphan(&root, &relative, store, &tenant, &session)?
+            && root.remove_dir(&relative).is_ok()
+        {
+            tracing::info!(dir = %relative.display(), "removed an empty orphaned session directory");
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Whether `relative` (a directory of tenant and session path segments `tenant`,
+/// `session`) is old enough and still has no row.
+fn is_orphan(
+    root: &Dir,
+    relative: &Path,
+    store: &SessionStore,
+    tenant: &str,
+    session: &str,
+) -> Result<bool, SessionError> {
+    let old_enough = root
+        .symlink_metadata(relative)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.into_std().elapsed().is_ok_and(|age| age >= ORPHAN_GRACE));
+    Ok(old_enough && !store.has_segments(tenant, session)?)
+}
+
+/// Removes regular files named `*.partial` older than `max_age` under `dirs` (inside the
+/// data directory only; walked without following symlinks): temporaries that a built-in
+/// was stopped from renaming into place. Returns how many.
+pub fn remove_stale_partials<'a>(
+    data_root: &Path,
+    dirs: impl Iterator<Item = &'a Path>,
+    max_age: Duration,
+) -> usize {
+    let Ok(root) = open_root(data_root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    let mut stack: Vec<PathBuf> = dirs
+        .filter_map(|d| d.strip_prefix(data_root).ok().map(Path::to_path_buf))
+        .collect();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = root.read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = dir.join(entry.file_name());
+            let Ok(meta) = root.symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file()
+                && path.extension().is_some_and(|e| e == "partial")
+                && meta
+                    .modified()
+                    .is_ok_and(|t| t.into_std().elapsed().is_ok_and(|age| age >= max_age))
+                && root.remove_file(&path).is_ok()
+            {
+                tracing::info!(file = %path.display(), "removed a stale temporary file");
                 removed += 1;
             }
         }
     }
-    Ok(removed)
+    removed
 }
 
 /// Finds the directories matching `segments` under `at`: a `{tenant}` or `{session}`

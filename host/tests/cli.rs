@@ -214,7 +214,7 @@ fn session_lifecycle_from_the_command_line() {
     let gc = hookhost(data.path(), &["session", "gc", "--idle", "1h"]);
     assert_eq!(
         stdout(&gc),
-        "deleted 0 idle sessions; removed 0 orphaned session directories\n"
+        "deleted 0 idle sessions; removed 0 orphaned session directories and 0 stale temporary files\n"
     );
 }
 

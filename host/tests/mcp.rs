@@ -528,3 +528,33 @@ fn an_upstream_is_listed_whole_relays_progress_and_is_restarted_when_it_dies() {
     ]);
     assert_eq!(std::fs::read_to_string(&counter).unwrap(), "2");
 }
+
+#[test]
+fn session_gc_leaves_a_running_servers_sessions_alone() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = StdioServer::start(data.path());
+    server.send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "kept.txt", "content": "kept"}}}),
+    );
+    assert_eq!(server.answer(2)["result"]["isError"], false);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let gc = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args(["session", "gc", "--idle", "1ms"])
+        .output()
+        .unwrap();
+    assert!(gc.status.success());
+    assert!(
+        String::from_utf8_lossy(&gc.stdout).starts_with("deleted 0 idle sessions"),
+        "{}",
+        String::from_utf8_lossy(&gc.stdout)
+    );
+    server.send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "kept.txt"}}}),
+    );
+    let read = server.answer(3);
+    assert_eq!(read["result"]["content"][0]["text"], "kept", "{read}");
+}

@@ -120,18 +120,42 @@ async fn gc_removes_idle_sessions_and_orphans_only() {
     host.call(&active, "bash", json!({"command": "echo x > f"}))
         .await;
 
-    // An orphan: a session directory whose row is gone (a crash mid-delete).
-    let orphan = host
-        .data
-        .path()
-        .join("tenants/default/sessions/ghost/workspace");
+    // An orphan: a session directory whose row is gone (a crash mid-delete), old enough;
+    // an empty session directory a crash while pruning left; and a young one, which may
+    // be another process's session being made right now.
+    let sessions = host.data.path().join("tenants/default/sessions");
+    let orphan = sessions.join("ghost/workspace");
     std::fs::create_dir_all(&orphan).unwrap();
     std::fs::write(orphan.join("left-behind"), "x").unwrap();
+    std::fs::create_dir_all(sessions.join("empty-ghost")).unwrap();
+    std::fs::create_dir_all(sessions.join("young/workspace")).unwrap();
+    for dir in [orphan.clone(), sessions.join("empty-ghost")] {
+        age(&dir, Duration::from_secs(120));
+    }
+    // A temporary file a stopped hook left in a live session, and one being written now.
+    let artifacts = active.host_dir("/artifacts").unwrap().to_path_buf();
+    std::fs::create_dir_all(&artifacts).unwrap();
+    std::fs::write(artifacts.join(".old.txt.partial"), "torn").unwrap();
+    age(
+        &artifacts.join(".old.txt.partial"),
+        Duration::from_secs(3600),
+    );
+    std::fs::write(artifacts.join(".new.txt.partial"), "in progress").unwrap();
 
     let report = host.runtime.gc(Some(cutoff)).unwrap();
-    assert_eq!((report.sessions, report.orphans), (1, 1));
+    assert_eq!(
+        (report.sessions, report.orphans, report.partials),
+        (1, 2, 1)
+    );
     assert!(!exists(idle.host_dir("/workspace").unwrap()));
     assert!(!exists(orphan.parent().unwrap()));
+    assert!(!exists(&sessions.join("empty-ghost")));
+    assert!(
+        exists(&sessions.join("young/workspace")),
+        "too young to judge"
+    );
+    assert!(!exists(&artifacts.join(".old.txt.partial")));
+    assert!(exists(&artifacts.join(".new.txt.partial")));
     assert!(active.host_dir("/workspace").unwrap().join("f").exists());
     let left: Vec<String> = host
         .runtime
@@ -148,6 +172,57 @@ async fn gc_removes_idle_sessions_and_orphans_only() {
         (0, 0),
         "nothing else to do"
     );
+}
+
+/// Sets the modification time of `path` `ago` in the past.
+fn age(path: &std::path::Path, ago: Duration) {
+    let file = std::fs::File::open(path).unwrap();
+    file.set_modified(SystemTime::now() - ago).unwrap();
+}
+
+#[tokio::test]
+async fn gc_beside_busy_sessions_loses_none_of_their_files() {
+    let host = std::sync::Arc::new(TestHost::builtin().await);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sweeper = {
+        let (host, stop) = (host.clone(), stop.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut sweeps = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && sweeps < 10_000 {
+                host.runtime.gc(Some(SystemTime::UNIX_EPOCH)).unwrap();
+                sweeps += 1;
+            }
+            sweeps
+        })
+    };
+    let mut tasks = Vec::new();
+    for n in 0..16 {
+        let host = host.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..8 {
+                // New sessions keep appearing while gc runs.
+                let session = host.session();
+                let content = format!("session {n} round {round}");
+                let w = host
+                    .call(
+                        &session,
+                        "write_file",
+                        json!({"path": "f.txt", "content": content}),
+                    )
+                    .await;
+                assert!(!w.is_error, "{}", w.output);
+                let r = host
+                    .call(&session, "read_file", json!({"path": "f.txt"}))
+                    .await;
+                assert_eq!(r.output, content);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(sweeper.await.unwrap() > 0);
 }
 
 #[tokio::test]
