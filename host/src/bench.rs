@@ -29,6 +29,9 @@ const CALLS_PER_SESSION: usize = 200;
 const IDLE_SESSIONS: usize = 1_000;
 /// Process starts timed for the start-up figure.
 const STARTS: usize = 10;
+/// Sessions calling `bash` at once for the bash figure, and calls each.
+const BASH_SESSIONS: usize = 4;
+const BASH_CALLS_PER_SESSION: usize = 50;
 const MIB: usize = 1024 * 1024;
 
 /// A host-native tool returning `output` whatever it is asked.
@@ -126,6 +129,50 @@ async fn latency(runtime: &Runtime, tool: &str, calls: usize) -> Result<Duration
         anyhow::ensure!(!r.is_error, "{tool} failed: {}", r.output);
     }
     Ok(median(samples))
+}
+
+/// `bash` calls per second, [`BASH_SESSIONS`] sessions calling at once.
+async fn bash_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..BASH_SESSIONS {
+        let runtime = runtime.clone();
+        tasks.push(tokio::spawn(async move {
+            let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+            for _ in 0..BASH_CALLS_PER_SESSION {
+                let r = runtime
+                    .call(&session, "bash", r#"{"command":"true"}"#)
+                    .await?;
+                anyhow::ensure!(!r.is_error, "bash failed: {}", r.output);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok((BASH_SESSIONS * BASH_CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The same `bash -c true` spawned and waited for natively, at the same concurrency.
+async fn native_bash_throughput() -> Result<f64> {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..BASH_SESSIONS {
+        tasks.push(tokio::task::spawn_blocking(|| {
+            for _ in 0..BASH_CALLS_PER_SESSION {
+                let status = std::process::Command::new("bash")
+                    .args(["-c", "true"])
+                    .status()?;
+                anyhow::ensure!(status.success(), "bash failed");
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok((BASH_SESSIONS * BASH_CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64())
 }
 
 /// The same hook logic, natively: audit's two lines, offload's check (and write).
@@ -299,6 +346,23 @@ pub async fn run() -> Result<()> {
         goal: "≤ 300 µs",
     });
     drop(passthrough);
+
+    let data = scratch.path().join("bash");
+    let with_bash = {
+        let mut config = config(10_000, false, 1_000)?;
+        config.bash.enabled = true;
+        Arc::new(runtime(&data, &config).await?)
+    };
+    let hh = bash_throughput(&with_bash).await?;
+    let nat = native_bash_throughput().await?;
+    rows.push(Row {
+        what: "bash calls per second (`true`), 4 sessions at once, 3 hooks",
+        hookhost: format!("{hh:.0}/s"),
+        native: format!("{nat:.0}/s (spawn + wait)"),
+        ratio: ratio(nat, hh),
+        goal: "—",
+    });
+    drop(with_bash);
 
     let data = scratch.path().join("per-session");
     let kept = runtime(&data, &config(10_000, true, 4_096)?).await?;

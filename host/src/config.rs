@@ -515,6 +515,12 @@ impl Config {
                 "serve.workdir: tenants would share one working directory: name {tenant} in it, or give each tenant its own `workdir`".into(),
             ));
         }
+        if self.engine.pooling && self.engine.pool_instances == 0 {
+            return Err(Invalid::at(
+                0..0,
+                "engine.pool_instances: a pool needs at least 1 slot; set `pooling = false` to allocate on demand instead".into(),
+            ));
+        }
         if self.bash.enabled && !mounts.contains_key(self.bash_mount()) {
             let span = self.bash.mount.as_ref().map_or(0..0, Spanned::span);
             return Err(Invalid::at(
@@ -747,6 +753,15 @@ mod tests {
         );
         let own = "[serve]\nworkdir = \"/srv/{tenant}\"\n[tenants.a]\n[tenants.b]\n";
         assert!(Config::parse(own, "x.toml").is_ok());
+    }
+
+    #[test]
+    fn an_empty_pool_is_refused_with_the_fix() {
+        let e = Config::parse("[engine]\npool_instances = 0\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pooling = false"), "{e}");
+        assert!(Config::parse("[engine]\npooling = false\npool_instances = 0\n", "x.toml").is_ok());
     }
 
     #[test]

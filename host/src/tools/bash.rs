@@ -47,6 +47,8 @@ pub struct BashTool {
     mount: String,
     default_timeout: Duration,
     max_output_bytes: usize,
+    /// `bash` found in `PATH` once, so each spawn names it by its path (see [`find_bash`]).
+    program: std::path::PathBuf,
     /// Process groups started per session that may still have members: killed when the
     /// session ends.
     groups: Mutex<HashMap<SessionKey, Vec<Pid>>>,
@@ -75,6 +77,7 @@ impl BashTool {
             mount,
             default_timeout: default_timeout.unwrap_or(DEFAULT_BASH_TIMEOUT),
             max_output_bytes: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
+            program: find_bash(),
             groups: Mutex::new(HashMap::new()),
         }
     }
@@ -118,7 +121,7 @@ impl BashTool {
         }
         let path =
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-        let mut child = match Command::new("bash")
+        let mut child = match Command::new(&self.program)
             .arg("-c")
             .arg(command)
             .current_dir(&mount.host)
@@ -276,6 +279,24 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `bash` as a path found in the host's `PATH` (else the bare name). Spawning a program by
+/// its path, with an environment of our own, lets the standard library use `posix_spawn`
+/// (a vfork-like spawn) instead of `fork()`: a program looked up in a `PATH` the child's
+/// environment replaces cannot be, and a `fork()` of a host holding the pooling allocator's
+/// large address-space reservation costs milliseconds (`hookhost bench` measures it).
+fn find_bash() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join("bash"))
+        .find(|candidate| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| "bash".into())
 }
 
 /// What was read from a pipe: the first bytes up to the cap, and how many were dropped.
