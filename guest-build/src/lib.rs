@@ -24,8 +24,9 @@ pub struct Guest<'a> {
 
 /// Builds `guests` and returns the path of each component, in the same order.
 ///
-/// Emits `cargo:rerun-if-changed` for every guest directory and for `wit/`, so the build
-/// script runs again when a guest or the ABI changes.
+/// Emits `cargo:rerun-if-changed` for every guest directory, the directory above it (where
+/// shared guest crates such as `tool-support` live) and `wit/`, so the build script runs
+/// again when a guest, its shared code or the ABI changes.
 ///
 /// # Panics
 ///
@@ -42,7 +43,11 @@ pub fn build(guests: &[Guest<'_>]) -> Vec<PathBuf> {
         root.join("Cargo.lock").display()
     );
     for guest in guests {
-        println!("cargo:rerun-if-changed={}", root.join(guest.dir).display());
+        let dir = root.join(guest.dir);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        if let Some(parent) = dir.parent() {
+            println!("cargo:rerun-if-changed={}", parent.display());
+        }
     }
 
     let target_dir = guest_target_dir(&root);

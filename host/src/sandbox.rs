@@ -72,11 +72,68 @@ impl WasiView for StoreState {
 pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    refuse_special_files(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut StoreState| {
         WasiConfig::from(&s.config)
     })?;
     Ok(linker)
 }
+
+/// Security: a guest may open regular files and directories only. A FIFO, a socket or a
+/// device is not a file a tool should read, and opening a FIFO blocks until someone opens
+/// its other end — on an executor thread, since file operations run on the calling thread
+/// — so `open-at` is wrapped: the path is `stat`ed first (which never blocks) and a special
+/// file is refused with `access`. Guests cannot make such files (WASI has no `mknod`);
+/// `bash` or the user's project can, and a file swapped between the `stat` and the `open`
+/// by a concurrent command is the one gap left.
+fn refuse_special_files(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
+    use wasmtime_wasi::p2::bindings::filesystem::types::{
+        self, DescriptorFlags, DescriptorType, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
+    };
+    type Args = (
+        Resource<Descriptor>,
+        PathFlags,
+        String,
+        OpenFlags,
+        DescriptorFlags,
+    );
+    linker.allow_shadowing(true);
+    linker.instance(FILESYSTEM_TYPES)?.func_wrap_async(
+        "[method]descriptor.open-at",
+        |mut store, (fd, path_flags, path, oflags, flags): Args| {
+            Box::new(async move {
+                let mut view = store.data_mut().filesystem();
+                let dir = Resource::<Descriptor>::new_borrow(fd.rep());
+                let stat = HostDescriptor::stat_at(&mut view, dir, path_flags, path.clone());
+                // wasmtime-wasi reports FIFOs and sockets as `unknown`.
+                if let Ok(stat) = stat.await
+                    && !matches!(
+                        stat.type_,
+                        DescriptorType::RegularFile
+                            | DescriptorType::Directory
+                            | DescriptorType::SymbolicLink
+                    )
+                {
+                    return Ok((Err(ErrorCode::Access),));
+                }
+                let opened =
+                    HostDescriptor::open_at(&mut view, fd, path_flags, path, oflags, flags).await;
+                Ok((match opened {
+                    Ok(fd) => Ok(fd),
+                    Err(e) => Err(types::Host::convert_error_code(&mut view, e)?),
+                },))
+            })
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// The `wasi:filesystem/types` version wasmtime-wasi provides (its newest 0.2 release;
+/// components importing an older 0.2 version link to it by semver).
+const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
 /// Makes the stores of component calls: the engine, the data directory under which mount
 /// directories are checked, and whether the engine meters fuel.

@@ -476,3 +476,45 @@ fn config_check_fails_when_an_upstream_does_not_start() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_fifo_is_refused_not_waited_on() {
+    let data = tempfile::tempdir().unwrap();
+    let new = hookhost(data.path(), &["session", "new"]);
+    let id = stdout(&new).trim().to_string();
+    let made = hookhost(
+        data.path(),
+        &[
+            "call",
+            "--session",
+            &id,
+            "bash",
+            r#"{"command":"mkfifo pipe"}"#,
+        ],
+    );
+    assert!(made.status.success(), "{}", stdout(&made));
+    // Opening a FIFO for reading would wait for a writer forever: bounded here, so a
+    // regression fails instead of hanging.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args(["call", "--session", &id, "read_file", r#"{"path":"pipe"}"#])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("read_file waited on the FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("it is not a regular file"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -92,6 +92,13 @@ pub fn io_error(tool: &str, action: &str, path: &str, e: &std::io::Error) -> Str
     {
         return format!("{tool}: cannot {action} {path}: {mount} is not a mount this tool may use");
     }
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && !(meta.is_file() || meta.is_dir() || meta.is_symlink())
+    {
+        return format!(
+            "{tool}: cannot {action} {path}: it is not a regular file (a FIFO, socket or device), which tools do not open"
+        );
+    }
     let why = match e.kind() {
         ErrorKind::NotFound => "no such file or directory".to_string(),
         ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => {

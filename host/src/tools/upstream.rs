@@ -82,7 +82,14 @@ struct Relay(Arc<Progress>);
 struct Progress {
     /// Token sent upstream → the MCP client's peer and its own token.
     targets: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
+    /// Notifications that came before their request was watched (rmcp picks the token as
+    /// it sends the request, so an upstream may answer before [`Relay::watch`] runs); at
+    /// most [`EARLY_PROGRESS`], oldest dropped first.
+    early: Mutex<std::collections::VecDeque<ProgressNotificationParam>>,
 }
+
+/// How many early progress notifications are held for a request not yet watched.
+const EARLY_PROGRESS: usize = 256;
 
 impl ClientHandler for Relay {
     async fn on_progress(
@@ -97,25 +104,54 @@ impl ClientHandler for Relay {
             .unwrap_or_else(|e| e.into_inner())
             .get(&params.progress_token)
             .cloned();
-        if let Some((peer, token)) = target {
-            let mut relayed = ProgressNotificationParam::new(token, params.progress);
-            relayed.total = params.total;
-            relayed.message = params.message;
-            let _ = peer.notify_progress(relayed).await;
+        match target {
+            Some(target) => relay(target, params).await,
+            None => {
+                let mut early = self.0.early.lock().unwrap_or_else(|e| e.into_inner());
+                if early.len() == EARLY_PROGRESS {
+                    early.pop_front();
+                }
+                early.push_back(params);
+            }
         }
     }
+}
+
+/// Sends an upstream's progress to the client, under the client's token.
+async fn relay(
+    (peer, token): (Peer<RoleServer>, ProgressToken),
+    params: ProgressNotificationParam,
+) {
+    let mut relayed = ProgressNotificationParam::new(token, params.progress);
+    relayed.total = params.total;
+    relayed.message = params.message;
+    let _ = peer.notify_progress(relayed).await;
 }
 
 type Connection = RunningService<RoleClient, Relay>;
 
 impl Relay {
-    /// Relays progress notifications carrying `token` to `target` until the guard drops.
-    fn watch(&self, token: ProgressToken, target: (Peer<RoleServer>, ProgressToken)) -> Watch {
+    /// Relays progress notifications carrying `token` to `target` until the guard drops,
+    /// starting with those that came early.
+    async fn watch(
+        &self,
+        token: ProgressToken,
+        target: (Peer<RoleServer>, ProgressToken),
+    ) -> Watch {
         self.0
             .targets
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(token.clone(), target);
+            .insert(token.clone(), target.clone());
+        let early: std::collections::VecDeque<ProgressNotificationParam> = {
+            let mut held = self.0.early.lock().unwrap_or_else(|e| e.into_inner());
+            let (mine, others) = held.drain(..).partition(|p| p.progress_token == token);
+            *held = others;
+            mine
+        };
+        for params in early {
+            relay(target.clone(), params).await;
+        }
         Watch {
             relay: self.clone(),
             token,
@@ -391,11 +427,16 @@ impl Tool for UpstreamTool {
                 .send_request_with_option(request, PeerRequestOptions::no_options())
                 .await?;
             // Relay the upstream's progress for this request to the client that asked.
-            let _relayed = PROGRESS
-                .try_with(Clone::clone)
-                .ok()
-                .flatten()
-                .map(|target| upstream.relay.watch(handle.progress_token.clone(), target));
+            let target = PROGRESS.try_with(Clone::clone).ok().flatten();
+            let _relayed = match target {
+                Some(target) => Some(
+                    upstream
+                        .relay
+                        .watch(handle.progress_token.clone(), target)
+                        .await,
+                ),
+                None => None,
+            };
             match handle.await_response().await? {
                 ServerResult::CallToolResult(result) => Ok(result),
                 _ => Err(rmcp::ServiceError::UnexpectedResponse),
