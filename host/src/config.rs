@@ -199,6 +199,9 @@ pub struct TenantConfig {
     /// Bytes its session and tenant directories may hold; unlimited when left out.
     #[serde(default)]
     pub disk_quota_bytes: Option<u64>,
+    /// Entries (files, directories, links) they may hold; unlimited when left out.
+    #[serde(default)]
+    pub disk_quota_files: Option<u64>,
     /// Limits for every component call of its sessions (a hook's or tool's own win).
     #[serde(default)]
     pub limits: LimitOverrides,

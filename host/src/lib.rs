@@ -29,6 +29,7 @@ pub mod ids;
 pub mod limits;
 pub mod mcp;
 pub mod mounts;
+pub mod quota;
 pub mod runtime;
 pub mod sandbox;
 pub mod session;

@@ -358,15 +358,22 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
                 println!("workdir: {}", w.display());
             }
             let usage = runtime.disk_usage(&session)?;
-            println!("disk: {} bytes in this session", usage.session);
-            match usage.quota {
-                Some(quota) => println!(
-                    "tenant disk: {} of {quota} bytes ({:.1}% of its quota)",
-                    usage.tenant,
-                    usage.tenant as f64 * 100.0 / quota.max(1) as f64
+            println!(
+                "disk: {} bytes, {} files in this session",
+                usage.session.bytes, usage.session.entries
+            );
+            let of = |used: u64, max: Option<u64>, what: &str| match max {
+                Some(max) => format!(
+                    "{used} of {max} {what} ({:.1}% of its quota)",
+                    used as f64 * 100.0 / max.max(1) as f64
                 ),
-                None => println!("tenant disk: {} bytes (no quota)", usage.tenant),
-            }
+                None => format!("{used} {what} (no quota)"),
+            };
+            println!(
+                "tenant disk: {}; {}",
+                of(usage.tenant.bytes, usage.quota.bytes, "bytes"),
+                of(usage.tenant.entries, usage.quota.entries, "files")
+            );
             println!("mounts:");
             for m in session.mounts() {
                 println!(

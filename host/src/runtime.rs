@@ -8,6 +8,7 @@ use crate::config::{self, Config, Secret, WorkdirTemplate};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE};
 use crate::mounts::{MountError, MountTable, Scope, SessionVars};
+use crate::quota::{self, QUOTA_CHECK_INTERVAL, Quota, QuotaBook, Usage};
 use crate::sandbox::{Failure, Sandbox};
 use crate::session::{Session, SessionKey};
 use crate::session_store::{self, Owner, SessionError, SessionRecord, SessionStore};
@@ -76,6 +77,8 @@ pub struct Runtime {
     tools_changed: tokio::sync::watch::Sender<u64>,
     /// Who this process is, recorded on the sessions it makes.
     owner: Owner,
+    /// Tenants' disk use, kept.
+    usage: QuotaBook,
     /// Calls running per session: a session with one is in use and never idle.
     in_flight: Arc<Mutex<HashMap<SessionKey, usize>>>,
     store: SessionStore,
@@ -89,7 +92,7 @@ struct Tenant {
     chain: Option<HookChain>,
     token: Option<Secret>,
     max_sessions: Option<usize>,
-    disk_quota: Option<u64>,
+    quota: Quota,
     limits: LimitOverrides,
     workdir: Option<WorkdirTemplate>,
     /// The tools it may call; every tool when `None`.
@@ -99,12 +102,12 @@ struct Tenant {
 /// How much disk a session and its tenant use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DiskUsage {
-    /// Bytes in the session's own (session-scoped) directories.
-    pub session: u64,
-    /// Bytes in all the tenant's session and tenant directories: what the quota counts.
-    pub tenant: u64,
-    /// The tenant's quota, if it has one.
-    pub quota: Option<u64>,
+    /// What the session's own (session-scoped) directories hold.
+    pub session: Usage,
+    /// What all the tenant's session and tenant directories hold: what the quota counts.
+    pub tenant: Usage,
+    /// The tenant's quota.
+    pub quota: Quota,
 }
 
 /// What [`Runtime::gc`] removed.
@@ -272,7 +275,10 @@ impl Runtime {
                     chain,
                     token: spec.token.clone(),
                     max_sessions: spec.max_sessions,
-                    disk_quota: spec.disk_quota_bytes,
+                    quota: Quota {
+                        bytes: spec.disk_quota_bytes,
+                        entries: spec.disk_quota_files,
+                    },
                     limits: spec.limits,
                     workdir: spec.workdir.as_ref().map(workdir_template),
                     tools: spec.tools.as_deref().map(ToolMatch::new),
@@ -292,6 +298,7 @@ impl Runtime {
             tools_changed,
             in_flight: Default::default(),
             owner: Owner::Cli,
+            usage: QuotaBook::default(),
             store,
             data_root,
             _loader: loader,
@@ -599,6 +606,7 @@ impl Runtime {
         }
         self.sandbox.forget_dirs();
         session_store::remove_session_dirs(&self.data_root, &self.mounts, session.mounts())?;
+        self.usage.forget(tenant);
         tracing::info!(tenant = %tenant, session = %id, "session deleted");
         Ok(())
     }
@@ -642,11 +650,12 @@ impl Runtime {
             STALE_PARTIAL_AGE,
         );
         self.sandbox.forget_dirs();
+        self.usage.clear();
         Ok(report)
     }
 
-    /// Disk used by `session` and by its tenant, against the tenant's quota. Measured
-    /// without following symlinks.
+    /// Disk used by `session` and by its tenant, against the tenant's quota, measured now
+    /// (without following symlinks).
     ///
     /// # Errors
     ///
@@ -657,15 +666,16 @@ impl Runtime {
             .iter()
             .filter(|m| m.scope == Scope::Session)
             .map(|m| m.host.as_path());
+        let tenant_dirs = self.tenant_dirs(&session.tenant)?;
         Ok(DiskUsage {
-            session: session_store::disk_usage(own),
-            tenant: self.tenant_disk_bytes(&session.tenant)?,
-            quota: self.tenant(&session.tenant)?.and_then(|t| t.disk_quota),
+            session: quota::measure(own),
+            tenant: quota::measure(tenant_dirs.iter().map(PathBuf::as_path)),
+            quota: self.quota_of(&session.tenant),
         })
     }
 
-    /// Bytes in all of `tenant`'s session and tenant directories: what its quota counts.
-    fn tenant_disk_bytes(&self, tenant: &TenantId) -> Result<u64, SessionError> {
+    /// All of `tenant`'s session and tenant directories: what its quota counts.
+    fn tenant_dirs(&self, tenant: &TenantId) -> Result<Vec<PathBuf>, SessionError> {
         let mut dirs = BTreeSet::new();
         for record in self.store.list(Some(tenant))? {
             for mount in self.session_of(&record)?.mounts {
@@ -674,7 +684,85 @@ impl Runtime {
                 }
             }
         }
-        Ok(session_store::disk_usage(dirs.iter().map(PathBuf::as_path)))
+        Ok(dirs.into_iter().collect())
+    }
+
+    fn quota_of(&self, tenant: &TenantId) -> Quota {
+        self.tenants
+            .get(tenant)
+            .map(|t| t.quota)
+            .unwrap_or_default()
+    }
+
+    /// `tenant`'s use as kept, measured (off the executor) when not known yet.
+    async fn tenant_usage(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
+        if let Some(usage) = self.usage.get(tenant) {
+            return Ok(usage);
+        }
+        let usage = quota::measure_async(self.tenant_dirs(tenant)?).await;
+        self.usage.set(tenant, usage);
+        Ok(usage)
+    }
+
+    /// Runs `chain` for a tenant with a quota: refused when the tenant is at its quota;
+    /// stopped as soon as it takes the tenant over it (see [`crate::quota`]); its output
+    /// withheld when it ends over it.
+    async fn run_within_quota(
+        &self,
+        session: &Session,
+        quota: Quota,
+        chain: impl Future<Output = ToolResult>,
+    ) -> ToolResult {
+        let tenant = &session.tenant;
+        let used = match self.tenant_usage(tenant).await {
+            Ok(used) => used,
+            Err(e) => {
+                tracing::warn!(%tenant, error = %e, "cannot measure disk use");
+                return chain.await;
+            }
+        };
+        if let Some(over) = quota.exceeded(used, true) {
+            return ToolResult::error(format!(
+                "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
+            ));
+        }
+        // What this call can change: the session's own directories and the tenant's.
+        let dirs: Vec<PathBuf> = session
+            .mounts()
+            .iter()
+            .filter(|m| m.scope != Scope::Persistent)
+            .map(|m| m.host.clone())
+            .collect();
+        let before = quota::measure_async(dirs.clone()).await;
+        let watch = async {
+            loop {
+                tokio::time::sleep(QUOTA_CHECK_INTERVAL).await;
+                let now = quota::measure_async(dirs.clone()).await;
+                if let Some(over) = quota.exceeded(used.moved(before, now), false) {
+                    return over;
+                }
+            }
+        };
+        let result = tokio::select! {
+            result = chain => result,
+            over = watch => {
+                tracing::warn!(%tenant, session = %session.id, over, "disk quota exceeded during a call; stopped");
+                ToolResult::error(format!(
+                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
+                ))
+            }
+        };
+        let after = quota::measure_async(dirs).await;
+        self.usage.moved(tenant, before, after);
+        match quota.exceeded(used.moved(before, after), false) {
+            Some(over) if !result.is_error || !result.output.starts_with("disk quota exceeded") => {
+                tracing::warn!(%tenant, over, "disk quota exceeded by a call");
+                ToolResult::error(format!(
+                    "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
+                ))
+            }
+            _ => result,
+        }
     }
 
     fn session_of(&self, record: &SessionRecord) -> Result<Session, SessionError> {
@@ -755,40 +843,18 @@ impl Runtime {
             name: tool.to_string(),
             arguments: arguments.to_string(),
         };
-        let quota = self
-            .tenant(&session.tenant)
-            .ok()
-            .flatten()
-            .and_then(|t| t.disk_quota);
-        if let Some(quota) = quota
-            && let Some(used) = self.tenant_bytes(session)
-            && used >= quota
-        {
-            return Ok((
-                ToolResult::error(format!(
-                    "disk quota exceeded: tenant '{}' uses {used} of its {quota} bytes; delete files or sessions to continue",
-                    session.tenant
-                )),
-                None,
-            ));
-        }
         let call_id = call.id.clone();
         let span = tracing::info_span!("call", tool, call_id = %call.id, session = %session.id);
-        let mut result = self
+        let chain = self
             .chain(&session.tenant)
             .run(session, ctx, call, target.as_ref())
-            .instrument(span)
-            .await;
-        if let Some(quota) = quota
-            && let Some(used) = self.tenant_bytes(session)
-            && used > quota
-        {
-            tracing::warn!(tenant = %session.tenant, used, quota, "disk quota exceeded by a call");
-            result = ToolResult::error(format!(
-                "disk quota exceeded: the call left tenant '{}' using {used} of its {quota} bytes; its output is withheld",
-                session.tenant
-            ));
-        }
+            .instrument(span);
+        let quota = self.quota_of(&session.tenant);
+        let result = if quota.is_set() {
+            self.run_within_quota(session, quota, chain).await
+        } else {
+            chain.await
+        };
         if let Err(e) = self.store.touch(&session.tenant, &session.id) {
             tracing::debug!(session = %session.id, error = %e, "could not mark the session active");
         }
@@ -802,18 +868,6 @@ impl Runtime {
             "call"
         );
         Ok((result, target.take_extras(&call_id)))
-    }
-
-    /// What the tenant of `session` uses on disk, for the quota; `None` when it cannot be
-    /// measured (logged).
-    fn tenant_bytes(&self, session: &Session) -> Option<u64> {
-        match self.tenant_disk_bytes(&session.tenant) {
-            Ok(bytes) => Some(bytes),
-            Err(e) => {
-                tracing::warn!(tenant = %session.tenant, error = %e, "cannot measure disk use");
-                None
-            }
-        }
     }
 }
 

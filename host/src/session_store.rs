@@ -639,23 +639,3 @@ fn walk(
         }
     }
 }
-
-/// Bytes of the regular files under `dirs`, walked without following symlinks (a link
-/// counts as nothing: what it points to is not the tenant's). Missing directories count 0.
-pub fn disk_usage<'a>(dirs: impl Iterator<Item = &'a Path>) -> u64 {
-    let mut total = 0;
-    let mut stack: Vec<PathBuf> = dirs.map(Path::to_path_buf).collect();
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => stack.push(entry.path()),
-                Ok(t) if t.is_file() => total += entry.metadata().map_or(0, |m| m.len()),
-                _ => {}
-            }
-        }
-    }
-    total
-}

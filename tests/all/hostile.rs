@@ -215,6 +215,50 @@ async fn a_huge_output_is_refused() {
 }
 
 #[tokio::test]
+async fn empty_files_count_and_a_call_is_stopped_once_over_the_quota() {
+    let host = TestHost::new(&format!(
+        r#"
+[[hooks]]
+name = "toucher"
+component = {probe:?}
+grants = {{ "/workspace" = "rw" }}
+settings = {{ tag = "toucher", mode = "touch-files" }}
+limits = {{ deadline_ms = 60000 }}
+
+[tenants.small]
+disk_quota_files = 100
+"#,
+        probe = fixtures::PROBE_HOOK
+    ))
+    .await;
+    let s = host
+        .runtime
+        .create_session(tenant("small"), None, None)
+        .unwrap();
+    // The hook would make a million empty files; the quota stops it long before.
+    let r = host.call(&s, "echo", json!({})).await;
+    assert!(
+        r.is_error
+            && r.output
+                .starts_with("disk quota exceeded: the call took tenant 'small' to "),
+        "{}",
+        r.output
+    );
+    let usage = host.runtime.disk_usage(&s).unwrap();
+    assert!(
+        usage.tenant.entries > 100 && usage.tenant.entries < 1_000_000,
+        "{usage:?}"
+    );
+    let r = host.call(&s, "echo", json!({})).await;
+    assert!(
+        r.output
+            .starts_with("disk quota exceeded: tenant 'small' uses "),
+        "{}",
+        r.output
+    );
+}
+
+#[tokio::test]
 async fn a_panic_is_a_trap() {
     let host = host_with("trap-before", "closed", "", "").await;
     expect(
@@ -265,16 +309,17 @@ max_sessions = 2
 
     let r = host.call(&s, "echo", json!({})).await;
     assert!(r.is_error);
+    // Stopped while writing, or withheld when it ended: which depends on the disk's speed.
     assert!(
-        r.output
-            .starts_with("disk quota exceeded: the call left tenant 'small' using "),
+        r.output.starts_with("disk quota exceeded: the call ")
+            && r.output.contains("tenant 'small'"),
         "{}",
         r.output
     );
     let usage = host.runtime.disk_usage(&s).unwrap();
-    assert_eq!(usage.quota, Some(1_048_576));
+    assert_eq!(usage.quota.bytes, Some(1_048_576));
     assert!(
-        usage.tenant > 1_048_576 && usage.session == usage.tenant,
+        usage.tenant.bytes > 1_048_576 && usage.session.bytes == usage.tenant.bytes,
         "{usage:?}"
     );
 

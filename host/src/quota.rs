@@ -1,0 +1,183 @@
+//! Disk quotas: how many bytes and entries a tenant's directories hold, kept per tenant,
+//! measured off the executor, and enforced while a call runs.
+//!
+//! A tenant's use is measured once (a walk of all its session and tenant directories, on
+//! the blocking pool) and then kept up to date from what each call changes: a call walks
+//! only its own session's directories (and the tenant's), before, during and after it.
+//! While a call of a tenant with a quota runs, its directories are measured every
+//! [`QUOTA_CHECK_INTERVAL`]; a call that takes the tenant over its quota is stopped there
+//! (its components dropped, its commands killed) and its output withheld. So a tenant can
+//! overshoot by what one call writes in that interval plus one walk of its session — not by
+//! what it writes until its deadline. Deleting a session or `session gc` makes the next call
+//! measure the tenant afresh.
+//!
+//! Walks never follow symlinks (a link counts as an entry; what it points to is not the
+//! tenant's) and count every entry — files, directories, links — so empty files are not
+//! free.
+
+use crate::ids::TenantId;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How often a running call of a tenant with a quota has its directories measured.
+pub const QUOTA_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// What some directories hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Bytes of regular files.
+    pub bytes: u64,
+    /// Entries of any kind below the directories (files, directories, symlinks…).
+    pub entries: u64,
+}
+
+impl Usage {
+    /// `self` with the change from `before` to `after` applied (never below zero).
+    pub fn moved(self, before: Usage, after: Usage) -> Usage {
+        let apply = |now: u64, b: u64, a: u64| (now + a).saturating_sub(b);
+        Usage {
+            bytes: apply(self.bytes, before.bytes, after.bytes),
+            entries: apply(self.entries, before.entries, after.entries),
+        }
+    }
+}
+
+/// A tenant's bounds, from `disk_quota_bytes` and `disk_quota_files`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Quota {
+    pub bytes: Option<u64>,
+    pub entries: Option<u64>,
+}
+
+impl Quota {
+    /// Whether any bound is set.
+    pub fn is_set(&self) -> bool {
+        self.bytes.is_some() || self.entries.is_some()
+    }
+
+    /// What `usage` is over, said for the model: `None` when within the quota. `at_limit`
+    /// counts reaching a bound as over (before a call: nothing more fits).
+    pub fn exceeded(&self, usage: Usage, at_limit: bool) -> Option<String> {
+        let over = |used: u64, max: u64| if at_limit { used >= max } else { used > max };
+        if let Some(max) = self.bytes
+            && over(usage.bytes, max)
+        {
+            return Some(format!("{} of its {max} bytes", usage.bytes));
+        }
+        if let Some(max) = self.entries
+            && over(usage.entries, max)
+        {
+            return Some(format!("{} of its {max} files", usage.entries));
+        }
+        None
+    }
+}
+
+/// Each tenant's use as last measured and kept up to date.
+#[derive(Default)]
+pub struct QuotaBook {
+    tenants: Mutex<HashMap<TenantId, Usage>>,
+}
+
+impl QuotaBook {
+    fn tenants(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, Usage>> {
+        self.tenants.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The kept use of `tenant`, if measured.
+    pub fn get(&self, tenant: &TenantId) -> Option<Usage> {
+        self.tenants().get(tenant).copied()
+    }
+
+    pub fn set(&self, tenant: &TenantId, usage: Usage) {
+        self.tenants().insert(tenant.clone(), usage);
+    }
+
+    /// Applies what a call changed: its directories went from `before` to `after`.
+    pub fn moved(&self, tenant: &TenantId, before: Usage, after: Usage) {
+        if let Some(usage) = self.tenants().get_mut(tenant) {
+            *usage = usage.moved(before, after);
+        }
+    }
+
+    /// Forgets `tenant`'s use (its files were removed): the next call measures it.
+    pub fn forget(&self, tenant: &TenantId) {
+        self.tenants().remove(tenant);
+    }
+
+    /// Forgets every tenant's use.
+    pub fn clear(&self) {
+        self.tenants().clear();
+    }
+}
+
+/// What `dirs` hold, walked without following symlinks; missing directories hold nothing.
+/// Blocking: call it on the blocking pool ([`measure_async`]) from async code.
+pub fn measure<'a>(dirs: impl Iterator<Item = &'a Path>) -> Usage {
+    let mut usage = Usage::default();
+    let mut stack: Vec<PathBuf> = dirs.map(Path::to_path_buf).collect();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            usage.entries += 1;
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => stack.push(entry.path()),
+                Ok(t) if t.is_file() => usage.bytes += entry.metadata().map_or(0, |m| m.len()),
+                _ => {}
+            }
+        }
+    }
+    usage
+}
+
+/// [`measure`] on the blocking pool, so a large tree never holds an executor thread.
+pub async fn measure_async(dirs: Vec<PathBuf>) -> Usage {
+    tokio::task::spawn_blocking(move || measure(dirs.iter().map(PathBuf::as_path)))
+        .await
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_counts_and_links_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/a"), "12345").unwrap();
+        std::fs::write(dir.path().join("empty"), "").unwrap();
+        std::os::unix::fs::symlink("/etc", dir.path().join("link")).unwrap();
+        let usage = measure(std::iter::once(dir.path()));
+        assert_eq!(
+            usage,
+            Usage {
+                bytes: 5,
+                entries: 4
+            }
+        );
+    }
+
+    #[test]
+    fn quotas_name_what_is_over() {
+        let quota = Quota {
+            bytes: Some(10),
+            entries: Some(3),
+        };
+        let within = Usage {
+            bytes: 10,
+            entries: 3,
+        };
+        assert_eq!(quota.exceeded(within, false), None);
+        assert!(quota.exceeded(within, true).is_some());
+        let files = Usage {
+            bytes: 0,
+            entries: 4,
+        };
+        assert_eq!(quota.exceeded(files, false).unwrap(), "4 of its 3 files");
+    }
+}
