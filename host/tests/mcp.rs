@@ -558,3 +558,41 @@ fn session_gc_leaves_a_running_servers_sessions_alone() {
     let read = server.answer(3);
     assert_eq!(read["result"]["content"][0]["text"], "kept", "{read}");
 }
+
+#[test]
+fn kill_9_in_a_burst_of_offloads_leaves_no_torn_file() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = StdioServer::start(data.path());
+    const BYTES: usize = 3_000_000;
+    let command = format!("head -c {BYTES} /dev/zero | tr '\\0' a");
+    for id in 2..42 {
+        server.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": command}}}),
+        );
+    }
+    // Some have been offloaded; others are being written: kill the host mid-burst.
+    server.answer(4);
+    // SAFETY: killing the child this test started.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
+    let _ = server.child.wait();
+    let mut whole = 0;
+    let sessions = data.path().join("tenants/default/sessions");
+    for session in std::fs::read_dir(&sessions).unwrap() {
+        let dir = session.unwrap().path().join("artifacts/tool-results/bash");
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            if name.starts_with('.') {
+                continue; // a temporary, for `session gc`
+            }
+            assert_eq!(
+                entry.metadata().unwrap().len(),
+                BYTES as u64,
+                "{name} is torn"
+            );
+            whole += 1;
+        }
+    }
+    assert!(whole >= 3, "the answered calls' files are there");
+}

@@ -159,3 +159,38 @@ async fn a_failed_write_lets_the_output_through() {
     assert_eq!(r.output, output, "fail-open");
     assert!(!r.is_error);
 }
+
+#[tokio::test]
+async fn an_offload_stopped_at_any_point_leaves_no_torn_file() {
+    // Deadlines from 1 ms up stop the hook before, during or after its write; whatever the
+    // moment, a file under its final name is whole (the rename publishes it).
+    let output = "z".repeat(900_000);
+    let mut published = 0;
+    for deadline in 1..=24 {
+        let config = format!(
+            "{}limits = {{ deadline_ms = {deadline} }}\n",
+            offload_only("threshold = 1000", "rw")
+        );
+        let host = TestHost::new(&config).await;
+        let s = host.session();
+        let r = host.call(&s, "echo", json!({ "output": output })).await;
+        if r.output.starts_with("[Output offloaded") {
+            published += 1;
+        } else {
+            assert_eq!(r.output, output, "fail-open passes the output whole");
+        }
+        let dir = s.host_dir("/artifacts").unwrap().join("tool-results/echo");
+        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            if !name.starts_with('.') {
+                assert_eq!(
+                    entry.metadata().unwrap().len(),
+                    output.len() as u64,
+                    "deadline {deadline} ms: {name} is torn"
+                );
+            }
+        }
+    }
+    assert!(published > 0, "some deadline was long enough to publish");
+}
