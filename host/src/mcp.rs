@@ -464,7 +464,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         }
         parts.extensions.insert(tenant.clone());
         let request = Request::from_parts(parts, axum::body::Body::from(bytes));
-        return after(&gate, tenant, session, rpc_id, next.run(request).await).await;
+        return open_new_session(&gate, tenant, session, rpc_id, next.run(request).await).await;
     }
     parts.extensions.insert(tenant.clone());
     let mut response = next.run(Request::from_parts(parts, body)).await;
@@ -482,7 +482,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
 
 /// After a POST: a new MCP session (an `initialize` answered) gets its hookhost session, or
 /// is closed again with the reason when the tenant may not have one.
-async fn after(
+async fn open_new_session(
     gate: &Gate,
     tenant: TenantId,
     session: Option<String>,

@@ -743,19 +743,20 @@ impl Runtime {
                 }
             }
         };
-        let result = tokio::select! {
-            result = chain => result,
+        let (result, stopped) = tokio::select! {
+            result = chain => (result, false),
             over = watch => {
                 tracing::warn!(%tenant, session = %session.id, over, "disk quota exceeded during a call; stopped");
-                ToolResult::error(format!(
+                let message = format!(
                     "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
-                ))
+                );
+                (ToolResult::error(message), true)
             }
         };
         let after = quota::measure_async(dirs).await;
         self.usage.moved(tenant, before, after);
         match quota.exceeded(used.moved(before, after), false) {
-            Some(over) if !result.is_error || !result.output.starts_with("disk quota exceeded") => {
+            Some(over) if !stopped => {
                 tracing::warn!(%tenant, over, "disk quota exceeded by a call");
                 ToolResult::error(format!(
                     "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
