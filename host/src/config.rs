@@ -569,6 +569,11 @@ impl WorkdirTemplate {
         Ok(WorkdirTemplate(template.to_string()))
     }
 
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
     /// The directory for `tenant`'s sessions, made (0700) when the template names the
     /// tenant and it is missing.
     ///

@@ -335,14 +335,7 @@ impl Runtime {
         self.tools
             .descriptors()
             .cloned()
-            .chain(self.upstream_listing().map(|t| {
-                ToolDescriptor {
-                    name: t.name.to_string(),
-                    description: t.description.as_deref().unwrap_or_default().to_string(),
-                    input_schema: serde_json::to_string(t.input_schema.as_ref())
-                        .unwrap_or_else(|_| r#"{"type":"object"}"#.into()),
-                }
-            }))
+            .chain(self.upstream_listing().map(|t| upstream::descriptor(&t)))
     }
 
     /// The tools `tenant` may call (its `tools` allow-list, else every tool), as MCP lists
@@ -468,7 +461,7 @@ impl Runtime {
         template
             .map(|t| {
                 t.resolve(tenant).map_err(|source| SessionError::Workdir {
-                    path: PathBuf::from(format!("{t:?}")),
+                    path: PathBuf::from(t.as_str()),
                     source,
                 })
             })

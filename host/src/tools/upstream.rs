@@ -198,16 +198,7 @@ impl Upstream {
             .find(|t| t.name == exposed)?
             .clone();
         Some(UpstreamTool {
-            descriptor: ToolDescriptor {
-                name: exposed.to_string(),
-                description: listing
-                    .description
-                    .as_deref()
-                    .unwrap_or_default()
-                    .to_string(),
-                input_schema: serde_json::to_string(listing.input_schema.as_ref())
-                    .unwrap_or_else(|_| r#"{"type":"object"}"#.into()),
-            },
+            descriptor: descriptor(&listing),
             remote: exposed[self.name.len() + SEPARATOR.len()..].to_string(),
             listing,
             upstream: self.clone(),
@@ -349,6 +340,20 @@ impl Upstream {
                 }
             }
         }
+    }
+}
+
+/// An upstream's tool as the chain sees it: its name as served, description and schema.
+pub fn descriptor(listing: &McpTool) -> ToolDescriptor {
+    ToolDescriptor {
+        name: listing.name.to_string(),
+        description: listing
+            .description
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
+        input_schema: serde_json::to_string(listing.input_schema.as_ref())
+            .unwrap_or_else(|_| r#"{"type":"object"}"#.into()),
     }
 }
 
