@@ -572,7 +572,11 @@ fn kill_9_in_a_burst_of_offloads_leaves_no_torn_file() {
         );
     }
     // Some have been offloaded; others are being written: kill the host mid-burst.
-    server.answer(4);
+    let answered = server.answer(4);
+    let text = answered["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("[Output offloaded"), "{answered}");
     // SAFETY: killing the child this test started.
     unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
     let _ = server.child.wait();
@@ -594,5 +598,5 @@ fn kill_9_in_a_burst_of_offloads_leaves_no_torn_file() {
             whole += 1;
         }
     }
-    assert!(whole >= 3, "the answered calls' files are there");
+    assert!(whole >= 1, "the answered call's file is there");
 }
