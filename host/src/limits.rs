@@ -67,8 +67,9 @@ pub const DEFAULT_POOL_INSTANCES: u32 = 1_000;
 pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 1024 * 1024;
 
 /// Resource handles (open files, streams, directory iterators…) one instance may hold at
-/// once: bounds the host memory a guest can pin through handles. A guest that needs one
-/// more traps (wasmtime-wasi turns a full table into a trap, not a WASI error).
+/// once: bounds the host memory a guest can pin through handles. Opening one more file
+/// fails in the guest (see `sandbox::refuse_special_files`, which wraps `open-at`); other
+/// host calls that need a handle trap (wasmtime-wasi turns a full table into a trap).
 pub const DEFAULT_MAX_RESOURCES: usize = 1_000;
 
 /// Limits for calls into one component.

@@ -85,12 +85,13 @@ pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
 /// — so `open-at` is wrapped: the path is `stat`ed first (which never blocks) and a special
 /// file is refused with `access`. Guests cannot make such files (WASI has no `mknod`);
 /// `bash` or the user's project can, and a file swapped between the `stat` and the `open`
-/// by a concurrent command is the one gap left.
+/// by a concurrent command is the one gap left. The same wrapper turns a full resource
+/// table (`max_resources`) into the WASI error `insufficient-memory` instead of a trap.
 fn refuse_special_files(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
-    use wasmtime::component::Resource;
+    use wasmtime::component::{Resource, ResourceTableError};
     use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
     use wasmtime_wasi::p2::bindings::filesystem::types::{
-        self, DescriptorFlags, DescriptorType, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
+        DescriptorFlags, DescriptorType, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
     };
     type Args = (
         Resource<Descriptor>,
@@ -120,9 +121,20 @@ fn refuse_special_files(linker: &mut Linker<StoreState>) -> wasmtime::Result<()>
                 }
                 let opened =
                     HostDescriptor::open_at(&mut view, fd, path_flags, path, oflags, flags).await;
-                Ok((match opened {
+                Ok((match opened.map_err(|e| e.downcast()) {
                     Ok(fd) => Ok(fd),
-                    Err(e) => Err(types::Host::convert_error_code(&mut view, e)?),
+                    Err(Ok(code)) => Err(code),
+                    // `max_resources` reached: a WASI error the guest can handle (like
+                    // EMFILE), where wasmtime-wasi would trap.
+                    Err(Err(trap))
+                        if matches!(
+                            trap.downcast_ref::<ResourceTableError>(),
+                            Some(ResourceTableError::Full)
+                        ) =>
+                    {
+                        Err(ErrorCode::InsufficientMemory)
+                    }
+                    Err(Err(trap)) => return Err(trap),
                 },))
             })
         },

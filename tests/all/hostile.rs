@@ -245,6 +245,25 @@ disk_quota_files = 100
 }
 
 #[tokio::test]
+async fn running_out_of_resource_handles_is_an_error_the_guest_sees_not_a_trap() {
+    let host = host_with("open-many", "closed", "max_resources = 100", "").await;
+    let s = host
+        .runtime
+        .create_session(tenant("evil"), None, None)
+        .unwrap();
+    let r = host.call(&s, "echo", json!({})).await;
+    assert!(!r.is_error, "{}", r.output);
+    let opened: u32 = r
+        .output
+        .split("|opened:")
+        .nth(1)
+        .and_then(|rest| rest.split('|').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", r.output));
+    assert!(opened > 0 && opened < 100, "{opened}");
+}
+
+#[tokio::test]
 async fn a_panic_is_a_trap() {
     let host = host_with("trap-before", "closed", "", "").await;
     expect(

@@ -525,7 +525,7 @@ fn split_result(result: CallToolResult) -> (ToolResult, Option<Extras>) {
     } else {
         parts.join("\n")
     };
-    let extras = (result.structured_content.is_some() || !blocks.is_empty()).then(|| Extras {
+    let extras = (result.structured_content.is_some() || !blocks.is_empty()).then_some(Extras {
         structured: result.structured_content,
         blocks,
     });
