@@ -81,7 +81,7 @@ struct Relay(Arc<Progress>);
 #[derive(Default)]
 struct Progress {
     /// Token sent upstream → the MCP client's peer and its own token.
-    targets: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
+    targets: Mutex<HashMap<ProgressToken, Target>>,
     /// Notifications that came before their request was watched (rmcp picks the token as
     /// it sends the request, so an upstream may answer before [`Relay::watch`] runs); at
     /// most [`EARLY_PROGRESS`], oldest dropped first.
@@ -117,15 +117,28 @@ impl ClientHandler for Relay {
     }
 }
 
-/// Sends an upstream's progress to the client, under the client's token.
-async fn relay(
-    (peer, token): (Peer<RoleServer>, ProgressToken),
-    params: ProgressNotificationParam,
-) {
-    let mut relayed = ProgressNotificationParam::new(token, params.progress);
+/// Where one request's progress goes: the client's peer and token, and the progress last
+/// sent, so that what the client sees only increases (as MCP requires) although rmcp may
+/// hand notifications over out of order.
+#[derive(Clone)]
+struct Target {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    last: Arc<tokio::sync::Mutex<Option<f64>>>,
+}
+
+/// Sends an upstream's progress to the client, under the client's token; a notification
+/// that does not advance the progress is dropped.
+async fn relay(target: Target, params: ProgressNotificationParam) {
+    let mut last = target.last.lock().await;
+    if last.is_some_and(|last| params.progress <= last) {
+        return;
+    }
+    *last = Some(params.progress);
+    let mut relayed = ProgressNotificationParam::new(target.token, params.progress);
     relayed.total = params.total;
     relayed.message = params.message;
-    let _ = peer.notify_progress(relayed).await;
+    let _ = target.peer.notify_progress(relayed).await;
 }
 
 type Connection = RunningService<RoleClient, Relay>;
@@ -136,8 +149,13 @@ impl Relay {
     async fn watch(
         &self,
         token: ProgressToken,
-        target: (Peer<RoleServer>, ProgressToken),
+        (peer, client_token): (Peer<RoleServer>, ProgressToken),
     ) -> Watch {
+        let target = Target {
+            peer,
+            token: client_token,
+            last: Arc::default(),
+        };
         self.0
             .targets
             .lock()
