@@ -183,7 +183,7 @@ impl HookChain {
             let started = Instant::now();
             let step = match self.start(layer, session, &limits).await {
                 Ok(mut instance) => instance
-                    .before(&limits, &ctx, &call)
+                    .before(&layer.name, &limits, &ctx, &call)
                     .await
                     .map(|outcome| (instance, outcome)),
                 Err(failure) => Err(failure),
@@ -246,7 +246,9 @@ impl HookChain {
         {
             record.write_to(&mut ctx.values);
             let started = Instant::now();
-            let after = instance.after(&limits, &ctx, &call, &result).await;
+            let after = instance
+                .after(&layer.name, &limits, &ctx, &call, &result)
+                .await;
             layer_event(
                 layer,
                 "after-execute",
@@ -452,6 +454,7 @@ pub struct HookInstance {
 impl HookInstance {
     async fn before(
         &mut self,
+        layer: &str,
         limits: &Limits,
         ctx: &CallContext,
         call: &ToolCall,
@@ -464,6 +467,9 @@ impl HookInstance {
                 .await
         })
         .await?;
+        self.store
+            .data_mut()
+            .log_stderr(layer, "before-execute", &call.id);
         match &outcome {
             Ok(proceed) => {
                 let values: usize = proceed
@@ -485,6 +491,7 @@ impl HookInstance {
 
     async fn after(
         &mut self,
+        layer: &str,
         limits: &Limits,
         ctx: &CallContext,
         call: &ToolCall,
@@ -498,6 +505,9 @@ impl HookInstance {
                 .await
         })
         .await?;
+        self.store
+            .data_mut()
+            .log_stderr(layer, "after-execute", &call.id);
         Failure::check_result(&replaced, limits)?;
         Ok(replaced)
     }

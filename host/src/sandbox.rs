@@ -50,6 +50,8 @@ pub struct StoreState {
     config: WasiConfigVariables,
     limiter: MemoryLimiter,
     stderr: MemoryOutputPipe,
+    /// How much of `stderr` was logged already.
+    stderr_logged: usize,
     deadline: Instant,
     fuel: bool,
 }
@@ -251,6 +253,7 @@ impl Sandbox {
                 exceeded: false,
             },
             stderr,
+            stderr_logged: 0,
             deadline: Instant::now(),
             fuel: self.fuel,
         };
@@ -283,6 +286,20 @@ impl StoreState {
     /// What the guest wrote to stderr, for the log.
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.stderr.contents()).into_owned()
+    }
+
+    /// Logs at `debug` what the guest wrote to stderr since the last time (a working
+    /// hook's debug output: `print`, `console.error`, `eprintln!`), naming the component,
+    /// the phase and the call. Bounded by [`GUEST_STDERR_BYTES`] per store.
+    pub fn log_stderr(&mut self, component: &str, phase: &str, call_id: &str) {
+        let all = self.stderr.contents();
+        if all.len() <= self.stderr_logged || !tracing::enabled!(tracing::Level::DEBUG) {
+            self.stderr_logged = all.len();
+            return;
+        }
+        let new = String::from_utf8_lossy(&all[self.stderr_logged..]);
+        self.stderr_logged = all.len();
+        tracing::debug!(component, phase, call_id, stderr = %new.trim_end(), "guest stderr");
     }
 }
 

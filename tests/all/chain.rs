@@ -146,3 +146,43 @@ async fn layers_apply_only_to_matching_tools() {
     let r = host.call(&host.session(), "echo", json!({})).await;
     assert_eq!(r.output, "tool(args={}, trace=before:all;)|after:all");
 }
+
+/// A `tracing` writer into a shared buffer, to read what the host logged.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_working_hooks_stderr_is_logged_at_debug_with_its_layer_and_phase() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let host = TestHost::new(&probe_chain(&[("a", "pass", "open")])).await;
+    let r = host.call(&host.session(), "echo", json!({})).await;
+    assert!(!r.is_error, "{}", r.output);
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("guest stderr"))
+        .unwrap_or_else(|| panic!("no guest stderr in:\n{log}"));
+    assert!(
+        line.contains("probe a: before-execute")
+            && line.contains("component=\"a\"")
+            && line.contains("phase=\"before-execute\""),
+        "{line}"
+    );
+}

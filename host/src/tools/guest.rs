@@ -93,6 +93,9 @@ impl Tool for GuestTool {
                 .await
         })
         .await?;
+        store
+            .data_mut()
+            .log_stderr(&self.descriptor.name, "execute", &call.id);
         Failure::check_result(&result, &limits)?;
         Ok(result)
     }
