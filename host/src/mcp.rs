@@ -394,12 +394,7 @@ fn rpc_error(status: StatusCode, id: serde_json::Value, code: i32, message: &str
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}
     });
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    (status, axum::Json(body)).into_response()
 }
 
 /// Authenticates every request, keeps tenants out of each other's sessions, answers a
@@ -464,7 +459,11 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         }
         parts.extensions.insert(tenant.clone());
         let request = Request::from_parts(parts, axum::body::Body::from(bytes));
-        return open_new_session(&gate, tenant, session, rpc_id, next.run(request).await).await;
+        let response = next.run(request).await;
+        return match session {
+            Some(_) => response,
+            None => open_new_session(&gate, tenant, rpc_id, response).await,
+        };
     }
     parts.extensions.insert(tenant.clone());
     let mut response = next.run(Request::from_parts(parts, body)).await;
@@ -480,18 +479,14 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     response
 }
 
-/// After a POST: a new MCP session (an `initialize` answered) gets its hookhost session, or
-/// is closed again with the reason when the tenant may not have one.
+/// After a POST without a session: a new MCP session (an `initialize` answered) gets its
+/// hookhost session, or is closed again with the reason when the tenant may not have one.
 async fn open_new_session(
     gate: &Gate,
     tenant: TenantId,
-    session: Option<String>,
     rpc_id: serde_json::Value,
     response: Response,
 ) -> Response {
-    if session.is_some() {
-        return response;
-    }
     let Some(new) = response
         .headers()
         .get("mcp-session-id")
@@ -521,13 +516,7 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
         .into_iter()
         .map(|(name, state)| (name, serde_json::Value::String(state.to_string())))
         .collect();
-    let body = serde_json::json!({"status": "ok", "upstreams": upstreams});
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    axum::Json(serde_json::json!({"status": "ok", "upstreams": upstreams})).into_response()
 }
 
 /// What `serve --http` is told.

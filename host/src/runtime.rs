@@ -7,7 +7,7 @@ use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
 use crate::config::{self, Config, Secret, WorkdirTemplate};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE};
-use crate::mounts::{MountError, MountTable, Scope, SessionVars};
+use crate::mounts::{MountError, MountTable, ResolvedMount, Scope, SessionVars};
 use crate::quota::{self, QUOTA_CHECK_INTERVAL, Quota, QuotaBook, Usage};
 use crate::sandbox::{Failure, Sandbox};
 use crate::session::{Session, SessionKey};
@@ -80,7 +80,7 @@ pub struct Runtime {
     /// Tenants' disk use, kept.
     usage: QuotaBook,
     /// Calls running per session: a session with one is in use and never idle.
-    in_flight: Arc<Mutex<HashMap<SessionKey, usize>>>,
+    in_flight: Mutex<HashMap<SessionKey, usize>>,
     store: SessionStore,
     sandbox: Arc<Sandbox>,
     data_root: PathBuf,
@@ -629,14 +629,8 @@ impl Runtime {
             }
         }
         report.orphans = session_store::remove_orphans(&self.data_root, &self.mounts, &self.store)?;
-        let mut dirs = BTreeSet::new();
-        for record in self.store.list(None)? {
-            for mount in self.session_of(&record)?.mounts {
-                if !mount.in_workdir() {
-                    dirs.insert(mount.host);
-                }
-            }
-        }
+        // Temporaries in every mount of the data directory (never in a user's workdir).
+        let dirs = self.mount_dirs(None, |m| !m.in_workdir())?;
         report.partials = session_store::remove_stale_partials(
             &self.data_root,
             dirs.iter().map(PathBuf::as_path),
@@ -659,7 +653,7 @@ impl Runtime {
             .iter()
             .filter(|m| m.scope == Scope::Session)
             .map(|m| m.host.as_path());
-        let tenant_dirs = self.tenant_dirs(&session.tenant)?;
+        let tenant_dirs = self.quota_dirs(&session.tenant)?;
         Ok(DiskUsage {
             session: quota::measure(own),
             tenant: quota::measure(tenant_dirs.iter().map(PathBuf::as_path)),
@@ -668,11 +662,21 @@ impl Runtime {
     }
 
     /// All of `tenant`'s session and tenant directories: what its quota counts.
-    fn tenant_dirs(&self, tenant: &TenantId) -> Result<Vec<PathBuf>, SessionError> {
+    fn quota_dirs(&self, tenant: &TenantId) -> Result<Vec<PathBuf>, SessionError> {
+        self.mount_dirs(Some(tenant), |m| m.scope != Scope::Persistent)
+    }
+
+    /// The host directories of the mounts that `keep` accepts, of every session of
+    /// `tenant` (of every tenant when `None`), each once.
+    fn mount_dirs(
+        &self,
+        tenant: Option<&TenantId>,
+        keep: impl Fn(&ResolvedMount) -> bool,
+    ) -> Result<Vec<PathBuf>, SessionError> {
         let mut dirs = BTreeSet::new();
-        for record in self.store.list(Some(tenant))? {
+        for record in self.store.list(tenant)? {
             for mount in self.session_of(&record)?.mounts {
-                if mount.scope != Scope::Persistent {
+                if keep(&mount) {
                     dirs.insert(mount.host);
                 }
             }
@@ -692,7 +696,7 @@ impl Runtime {
         if let Some(usage) = self.usage.get(tenant) {
             return Ok(usage);
         }
-        let usage = quota::measure_async(self.tenant_dirs(tenant)?).await;
+        let usage = quota::measure_async(self.quota_dirs(tenant)?).await;
         self.usage.set(tenant, usage);
         Ok(usage)
     }
@@ -866,25 +870,22 @@ impl Runtime {
 }
 
 /// Counts a call of a session as running while it lives.
-struct InFlight {
-    map: Arc<Mutex<HashMap<SessionKey, usize>>>,
+struct InFlight<'a> {
+    map: &'a Mutex<HashMap<SessionKey, usize>>,
     key: SessionKey,
 }
 
-impl InFlight {
-    fn enter(map: &Arc<Mutex<HashMap<SessionKey, usize>>>, key: SessionKey) -> InFlight {
+impl<'a> InFlight<'a> {
+    fn enter(map: &'a Mutex<HashMap<SessionKey, usize>>, key: SessionKey) -> InFlight<'a> {
         *map.lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(key.clone())
             .or_default() += 1;
-        InFlight {
-            map: map.clone(),
-            key,
-        }
+        InFlight { map, key }
     }
 }
 
-impl Drop for InFlight {
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = map.get_mut(&self.key) {

@@ -93,12 +93,6 @@ impl Owner {
     }
 }
 
-impl std::fmt::Display for Owner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.to_text())
-    }
-}
-
 /// One row of the session table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {

@@ -86,6 +86,16 @@ impl BashTool {
         self.groups.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn forget_group(&self, key: &SessionKey, pid: Pid) {
+        let mut groups = self.groups();
+        if let Some(pids) = groups.get_mut(key) {
+            pids.retain(|p| *p != pid);
+            if pids.is_empty() {
+                groups.remove(key);
+            }
+        }
+    }
+
     fn parse(&self, arguments: &str) -> Result<(String, Duration), String> {
         let args: Value =
             serde_json::from_str(arguments).map_err(|e| format!("bash: bad arguments: {e}"))?;
@@ -154,10 +164,10 @@ impl BashTool {
             group.kill();
             let _ = child.wait().await;
         }
-        let stdout_open = stdout.finish().await;
-        let stderr_open = stderr.finish().await;
-        let held_open = stdout_open.1 || stderr_open.1;
-        let (stdout, stderr) = (stdout_open.0, stderr_open.0);
+        // Both pipes get the same grace, at once.
+        let ((stdout, out_held), (stderr, err_held)) =
+            tokio::join!(stdout.finish(), stderr.finish());
+        let held_open = out_held || err_held;
         if status.is_ok() {
             // The command is done; its background children may live on (a server the
             // agent started), until the session ends.
@@ -243,18 +253,6 @@ impl Tool for BashTool {
             // ESRCH: the group is gone already.
             if kill_process_group(pid, Signal::KILL).is_ok() {
                 tracing::info!(session = %key.1, pid = pid.as_raw_nonzero(), "killed a command left running by the session");
-            }
-        }
-    }
-}
-
-impl BashTool {
-    fn forget_group(&self, key: &SessionKey, pid: Pid) {
-        let mut groups = self.groups();
-        if let Some(pids) = groups.get_mut(key) {
-            pids.retain(|p| *p != pid);
-            if pids.is_empty() {
-                groups.remove(key);
             }
         }
     }

@@ -91,19 +91,19 @@ struct Progress {
 /// How many early progress notifications are held for a request not yet watched.
 const EARLY_PROGRESS: usize = 256;
 
+impl Relay {
+    fn targets(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Target>> {
+        self.0.targets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl ClientHandler for Relay {
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let target = self
-            .0
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&params.progress_token)
-            .cloned();
+        let target = self.targets().get(&params.progress_token).cloned();
         match target {
             Some(target) => relay(target, params).await,
             None => {
@@ -156,11 +156,7 @@ impl Relay {
             token: client_token,
             last: Arc::default(),
         };
-        self.0
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token.clone(), target.clone());
+        self.targets().insert(token.clone(), target.clone());
         let early: std::collections::VecDeque<ProgressNotificationParam> = {
             let mut held = self.0.early.lock().unwrap_or_else(|e| e.into_inner());
             let (mine, others) = held.drain(..).partition(|p| p.progress_token == token);
@@ -185,12 +181,7 @@ struct Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.relay
-            .0
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.token);
+        self.relay.targets().remove(&self.token);
     }
 }
 
@@ -220,7 +211,7 @@ impl Upstream {
             remote: exposed[self.name.len() + SEPARATOR.len()..].to_string(),
             listing,
             upstream: self.clone(),
-            extras: Mutex::new(HashMap::new()),
+            extras: Mutex::new(None),
         })
     }
 
@@ -382,8 +373,9 @@ pub struct UpstreamTool {
     listing: McpTool,
     remote: String,
     upstream: Arc<Upstream>,
-    /// What the call returned beside its text, until the MCP front end takes it.
-    extras: Mutex<HashMap<String, Extras>>,
+    /// What the call returned beside its text, until the MCP front end takes it (one
+    /// `UpstreamTool` serves one call: [`Upstream::tool`] makes it for the call).
+    extras: Mutex<Option<Extras>>,
 }
 
 /// Starts (or connects to) the upstream `name` and keeps it running (restarting it when it
@@ -469,12 +461,7 @@ impl Tool for UpstreamTool {
         Ok(match answer {
             Ok(Ok(result)) => {
                 let (result, extras) = split_result(result);
-                if let Some(extras) = extras {
-                    self.extras
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(call.id.clone(), extras);
-                }
+                *self.extras.lock().unwrap_or_else(|e| e.into_inner()) = extras;
                 result
             }
             Ok(Err(e)) => ToolResult::error(format!("upstream '{}' failed: {e}", upstream.name)),
@@ -490,11 +477,8 @@ impl Tool for UpstreamTool {
         Some(&self.listing)
     }
 
-    fn take_extras(&self, call_id: &str) -> Option<Extras> {
-        self.extras
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(call_id)
+    fn take_extras(&self, _call_id: &str) -> Option<Extras> {
+        self.extras.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
 
