@@ -518,3 +518,39 @@ fn a_fifo_is_refused_not_waited_on() {
         stdout(&out)
     );
 }
+
+#[test]
+fn a_working_hooks_stderr_is_logged_at_debug_with_its_component_and_phase() {
+    // offload cannot write to a read-only /artifacts: it says so on stderr and passes the
+    // output through (it is fail-open), so the hook works and its stderr is debug output.
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("ro.toml");
+    let text = std::fs::read_to_string(example("offload-only.toml"))
+        .unwrap()
+        .replace(
+            "grants = { \"/artifacts\" = \"rw\" }",
+            "grants = { \"/artifacts\" = \"ro\" }",
+        );
+    std::fs::write(&config, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args(["--config", config.to_str().unwrap()])
+        .args(["call", "bash", r#"{"command":"seq 1 1000"}"#])
+        .env("HOOKHOST_LOG", "hookhost=debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 1000, "passed through whole");
+    let log = stderr(&out);
+    let line = log
+        .lines()
+        .find(|l| l.contains("guest stderr"))
+        .unwrap_or_else(|| panic!("no guest stderr in:\n{log}"));
+    assert!(
+        line.contains("offload: could not write")
+            && line.contains("component=\"offload\"")
+            && line.contains("phase=\"after-execute\""),
+        "{line}"
+    );
+}
