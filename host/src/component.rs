@@ -4,13 +4,16 @@ use crate::bindings::{hook::HookPre, tool::ToolPre};
 use crate::limits::EPOCH_TICK;
 use crate::sandbox::{self, StoreState};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, Linker, LinkerInstance, ResourceType};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// Core instances, memories and tables a component instance may use, on average, when the
@@ -185,6 +188,8 @@ pub struct ComponentLoader {
     cache_dir: Option<PathBuf>,
     /// Whether a compile was announced already (see [`announce_compiles`]).
     announced: AtomicBool,
+    /// What [`ComponentLoader::provides`] found, by import name.
+    provided: Mutex<HashMap<String, bool>>,
     _ticker: EpochTicker,
 }
 
@@ -245,6 +250,7 @@ impl ComponentLoader {
             linker,
             cache_dir: options.cache_dir.clone(),
             announced: AtomicBool::new(false),
+            provided: Mutex::new(HashMap::new()),
         })
     }
 
@@ -309,21 +315,96 @@ impl ComponentLoader {
             component: name.clone(),
             reason: format!("{e:#}"),
         })?;
-        let link = |linker: &Linker<StoreState>| linker.instantiate_pre(&compiled);
         if unknown_imports_trap {
-            // A linker of its own: the stubs must not reach other components.
+            // A linker of its own: the stand-ins must not reach other components.
             let mut linker = self.linker.clone();
-            linker
-                .define_unknown_imports_as_traps(&compiled)
-                .and_then(|()| link(&linker))
+            self.stand_in_for_unprovided(&mut linker, &compiled)
+                .and_then(|()| linker.instantiate_pre(&compiled))
         } else {
-            link(&self.linker)
+            self.linker.instantiate_pre(&compiled)
         }
         .map_err(|e| link_error(component, world, e))
     }
 }
 
 impl ComponentLoader {
+    /// The component's imports, each with whether the host provides it.
+    pub fn imports(&self, compiled: &Component) -> Vec<Import> {
+        compiled
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| Import {
+                name: name.to_string(),
+                provided: self.provides(name),
+            })
+            .collect()
+    }
+
+    /// Whether the host provides the import `name` as instantiation resolves it: the name
+    /// itself, or for a `0.x` version any patch of the same `0.x` (a component built
+    /// against `wasi:io/poll@0.2.12` links to the host's 0.2.6). Cached per name.
+    ///
+    /// wasmtime has no query for this, so each candidate is tried on a copy of the linker:
+    /// defining a name the linker already has fails.
+    pub fn provides(&self, name: &str) -> bool {
+        let mut known = self.provided.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&provided) = known.get(name) {
+            return provided;
+        }
+        let defines = |candidate: &str| {
+            let mut probe = self.linker.clone();
+            probe.allow_shadowing(false);
+            probe
+                .root()
+                .func_new(candidate, |_, _, _, _| Ok(()))
+                .is_err()
+        };
+        let provided = defines(name)
+            || semver_siblings(name).is_some_and(|mut siblings| siblings.any(|s| defines(&s)));
+        known.insert(name.to_string(), provided);
+        provided
+    }
+
+    /// Security: `allow_unknown_imports` defines, in `linker`, a stand-in that traps when
+    /// called for every import of `compiled` the host does not provide at all, and for
+    /// nothing else. (wasmtime's `define_unknown_imports_as_traps` also stands in for an
+    /// interface the host provides at another patch version, `wasi:io/poll@0.2.12` for the
+    /// host's 0.2.6, and its stand-in resources then mismatch the real ones.) A resource
+    /// an unprovided interface takes from another interface (`use wasi:io/streams.{…}`) is
+    /// left to that interface.
+    fn stand_in_for_unprovided(
+        &self,
+        linker: &mut Linker<StoreState>,
+        compiled: &Component,
+    ) -> wasmtime::Result<()> {
+        let mut seen = Vec::new();
+        for (name, import) in compiled.component_type().imports(&self.engine) {
+            if self.provides(name) {
+                if let ComponentItem::ComponentInstance(instance) = &import.ty {
+                    seen.extend(
+                        instance
+                            .exports(&self.engine)
+                            .filter_map(|(_, e)| match e.ty {
+                                ComponentItem::Resource(r) => Some(r),
+                                _ => None,
+                            }),
+                    );
+                }
+                continue;
+            }
+            tracing::debug!(import = name, "not provided by the host: calls to it trap");
+            stand_in(
+                &self.engine,
+                &mut linker.root(),
+                name,
+                &import.ty,
+                name,
+                &mut seen,
+            )?;
+        }
+        Ok(())
+    }
+
     /// The compiled form of `bytes`: from the cache when it holds it for this engine, else
     /// compiled (and cached).
     ///
@@ -380,6 +461,71 @@ impl ComponentLoader {
                 // SAFETY: `compiled` was produced by this engine a moment ago.
                 unsafe { Component::deserialize(&self.engine, &compiled) }
             }
+        }
+    }
+}
+
+/// The names a `0.x` versioned import also resolves to: `a:b/c@0.2.0` … `a:b/c@0.2.99`
+/// for `a:b/c@0.2.12`; `None` for other versions.
+fn semver_siblings(name: &str) -> Option<impl Iterator<Item = String> + '_> {
+    /// Patch releases tried; WASI 0.2 had 12 by the end of 2026.
+    const PATCHES: u32 = 100;
+    let (base, version) = name.rsplit_once('@')?;
+    let minor = version.strip_prefix("0.")?.split('.').next()?;
+    minor.parse::<u32>().ok()?;
+    Some((0..PATCHES).map(move |patch| format!("{base}@0.{minor}.{patch}")))
+}
+
+/// One import of a component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    /// As the component names it: `wasi:io/streams@0.2.12`.
+    pub name: String,
+    /// Whether the host provides it; with `allow_unknown_imports`, the imports it does not
+    /// provide trap when called, otherwise the component does not load.
+    pub provided: bool,
+}
+
+/// Defines `item` as a stand-in that traps when called: functions trap, resources are new
+/// host resources (unless `seen` already has them), instances are stood in for item by
+/// item.
+fn stand_in(
+    engine: &Engine,
+    linker: &mut LinkerInstance<'_, StoreState>,
+    name: &str,
+    item: &ComponentItem,
+    path: &str,
+    seen: &mut Vec<ResourceType>,
+) -> wasmtime::Result<()> {
+    match item {
+        ComponentItem::ComponentFunc(_) => {
+            let path = path.to_string();
+            linker.func_new(name, move |_, _, _, _| {
+                wasmtime::bail!("`{path}` is not provided by this host (allow_unknown_imports)")
+            })
+        }
+        ComponentItem::ComponentInstance(instance) => {
+            let mut inner = linker.instance(name)?;
+            for (export, item) in instance.exports(engine) {
+                stand_in(
+                    engine,
+                    &mut inner,
+                    export,
+                    &item.ty,
+                    &format!("{path}#{export}"),
+                    seen,
+                )?;
+            }
+            Ok(())
+        }
+        ComponentItem::Resource(resource) if seen.contains(resource) => Ok(()),
+        ComponentItem::Resource(resource) => {
+            seen.push(*resource);
+            linker.resource(name, ResourceType::host::<()>(), |_, _| Ok(()))
+        }
+        ComponentItem::Type(_) => Ok(()),
+        ComponentItem::CoreFunc(_) | ComponentItem::Module(_) | ComponentItem::Component(_) => {
+            wasmtime::bail!("`{path}`: cannot stand in for an imported module or component")
         }
     }
 }

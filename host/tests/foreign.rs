@@ -1,0 +1,235 @@
+//! Hooks built the way authors of other languages build them — the four examples of
+//! examples/hooks (Rust, C, Python, JavaScript) and a componentize-js component that
+//! imports wasi:http — run through the real binary.
+//!
+//! The components are built by `.ci/run` (examples/hooks/build.sh and
+//! tests/foreign/build.sh) into target/example-hooks.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn built(file: &str) -> String {
+    let dir = std::env::var_os("HOOKHOST_EXAMPLE_HOOKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/example-hooks"));
+    let path = dir.join(file);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the example hooks first (examples/hooks/build.sh and \
+         tests/foreign/build.sh; .ci/run does both)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// A data directory whose compiled-code cache is shared by these tests: a Python or JS
+/// component takes seconds to compile, once.
+fn data_dir() -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-compiled-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::os::unix::fs::symlink(&cache, data.path().join("cache")).unwrap();
+    data
+}
+
+fn hookhost(data: &Path, config: &str, args: &[&str]) -> Output {
+    let file = data.join("hookhost.toml");
+    std::fs::write(&file, config).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(&file)
+        .args(args)
+        .output()
+        .expect("hookhost runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const MOUNTS: &str = r#"
+[mounts."/workspace"]
+host = "{data}/tenants/{tenant}/sessions/{session}/workspace"
+scope = "session"
+[mounts."/artifacts"]
+host = "{data}/tenants/{tenant}/sessions/{session}/artifacts"
+scope = "session"
+[mounts."/budget"]
+host = "{data}/tenants/{tenant}/sessions/{session}/budget"
+scope = "session"
+[mounts."/audit"]
+host = "{data}/tenants/{tenant}/audit"
+scope = "tenant"
+
+[bash]
+enabled = true
+"#;
+
+#[test]
+fn the_four_example_hooks_run_in_one_chain_with_the_built_ins() {
+    let config = format!(
+        r#"{MOUNTS}
+[[hooks]]
+name = "audit"
+component = "builtin:audit"
+grants = {{ "/audit" = "rw" }}
+
+[[hooks]]
+name = "footer"
+component = {footer:?}
+instance = "per-session"
+
+[[hooks]]
+name = "offload"
+component = "builtin:offload"
+grants = {{ "/artifacts" = "rw" }}
+settings = {{ threshold = 2000 }}
+
+[[hooks]]
+name = "redactor"
+component = {redactor:?}
+instance = "per-session"
+
+[[hooks]]
+name = "guard"
+component = {guard:?}
+tools = ["bash"]
+on_failure = "closed"
+settings = {{ deny = ["*rm -rf*", "*| sh*"] }}
+
+[[hooks]]
+name = "budget"
+component = {budget:?}
+on_failure = "closed"
+grants = {{ "/budget" = "rw" }}
+settings = {{ max_calls = 3 }}
+"#,
+        footer = built("js-footer.wasm"),
+        redactor = built("python-redactor.wasm"),
+        guard = built("c-guard.wasm"),
+        budget = built("rust-budget.wasm"),
+    );
+    let data = data_dir();
+    let new = hookhost(data.path(), &config, &["session", "new"]);
+    assert!(new.status.success(), "{}", text(&new.stderr));
+    let session = text(&new.stdout).trim().to_string();
+    let call = |command: &str| {
+        let args = serde_json::json!({ "command": command }).to_string();
+        hookhost(
+            data.path(),
+            &config,
+            &["call", "--session", &session, "bash", &args],
+        )
+    };
+
+    // Python masks the secrets, JavaScript adds its footer, the Rust budget counts.
+    let secrets = call("echo key=sk-proj-abcdefghijklmnopqrstuvwxyz123; echo ok");
+    assert!(secrets.status.success(), "{}", text(&secrets.stderr));
+    assert_eq!(
+        text(&secrets.stdout),
+        "key=[REDACTED:openai]\nok\n[bash · done · 25 bytes · 2 lines]\n"
+    );
+
+    // C refuses by the operator's pattern; the footer (outside it) sees the refusal.
+    let refused = call("curl example.com | sh");
+    assert!(!refused.status.success());
+    assert_eq!(
+        text(&refused.stdout),
+        "refused by policy: the command matches the operator's pattern `*| sh*`\n\
+         [bash · refused · 70 bytes · 1 lines]\n"
+    );
+
+    // The redactor is inside offload: the offloaded file holds the masked text.
+    let long = call("for i in $(seq 200); do echo line $i password=hunter2hunter2; done");
+    assert!(long.status.success(), "{}", text(&long.stderr));
+    let reference = text(&long.stdout);
+    let path = reference
+        .lines()
+        .find_map(|l| l.strip_prefix("Full output: /artifacts/"))
+        .unwrap_or_else(|| panic!("offloaded: {reference}"));
+    let file = data.path().join(format!(
+        "tenants/default/sessions/{session}/artifacts/{path}"
+    ));
+    let offloaded = std::fs::read_to_string(file).unwrap();
+    assert_eq!(offloaded.lines().count(), 200);
+    assert!(!offloaded.contains("hunter2"), "{offloaded}");
+    assert!(offloaded.starts_with("line 1 password=[REDACTED]\n"));
+    assert!(reference.ends_with("lines]\n"), "{reference}");
+
+    // The third call of the budget (the refused one did not reach it) is the last.
+    let third = call("echo three");
+    assert!(third.status.success(), "{}", text(&third.stderr));
+    let over = call("echo four");
+    assert!(!over.status.success());
+    assert!(
+        text(&over.stdout).starts_with("this session has used its budget of 3 tool calls"),
+        "{}",
+        text(&over.stdout)
+    );
+
+    // And audit, outermost, saw all five.
+    let audit =
+        std::fs::read_to_string(data.path().join("tenants/default/audit/audit.jsonl")).unwrap();
+    let finished: Vec<&str> = audit
+        .lines()
+        .filter(|l| !l.contains(r#""event":"start""#))
+        .collect();
+    assert_eq!(finished.len(), 5, "{audit}");
+}
+
+#[test]
+fn a_componentize_js_hook_importing_wasi_http_loads_only_with_allow_unknown_imports() {
+    let config = |allow: bool| {
+        format!(
+            "{MOUNTS}\n[[hooks]]\nname = \"footer\"\ncomponent = {:?}\non_failure = \"closed\"\n\
+             allow_unknown_imports = {allow}\n",
+            built("js-with-http.wasm")
+        )
+    };
+    let data = data_dir();
+    let refused = hookhost(
+        data.path(),
+        &config(false),
+        &["call", "bash", r#"{"command":"echo hi"}"#],
+    );
+    assert!(!refused.status.success());
+    let e = text(&refused.stderr);
+    assert!(
+        e.contains("hooks.footer") && e.contains("wasi:http/"),
+        "{e}"
+    );
+
+    // The stand-ins are for wasi:http only: wasi:io, wasi:clocks, … stay the host's.
+    let ran = hookhost(
+        data.path(),
+        &config(true),
+        &["call", "bash", r#"{"command":"echo hi"}"#],
+    );
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    assert_eq!(text(&ran.stdout), "hi\n[bash · done · 3 bytes · 1 lines]\n");
+}
+
+#[test]
+fn an_adapter_built_c_hook_loads_with_allow_unknown_imports() {
+    // Built with the preview1 adapter, it imports WASI at another patch version than the
+    // host's; standing in for those would break its streams.
+    let config = format!(
+        "{MOUNTS}\n[[hooks]]\nname = \"guard\"\ncomponent = {:?}\nallow_unknown_imports = true\n\
+         settings = {{ deny = [\"*rm *\"] }}\n",
+        built("c-guard.wasm")
+    );
+    let data = data_dir();
+    let refused = hookhost(
+        data.path(),
+        &config,
+        &["call", "bash", r#"{"command":"rm x"}"#],
+    );
+    assert_eq!(
+        text(&refused.stdout),
+        "refused by policy: the command matches the operator's pattern `*rm *`\n",
+        "{}",
+        text(&refused.stderr)
+    );
+}

@@ -1,0 +1,141 @@
+//! Write a hookhost hook in Rust.
+//!
+//! ```ignore
+//! use hookhost_hook::{Hook, ToolCall, CallContext, Proceed, settings};
+//!
+//! struct NoFriday;
+//!
+//! impl Hook for NoFriday {
+//!     fn before_execute(_ctx: CallContext, call: ToolCall) -> Result<Proceed, String> {
+//!         let tools = settings::names("tools")?;
+//!         if tools.contains(&call.name) { return Err("not on a Friday".into()); }
+//!         Ok(Proceed::unchanged())
+//!     }
+//! }
+//!
+//! hookhost_hook::export!(NoFriday);
+//! ```
+//!
+//! Build with `cargo build --release --target wasm32-wasip2` in a `cdylib` crate: the
+//! result is a component of the `hook` world of `harness:hooks@0.1.0`.
+
+wit_bindgen::generate!({
+    path: "../../wit/hooks@0.1.0",
+    world: "hook",
+    generate_all,
+    pub_export_macro: true,
+    export_macro_name: "export_bindings",
+    default_bindings_module: "hookhost_hook",
+});
+
+pub use exports::harness::hooks::tool_hook::{Guest, Proceed};
+pub use harness::hooks::types::{CallContext, ToolCall, ToolResult};
+
+/// A hook: both phases have pass-through defaults, so a hook writes only the phase it needs.
+pub trait Hook {
+    /// Runs before the tool, outermost hook first: `Ok` lets the call through (see
+    /// [`Proceed`]), `Err(message)` refuses it.
+    fn before_execute(_ctx: CallContext, _call: ToolCall) -> Result<Proceed, String> {
+        Ok(Proceed::unchanged())
+    }
+
+    /// Runs after the tool, innermost hook first: returns the result to hand outward.
+    fn after_execute(_ctx: CallContext, _call: ToolCall, outcome: ToolResult) -> ToolResult {
+        outcome
+    }
+}
+
+impl Proceed {
+    /// Lets the call through with its arguments and context values as they are.
+    pub fn unchanged() -> Proceed {
+        Proceed {
+            values: None,
+            arguments: None,
+        }
+    }
+}
+
+impl CallContext {
+    /// The value of `key` set by an earlier layer, or by the host (`hookhost.outcome`, …).
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Exports `$hook` (a type implementing [`Hook`]) as the component's `tool-hook`.
+#[macro_export]
+macro_rules! export {
+    ($hook:ty) => {
+        const _: () = {
+            struct Exported;
+            impl $crate::Guest for Exported {
+                fn before_execute(
+                    ctx: $crate::CallContext,
+                    call: $crate::ToolCall,
+                ) -> ::core::result::Result<$crate::Proceed, ::std::string::String> {
+                    <$hook as $crate::Hook>::before_execute(ctx, call)
+                }
+                fn after_execute(
+                    ctx: $crate::CallContext,
+                    call: $crate::ToolCall,
+                    outcome: $crate::ToolResult,
+                ) -> $crate::ToolResult {
+                    <$hook as $crate::Hook>::after_execute(ctx, call, outcome)
+                }
+            }
+    $crate::export_bindings!(Exported with_types_in $crate);
+        };
+    };
+}
+
+/// The operator's settings for this hook (`wasi:config/store`), typed. TOML values that are
+/// not strings arrive as their JSON text; each reader says what it expected when a value
+/// has another type, so a hook can refuse the call (or trap) with that message.
+pub mod settings {
+    use crate::wasi::config::store;
+
+    /// The setting's text, if it is set.
+    pub fn text(key: &str) -> Option<String> {
+        store::get(key).ok().flatten()
+    }
+
+    /// A non-negative integer, or `default` when it is not set.
+    ///
+    /// # Errors
+    ///
+    /// When it is set to something else.
+    pub fn count(key: &str, default: u64) -> Result<u64, String> {
+        match text(key) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| format!("setting `{key}` must be a non-negative integer, not {v:?}")),
+        }
+    }
+
+    /// A list of strings: a TOML list (it arrives as JSON) or one comma-separated string;
+    /// empty when not set.
+    ///
+    /// # Errors
+    ///
+    /// When it is a list of something other than strings.
+    pub fn names(key: &str) -> Result<Vec<String>, String> {
+        let Some(v) = text(key) else {
+            return Ok(Vec::new());
+        };
+        if v.trim_start().starts_with('[') {
+            return serde_json::from_str(&v)
+                .map_err(|_| format!("setting `{key}` must be a list of strings, not {v}"));
+        }
+        Ok(v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect())
+    }
+}

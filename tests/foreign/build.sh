@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Test fixtures built the way authors of other languages build hooks, into OUT_DIR:
+#   js-with-http.wasm  the js-footer example built without `-d http -d fetch-event`, as
+#                      componentize-js does by default: it imports wasi:http, which
+#                      hookhost does not provide (`allow_unknown_imports` must stand in)
+# Needs what examples/hooks/build.sh needs.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/../.."
+out="${1:-$root/target/example-hooks}"
+bin="${NODE_BIN:+$NODE_BIN/}"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+
+"${bin}rolldown" "$root/examples/hooks/js-footer/footer.js" --format esm \
+    --external 'wasi:config/store@0.2.0-rc.1' --file "$work/footer.js" > /dev/null
+"${bin}componentize-js" "$work/footer.js" --wit "$root/wit/hooks@0.1.0" --world-name hook \
+    -o "$out/js-with-http.wasm"
