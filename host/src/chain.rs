@@ -339,6 +339,20 @@ impl HookChain {
         Ok(Slot::Kept(kept.lock_owned().await))
     }
 
+    /// A fresh instance of `layer` for a call in `session` (what `component check` drives).
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`] when it cannot be instantiated within its limits.
+    pub async fn fresh_instance(
+        &self,
+        layer: &HookLayer,
+        session: &Session,
+    ) -> Result<HookInstance, Failure> {
+        let limits = session.limits().with(&layer.limits);
+        self.instantiate(layer, session, &limits).await
+    }
+
     async fn instantiate(
         &self,
         layer: &HookLayer,
@@ -452,7 +466,18 @@ pub struct HookInstance {
 }
 
 impl HookInstance {
-    async fn before(
+    /// Everything the instance wrote to stderr so far (bounded).
+    pub fn stderr(&self) -> String {
+        self.store.data().stderr()
+    }
+
+    /// Runs `before-execute` within `limits`; the outer `Err` is a failure of the hook,
+    /// the inner one its refusal.
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`]: a trap, a limit, or invalid output.
+    pub async fn before(
         &mut self,
         layer: &str,
         limits: &Limits,
@@ -489,7 +514,12 @@ impl HookInstance {
         Ok(outcome)
     }
 
-    async fn after(
+    /// Runs `after-execute` within `limits`.
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`]: a trap, a limit, or invalid output.
+    pub async fn after(
         &mut self,
         layer: &str,
         limits: &Limits,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::{Duration, Instant};
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, Linker, LinkerInstance, ResourceType};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -288,12 +289,12 @@ impl ComponentLoader {
         ToolPre::new(pre).map_err(|e| link_error(component, "tool", e))
     }
 
-    fn instance_pre(
-        &self,
-        component: &ComponentRef,
-        world: &'static str,
-        unknown_imports_trap: bool,
-    ) -> Result<wasmtime::component::InstancePre<StoreState>, LoadError> {
+    /// Reads and compiles a component (from the compiled-code cache when it holds it).
+    ///
+    /// # Errors
+    ///
+    /// A [`LoadError`]: unknown built-in, unreadable file, or not a valid component.
+    pub fn compile_ref(&self, component: &ComponentRef) -> Result<Compiled, LoadError> {
         let name = component.to_string();
         let bytes = match component {
             ComponentRef::Builtin(builtin) => builtins::BUILTINS
@@ -311,10 +312,26 @@ impl ComponentLoader {
                 })?)
             }
         };
-        let compiled = self.compile(&bytes).map_err(|e| LoadError::Compile {
-            component: name.clone(),
+        let started = Instant::now();
+        let (component, cached) = self.compile(&bytes).map_err(|e| LoadError::Compile {
+            component: name,
             reason: format!("{e:#}"),
         })?;
+        Ok(Compiled {
+            component,
+            size: bytes.len(),
+            took: started.elapsed(),
+            cached,
+        })
+    }
+
+    fn instance_pre(
+        &self,
+        component: &ComponentRef,
+        world: &'static str,
+        unknown_imports_trap: bool,
+    ) -> Result<wasmtime::component::InstancePre<StoreState>, LoadError> {
+        let compiled = self.compile_ref(component)?.component;
         if unknown_imports_trap {
             // A linker of its own: the stand-ins must not reach other components.
             let mut linker = self.linker.clone();
@@ -333,9 +350,10 @@ impl ComponentLoader {
         compiled
             .component_type()
             .imports(&self.engine)
-            .map(|(name, _)| Import {
+            .map(|(name, import)| Import {
                 name: name.to_string(),
                 provided: self.provides(name),
+                types_only: types_only(&self.engine, &import.ty),
             })
             .collect()
     }
@@ -392,7 +410,9 @@ impl ComponentLoader {
                 }
                 continue;
             }
-            tracing::debug!(import = name, "not provided by the host: calls to it trap");
+            if !types_only(&self.engine, &import.ty) {
+                tracing::debug!(import = name, "not provided by the host: calls to it trap");
+            }
             stand_in(
                 &self.engine,
                 &mut linker.root(),
@@ -414,9 +434,9 @@ impl ComponentLoader {
     /// the cache at once each write a whole file and the last rename wins. The cache lives
     /// in the data directory, private to the host's user; what is in it is loaded as native
     /// code, so nobody else may write there.
-    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<Component> {
+    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
         let Some(dir) = &self.cache_dir else {
-            return Component::new(&self.engine, bytes);
+            return Ok((Component::new(&self.engine, bytes)?, false));
         };
         let mut hasher = Sha256::new();
         hasher.update(bytes);
@@ -436,7 +456,7 @@ impl ComponentLoader {
             // same compatibility hash, into the host's private directory; wasmtime still
             // checks its header, and a file it refuses is compiled afresh below.
             match unsafe { Component::deserialize_file(&self.engine, &file) } {
-                Ok(component) => return Ok(component),
+                Ok(component) => return Ok((component, true)),
                 Err(e) => {
                     tracing::warn!(file = %file.display(), error = %e, "stale compiled-code cache entry")
                 }
@@ -454,12 +474,14 @@ impl ComponentLoader {
             std::fs::write(&partial, &compiled).and_then(|()| std::fs::rename(&partial, &file));
         match stored {
             // SAFETY: as above; this process just wrote it.
-            Ok(()) => unsafe { Component::deserialize_file(&self.engine, &file) },
+            Ok(()) => {
+                unsafe { Component::deserialize_file(&self.engine, &file) }.map(|c| (c, false))
+            }
             Err(e) => {
                 let _ = std::fs::remove_file(&partial);
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot write the compiled-code cache");
                 // SAFETY: `compiled` was produced by this engine a moment ago.
-                unsafe { Component::deserialize(&self.engine, &compiled) }
+                unsafe { Component::deserialize(&self.engine, &compiled) }.map(|c| (c, false))
             }
         }
     }
@@ -476,6 +498,17 @@ fn semver_siblings(name: &str) -> Option<impl Iterator<Item = String> + '_> {
     Some((0..PATCHES).map(move |patch| format!("{base}@0.{minor}.{patch}")))
 }
 
+/// A compiled component and what it took.
+pub struct Compiled {
+    pub component: Component,
+    /// The component's size in bytes.
+    pub size: usize,
+    /// How long compiling (or loading from the cache) took.
+    pub took: Duration,
+    /// Whether it came from the compiled-code cache.
+    pub cached: bool,
+}
+
 /// One import of a component.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Import {
@@ -484,6 +517,18 @@ pub struct Import {
     /// Whether the host provides it; with `allow_unknown_imports`, the imports it does not
     /// provide trap when called, otherwise the component does not load.
     pub provided: bool,
+    /// An interface of types only (such as `harness:hooks/types`): nothing to provide.
+    pub types_only: bool,
+}
+
+fn types_only(engine: &Engine, item: &ComponentItem) -> bool {
+    match item {
+        ComponentItem::ComponentInstance(instance) => instance
+            .exports(engine)
+            .all(|(_, e)| matches!(e.ty, ComponentItem::Type(_))),
+        ComponentItem::Type(_) => true,
+        _ => false,
+    }
 }
 
 /// Defines `item` as a stand-in that traps when called: functions trap, resources are new

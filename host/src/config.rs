@@ -693,14 +693,16 @@ pub fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
 pub fn settings(settings: &BTreeMap<Spanned<String>, toml::Value>) -> Settings {
     settings
         .iter()
-        .map(|(k, v)| {
-            let text = match v {
-                toml::Value::String(s) => s.clone(),
-                other => serde_json::to_string(other).unwrap_or_else(|_| other.to_string()),
-            };
-            (k.get_ref().clone(), text)
-        })
+        .map(|(k, v)| (k.get_ref().clone(), setting_text(v)))
         .collect()
+}
+
+/// One setting's value as `wasi:config/store` hands it over (see [`settings`]).
+pub fn setting_text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s.clone(),
+        other => serde_json::to_string(other).unwrap_or_else(|_| other.to_string()),
+    }
 }
 
 #[cfg(test)]

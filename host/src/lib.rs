@@ -23,6 +23,7 @@
 
 pub mod bindings;
 pub mod chain;
+pub mod check;
 pub mod component;
 pub mod config;
 pub mod ids;

@@ -62,6 +62,9 @@ enum Command {
     /// The configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Components: check one before a config uses it.
+    #[command(subcommand)]
+    Component(ComponentCommand),
     /// Show the main job: a large bash output offloaded, then paged back with read_file.
     Demo,
     /// Measure the hook layer against a native implementation of the same hooks; prints a
@@ -132,6 +135,42 @@ enum SessionCommand {
         /// no session, only directories that have none].
         #[arg(long, value_parser = humantime::parse_duration)]
         idle: Option<std::time::Duration>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ComponentCommand {
+    /// Check that a component conforms: its world, WIT version and imports, then a run in
+    /// the real sandbox through the cases a chain will give it (one line per finding; exit
+    /// 0 only if it conforms). Compiled code is cached in the data directory.
+    Check {
+        /// A `.wasm` component, or `builtin:NAME`.
+        component: String,
+        /// The world it must implement [default: either].
+        #[arg(long)]
+        world: Option<hookhost::check::World>,
+        /// A setting, as the config would give it: `threshold=100`, `deny=["rm *"]`,
+        /// `file=/audit/x.jsonl` (a value that is not TOML is a string).
+        #[arg(long = "settings", value_name = "KEY=VALUE", num_args = 1..)]
+        settings: Vec<String>,
+        /// The arguments of the call (a JSON object) [default: `{"command":"echo hello"}`
+        /// for a hook, `{}` for a tool].
+        #[arg(long, value_name = "JSON")]
+        call: Option<String>,
+        /// A hook: the tool its calls are for.
+        #[arg(long, default_value = "bash")]
+        tool: String,
+        /// Grant this virtual path too (read-write, scratch), besides
+        /// /workspace, /artifacts, /audit, /plans and /session.
+        #[arg(long, value_name = "PATH")]
+        grant: Vec<String>,
+        /// The deadline of each phase in milliseconds [default: the host's, 10 s].
+        #[arg(long, value_name = "MS")]
+        deadline: Option<u64>,
+        /// Imports the host does not provide are allowed (they trap when called), as
+        /// `allow_unknown_imports = true` in a config.
+        #[arg(long)]
+        allow_unknown_imports: bool,
     },
 }
 
@@ -262,7 +301,42 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Config(ConfigCommand::Check { file }) => {
-            check_config(file.as_deref().or(cli.config.as_deref())).await
+            check_config(file.as_deref().or(cli.config.as_deref()), &data).await
+        }
+        Command::Component(ComponentCommand::Check {
+            component,
+            world,
+            settings,
+            call,
+            tool,
+            grant,
+            deadline,
+            allow_unknown_imports,
+        }) => {
+            let options = hookhost::check::CheckOptions {
+                world,
+                settings: parse_settings(&settings)?,
+                grants: grant,
+                call,
+                tool,
+                deadline_ms: deadline,
+                allow_unknown_imports,
+            };
+            let component = hookhost::component::ComponentRef::parse(&component);
+            let report = hookhost::check::check(&component, &options, &data)
+                .await
+                .with_context(|| format!("checking {component}"))?;
+            println!("{component}");
+            for finding in &report.findings {
+                println!("  {finding}");
+            }
+            Ok(if report.conforms() {
+                println!("conforms");
+                ExitCode::SUCCESS
+            } else {
+                println!("does not conform");
+                ExitCode::FAILURE
+            })
         }
         Command::Demo => {
             let runtime = start(&config, &data).await?;
@@ -403,17 +477,26 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
     Ok(())
 }
 
-/// Validates a config, loads its components in a scratch data directory, and prints the
-/// mounts, the tools and the chain as they will run.
-async fn check_config(file: Option<&Path>) -> Result<ExitCode> {
+/// Validates a config, loads its components in a scratch data directory (compiled code
+/// cached in `data`), and prints the mounts, the tools and the chain as they will run,
+/// with each component's size, compile time and imports.
+async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
     let (config, name) = match file {
         Some(path) => (Config::load(path)?, path.display().to_string()),
         None => (Config::builtin(), "<built-in config>".to_string()),
     };
-    let scratch = std::env::temp_dir().join(format!("hookhost-check-{}", std::process::id()));
-    let started = Runtime::new(&config, &scratch).await;
-    let _ = std::fs::remove_dir_all(&scratch);
-    let runtime = started.with_context(|| format!("{name}: loading the components"))?;
+    let scratch = hookhost::check::Scratch::new(data).context("checking the config")?;
+    let components = inspect_components(&config, scratch.path())?;
+    let runtime = Runtime::new(&config, scratch.path())
+        .await
+        .with_context(|| format!("{name}: loading the components"))?;
+    let component_lines = |component: &str| {
+        components
+            .iter()
+            .find(|(c, _)| c == component)
+            .map(|(_, lines)| lines.join(""))
+            .unwrap_or_default()
+    };
     println!("{name}: valid\n");
     println!("mounts:");
     for (path, spec) in config.mounts() {
@@ -434,9 +517,10 @@ async fn check_config(file: Option<&Path>) -> Result<ExitCode> {
             .filter(|(u, _)| config.upstreams.keys().any(|k| k.get_ref() == u));
         let detail = match (config.tools.get(tool.name.as_str()), upstream) {
             (Some(spec), _) => format!(
-                "{}{}",
+                "{}{}{}",
                 spec.component.get_ref(),
-                grants_text(&hookhost::config::grants(&spec.grants))
+                grants_text(&hookhost::config::grants(&spec.grants)),
+                component_lines(spec.component.get_ref())
             ),
             (None, Some((name, remote))) => format!("upstream {name}, its tool {remote}"),
             (None, None) => format!("host-native, runs in {}", config.bash_mount()),
@@ -469,6 +553,7 @@ async fn check_config(file: Option<&Path>) -> Result<ExitCode> {
         for (key, value) in hookhost::config::settings(&hook.settings) {
             println!("       {key} = {value}");
         }
+        print!("{}", component_lines(hook.component.get_ref()));
     }
     if !down.is_empty() {
         eprintln!(
@@ -478,6 +563,62 @@ async fn check_config(file: Option<&Path>) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Compiles every component of `config` once (into the cache of `data`, so that the
+/// runtime then loads them from it) and describes each: `(component, lines to print)`.
+fn inspect_components(config: &Config, data: &Path) -> Result<Vec<(String, Vec<String>)>> {
+    use hookhost::component::{ComponentLoader, ComponentRef, EngineOptions};
+    let loader = ComponentLoader::new(&EngineOptions {
+        fuel: false,
+        pool_instances: None,
+        max_memory_bytes: config.max_memory_bytes(),
+        keep_resident_bytes: 0,
+        cache_dir: Some(data.join(hookhost::runtime::CACHE_DIR)),
+    })
+    .map_err(|e| anyhow::anyhow!("{e:#}"))
+    .context("making an engine")?;
+    let mut described: Vec<(String, Vec<String>)> = Vec::new();
+    let refs = config
+        .hooks
+        .iter()
+        .map(|h| h.component.get_ref())
+        .chain(config.tools.values().map(|t| t.component.get_ref()));
+    for component in refs {
+        if described.iter().any(|(c, _)| c == component) {
+            continue;
+        }
+        // A component that does not load is reported by the runtime, with its place.
+        let Ok(inspection) = hookhost::check::inspect(&loader, &ComponentRef::parse(component))
+        else {
+            continue;
+        };
+        let mut lines = vec![format!("       {}\n", inspection.summary())];
+        lines.extend(
+            inspection
+                .import_lines()
+                .map(|line| format!("       imports {line}\n")),
+        );
+        described.push((component.to_string(), lines));
+    }
+    Ok(described)
+}
+
+/// `KEY=VALUE` settings: the value as TOML when it is TOML (`10`, `["a"]`, `"x"`), else
+/// the text itself.
+fn parse_settings(pairs: &[String]) -> Result<toml::Table> {
+    let mut settings = toml::Table::new();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=') else {
+            bail!("--settings {pair:?}: expected KEY=VALUE");
+        };
+        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        settings.insert(key.trim().to_string(), value);
+    }
+    Ok(settings)
 }
 
 fn grants_text(grants: &hookhost::sandbox::Grants) -> String {

@@ -84,7 +84,7 @@ pub struct Runtime {
     store: SessionStore,
     sandbox: Arc<Sandbox>,
     data_root: PathBuf,
-    _loader: ComponentLoader,
+    loader: ComponentLoader,
 }
 
 /// A declared tenant: its chain and its bounds.
@@ -301,7 +301,7 @@ impl Runtime {
             usage: QuotaBook::default(),
             store,
             data_root,
-            _loader: loader,
+            loader,
         })
     }
 
@@ -326,6 +326,16 @@ impl Runtime {
     }
 
     /// The data directory, `{data}` in mount templates.
+    /// The engine and linker the components were loaded with.
+    pub fn loader(&self) -> &ComponentLoader {
+        &self.loader
+    }
+
+    /// The sandbox the components run in.
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
+    }
+
     pub fn data_root(&self) -> &Path {
         &self.data_root
     }

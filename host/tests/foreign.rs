@@ -233,3 +233,70 @@ fn an_adapter_built_c_hook_loads_with_allow_unknown_imports() {
         text(&refused.stderr)
     );
 }
+
+#[test]
+fn component_check_passes_the_four_examples_and_config_check_describes_them() {
+    let data = data_dir();
+    let examples: [(&str, &[&str]); 4] = [
+        ("rust-budget.wasm", &["--grant", "/budget"]),
+        ("c-guard.wasm", &["--settings", r#"deny=["*rm -rf*"]"#]),
+        ("python-redactor.wasm", &[]),
+        ("js-footer.wasm", &[]),
+    ];
+    for (file, extra) in examples {
+        let path = built(file);
+        let mut args = vec!["component", "check", path.as_str(), "--world", "hook"];
+        args.extend_from_slice(extra);
+        let out = hookhost(data.path(), "", &args);
+        let report = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{file}:\n{report}{}",
+            text(&out.stderr)
+        );
+        assert!(report.ends_with("\nconforms\n"), "{report}");
+        assert!(
+            report.contains("implements the `hook` world of harness:hooks@0.1.0"),
+            "{report}"
+        );
+        assert_eq!(report.matches("\n  FAIL ").count(), 0, "{report}");
+    }
+
+    // The C guard refuses the ordinary call of the suite when told to: a refusal is a
+    // hook's answer, not a failure.
+    let path = built("c-guard.wasm");
+    let out = hookhost(
+        data.path(),
+        "",
+        &[
+            "component",
+            "check",
+            &path,
+            "--settings",
+            r#"deny=["echo *"]"#,
+        ],
+    );
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("before-execute refused it in"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // config check lists each component's size, compile time and imports.
+    let config = format!(
+        "[[hooks]]\nname = \"footer\"\ncomponent = {:?}\n",
+        built("js-footer.wasm")
+    );
+    let out = hookhost(data.path(), &config, &["config", "check"]);
+    let listing = text(&out.stdout);
+    assert!(out.status.success(), "{listing}{}", text(&out.stderr));
+    assert!(
+        listing.contains("MiB, loaded from the compiled-code cache in"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("imports wasi:io/streams@0.2.12 (provided)"),
+        "{listing}"
+    );
+}

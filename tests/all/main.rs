@@ -2,6 +2,7 @@
 
 mod audit;
 mod chain;
+mod check;
 mod concurrency;
 mod config;
 mod hostile;

@@ -34,24 +34,7 @@ impl GuestTool {
         settings: Settings,
         limits: LimitOverrides,
     ) -> Result<GuestTool, Failure> {
-        let describe_limits = Limits::default().with(&limits);
-        let mut store = sandbox
-            .store(&[], &Grants::new(), &settings, &describe_limits)
-            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let bindings = Failure::bounded(&mut store, &describe_limits, async |store| {
-            pre.instantiate_async(store).await
-        })
-        .await?;
-        let mut descriptor = Failure::bounded(&mut store, &describe_limits, async |store| {
-            bindings
-                .harness_hooks_tool_provider()
-                .call_describe(store)
-                .await
-        })
-        .await?;
-        let size =
-            descriptor.name.len() + descriptor.description.len() + descriptor.input_schema.len();
-        Failure::check_output(size, &describe_limits)?;
+        let mut descriptor = GuestTool::describe(&pre, &sandbox, &settings, &limits).await?;
         descriptor.name = name.to_string();
         Ok(GuestTool {
             pre,
@@ -61,6 +44,40 @@ impl GuestTool {
             settings,
             limits,
         })
+    }
+}
+
+impl GuestTool {
+    /// The descriptor the component gives itself: instantiated once, with no grants.
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`] when `describe` traps, times out or returns an oversized descriptor.
+    pub async fn describe(
+        pre: &ToolPre<StoreState>,
+        sandbox: &Sandbox,
+        settings: &Settings,
+        limits: &LimitOverrides,
+    ) -> Result<ToolDescriptor, Failure> {
+        let limits = Limits::default().with(limits);
+        let mut store = sandbox
+            .store(&[], &Grants::new(), settings, &limits)
+            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+        let bindings = Failure::bounded(&mut store, &limits, async |store| {
+            pre.instantiate_async(store).await
+        })
+        .await?;
+        let descriptor = Failure::bounded(&mut store, &limits, async |store| {
+            bindings
+                .harness_hooks_tool_provider()
+                .call_describe(store)
+                .await
+        })
+        .await?;
+        let size =
+            descriptor.name.len() + descriptor.description.len() + descriptor.input_schema.len();
+        Failure::check_output(size, &limits)?;
+        Ok(descriptor)
     }
 }
 
