@@ -304,7 +304,25 @@ impl Config {
             file: file.clone(),
             source,
         })?;
-        Config::parse(&text, &file)
+        Config::parse_in(&text, &file, path.parent())
+    }
+
+    /// A relative `component` path names a file beside the config, wherever hookhost is
+    /// started from.
+    fn resolve_components_in(&mut self, dir: &Path) {
+        let components = self
+            .hooks
+            .iter_mut()
+            .map(|h| &mut h.component)
+            .chain(self.tools.values_mut().map(|t| &mut t.component));
+        for component in components {
+            let path = Path::new(component.get_ref());
+            if component.get_ref().starts_with("builtin:") || path.is_absolute() {
+                continue;
+            }
+            let resolved = dir.join(path).display().to_string();
+            *component = Spanned::new(component.span(), resolved);
+        }
     }
 
     /// Parses and validates config text; `file` names it in errors.
@@ -313,10 +331,19 @@ impl Config {
     ///
     /// A [`ConfigError`] naming the file, line and key to fix.
     pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+        Config::parse_in(text, file, None)
+    }
+
+    /// [`Config::parse`], with relative component paths resolved in `dir` (the config
+    /// file's directory) when given.
+    fn parse_in(text: &str, file: &str, dir: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
             file: file.to_string(),
             source: Box::new(source),
         })?;
+        if let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            config.resolve_components_in(dir);
+        }
         config
             .validate()
             .map_err(|Invalid { span, what }| ConfigError::Invalid {

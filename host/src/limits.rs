@@ -26,8 +26,8 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// fails its call; the `bash` tool truncates its capture here.
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// What one guest may write to its stderr per call before writes fail. Stderr is kept only
-/// to explain failures in the log.
+/// What one guest may write to its stderr per instance before writes fail. Stderr is kept
+/// for the log: at `debug` for a working hook, with the failure when it fails.
 pub const GUEST_STDERR_BYTES: usize = 64 * 1024;
 
 /// Elements of one instance's WebAssembly tables (function references): bounds the host

@@ -214,13 +214,14 @@ fn a_componentize_js_hook_importing_wasi_http_loads_only_with_allow_unknown_impo
 #[test]
 fn an_adapter_built_c_hook_loads_with_allow_unknown_imports() {
     // Built with the preview1 adapter, it imports WASI at another patch version than the
-    // host's; standing in for those would break its streams.
-    let config = format!(
-        "{MOUNTS}\n[[hooks]]\nname = \"guard\"\ncomponent = {:?}\nallow_unknown_imports = true\n\
-         settings = {{ deny = [\"*rm *\"] }}\n",
-        built("c-guard.wasm")
-    );
+    // host's; standing in for those would break its streams. Its path is relative: to the
+    // config file, not to where hookhost runs.
     let data = data_dir();
+    std::fs::copy(built("c-guard.wasm"), data.path().join("guard.wasm")).unwrap();
+    let config = format!(
+        "{MOUNTS}\n[[hooks]]\nname = \"guard\"\ncomponent = \"guard.wasm\"\n\
+         allow_unknown_imports = true\nsettings = {{ deny = [\"*rm *\"] }}\n"
+    );
     let refused = hookhost(
         data.path(),
         &config,
