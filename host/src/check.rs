@@ -167,6 +167,23 @@ impl Inspection {
     }
 }
 
+/// A loader to [`inspect`] components with: a plain engine (no pool, no fuel) compiling
+/// through the cache of the data directory `data`.
+///
+/// # Errors
+///
+/// When wasmtime cannot make an engine here.
+pub fn inspector(data: &Path) -> Result<ComponentLoader, CheckError> {
+    ComponentLoader::new(&crate::component::EngineOptions {
+        fuel: false,
+        pool_instances: None,
+        max_memory_bytes: Limits::default().memory_bytes,
+        keep_resident_bytes: 0,
+        cache_dir: Some(data.join(crate::runtime::CACHE_DIR)),
+    })
+    .map_err(|e| CheckError::Engine(format!("{e:#}")))
+}
+
 /// Compiles `component` with `loader` and says what it is.
 ///
 /// # Errors
@@ -206,14 +223,7 @@ pub async fn check(
 ) -> Result<Report, CheckError> {
     let scratch = Scratch::new(data)?;
     let mut report = Report::default();
-    let loader = ComponentLoader::new(&crate::component::EngineOptions {
-        fuel: false,
-        pool_instances: None,
-        max_memory_bytes: Limits::default().memory_bytes,
-        keep_resident_bytes: 0,
-        cache_dir: Some(scratch.path().join(crate::runtime::CACHE_DIR)),
-    })
-    .map_err(|e| CheckError::Engine(format!("{e:#}")))?;
+    let loader = inspector(scratch.path())?;
 
     let inspection = match inspect(&loader, component) {
         Ok(inspection) => inspection,

@@ -487,15 +487,37 @@ impl ComponentLoader {
     }
 }
 
-/// The names a `0.x` versioned import also resolves to: `a:b/c@0.2.0` … `a:b/c@0.2.99`
-/// for `a:b/c@0.2.12`; `None` for other versions.
+/// The names a `0.x.y` versioned import also resolves to, as wasmtime matches versions:
+/// `a:b/c@0.2.0` … `a:b/c@0.2.99` for `a:b/c@0.2.12`; `None` for other versions
+/// (`1.x`, pre-releases), which match exactly only.
 fn semver_siblings(name: &str) -> Option<impl Iterator<Item = String> + '_> {
     /// Patch releases tried; WASI 0.2 had 12 by the end of 2026.
     const PATCHES: u32 = 100;
     let (base, version) = name.rsplit_once('@')?;
-    let minor = version.strip_prefix("0.")?.split('.').next()?;
+    let (minor, patch) = version.strip_prefix("0.")?.split_once('.')?;
     minor.parse::<u32>().ok()?;
+    patch.parse::<u32>().ok()?;
     Some((0..PATCHES).map(move |patch| format!("{base}@0.{minor}.{patch}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::semver_siblings;
+
+    #[test]
+    fn only_0_x_releases_have_semver_siblings() {
+        let siblings: Vec<String> = semver_siblings("wasi:io/poll@0.2.12").unwrap().collect();
+        assert_eq!(siblings.len(), 100);
+        assert_eq!(siblings[6], "wasi:io/poll@0.2.6");
+        for exact in [
+            "wasi:config/store@0.2.0-rc.1",
+            "a:b/c@1.2.3",
+            "a:b/c",
+            "a:b/c@0.2",
+        ] {
+            assert!(semver_siblings(exact).is_none(), "{exact}");
+        }
+    }
 }
 
 /// A compiled component and what it took.

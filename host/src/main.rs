@@ -568,16 +568,8 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
 /// Compiles every component of `config` once (into the cache of `data`, so that the
 /// runtime then loads them from it) and describes each: `(component, lines to print)`.
 fn inspect_components(config: &Config, data: &Path) -> Result<Vec<(String, Vec<String>)>> {
-    use hookhost::component::{ComponentLoader, ComponentRef, EngineOptions};
-    let loader = ComponentLoader::new(&EngineOptions {
-        fuel: false,
-        pool_instances: None,
-        max_memory_bytes: config.max_memory_bytes(),
-        keep_resident_bytes: 0,
-        cache_dir: Some(data.join(hookhost::runtime::CACHE_DIR)),
-    })
-    .map_err(|e| anyhow::anyhow!("{e:#}"))
-    .context("making an engine")?;
+    use hookhost::component::ComponentRef;
+    let loader = hookhost::check::inspector(data)?;
     let mut described: Vec<(String, Vec<String>)> = Vec::new();
     let refs = config
         .hooks
