@@ -6,6 +6,11 @@ use std::fmt::Write;
 const FIXTURES: &[(&str, &str, &str)] = &[
     ("PROBE_HOOK", "probe-hook", "tests/fixtures/probe-hook"),
     ("IMPORT_HOOK", "import-hook", "tests/fixtures/import-hook"),
+    (
+        "OUTCOME_HOOK",
+        "outcome-hook",
+        "tests/fixtures/outcome-hook",
+    ),
 ];
 
 fn main() {

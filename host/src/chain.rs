@@ -17,9 +17,11 @@
 //! - Each call gets a fresh instance of each hook that applies; it serves both phases. A
 //!   hook configured `instance = "per-session"` keeps one instance per session instead.
 
-use crate::bindings::hook::{Hook, HookPre};
+use crate::bindings::hook::Hook;
+use crate::bindings::v0_2_0;
+use crate::bindings::v0_2_0::described::DescribedHookPre;
 use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
-use crate::component::ComponentRef;
+use crate::component::{ComponentRef, HookPres, SettingType};
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
 use crate::session::{Session, SessionKey};
@@ -96,7 +98,7 @@ impl ToolMatch {
 pub struct HookLayer {
     pub name: String,
     pub component: ComponentRef,
-    pub pre: HookPre<StoreState>,
+    pub pre: HookPres,
     pub grants: Grants,
     pub settings: Settings,
     /// The hook's own limits, over the tenant's.
@@ -115,6 +117,52 @@ impl HookLayer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+    }
+}
+
+/// What a 0.2.0 hook exporting `hook-info` says of itself: instantiated once, with no
+/// grants, within the default limits under its own.
+///
+/// # Errors
+///
+/// A [`Failure`] when `describe` traps, times out or returns too much.
+pub async fn describe_hook(
+    pre: &DescribedHookPre<StoreState>,
+    sandbox: &Sandbox,
+    settings: &Settings,
+    limits: &LimitOverrides,
+) -> Result<v0_2_0::HookDescription, Failure> {
+    let (mut store, limits) = sandbox.describe_store(settings, limits)?;
+    let bindings = Failure::bounded(&mut store, &limits, async |store| {
+        pre.instantiate_async(store).await
+    })
+    .await?;
+    let description = Failure::bounded(&mut store, &limits, async |store| {
+        bindings
+            .harness_hooks_hook_info()
+            .call_describe(store)
+            .await
+    })
+    .await?;
+    let size = description.summary.len()
+        + description.tools.iter().map(String::len).sum::<usize>()
+        + description
+            .settings
+            .iter()
+            .map(|s| s.name.len() + s.description.len() + s.default.as_ref().map_or(0, String::len))
+            .sum::<usize>();
+    Failure::check_output(size, &limits)?;
+    Ok(description)
+}
+
+impl From<v0_2_0::SettingType> for SettingType {
+    fn from(t: v0_2_0::SettingType) -> SettingType {
+        match t {
+            v0_2_0::SettingType::Count => SettingType::Count,
+            v0_2_0::SettingType::Text => SettingType::Text,
+            v0_2_0::SettingType::Names => SettingType::Names,
+            v0_2_0::SettingType::Flag => SettingType::Flag,
+        }
     }
 }
 
@@ -234,7 +282,11 @@ impl HookChain {
 
         let mut result = match refusal {
             Some(refused) => refused,
-            None => self.execute(tool, session, &ctx, &call, &mut record).await,
+            None => {
+                let result = self.execute(tool, session, &ctx, &call, &mut record).await;
+                record.tool_error = result.is_error;
+                result
+            }
         };
 
         for Entered {
@@ -244,10 +296,9 @@ impl HookChain {
             call,
         } in entered.into_iter().rev()
         {
-            record.write_to(&mut ctx.values);
             let started = Instant::now();
             let after = instance
-                .after(&layer.name, &limits, &ctx, &call, &result)
+                .after(&layer.name, &limits, &ctx, &call, &record, &result)
                 .await;
             layer_event(
                 layer,
@@ -257,7 +308,8 @@ impl HookChain {
                 &after.as_ref().map(|_| true),
             );
             match after {
-                Ok(replaced) => result = replaced,
+                Ok(Some(replaced)) => result = replaced,
+                Ok(None) => {}
                 Err(failure) => {
                     layer.forget(&session.key());
                     record.failed(layer, "after-execute", &call, &failure);
@@ -295,9 +347,12 @@ impl HookChain {
             let name = &tool.descriptor().name;
             tracing::warn!(tool = %name, call_id = %call.id, %failure, "tool failed");
             record.outcome = Outcome::Failed;
-            record
-                .failures
-                .push(format!("tool '{name}': {}", failure.kind));
+            record.failures.push(LayerFailure {
+                layer: name.clone(),
+                tool: true,
+                phase: "execute",
+                kind: failure.kind,
+            });
             ToolResult::error(format!("tool '{name}' failed ({})", failure.kind))
         })
     }
@@ -363,11 +418,18 @@ impl HookChain {
             .sandbox
             .store(session.mounts(), &layer.grants, &layer.settings, limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let pre = &layer.pre;
-        let hook = Failure::bounded(&mut store, limits, async |store| {
-            pre.instantiate_async(store).await
-        })
-        .await?;
+        let hook = match &layer.pre {
+            HookPres::V0_1(pre) => Failure::bounded(&mut store, limits, async |store| {
+                pre.instantiate_async(store).await
+            })
+            .await
+            .map(Bound::V0_1)?,
+            HookPres::V0_2 { pre, .. } => Failure::bounded(&mut store, limits, async |store| {
+                pre.instantiate_async(store).await
+            })
+            .await
+            .map(Bound::V0_2)?,
+        };
         Ok(HookInstance { store, hook })
     }
 }
@@ -414,15 +476,45 @@ enum Outcome {
     Failed,
 }
 
-/// What the host knows of the call so far, told to the `after-execute` phases.
+/// What the host knows of the call so far, told to the `after-execute` phases: as
+/// `hookhost.*` context values to 0.1.0 hooks, as a `call-outcome` to 0.2.0 hooks.
 #[derive(Default)]
-struct Record {
+pub struct Record {
     outcome: Outcome,
+    /// The tool ran and returned an error.
+    tool_error: bool,
     refused_by: Option<String>,
-    failures: Vec<String>,
+    failures: Vec<LayerFailure>,
+}
+
+/// One failure of a layer of the call.
+struct LayerFailure {
+    layer: String,
+    /// A tool's failure (else a hook's).
+    tool: bool,
+    phase: &'static str,
+    kind: FailureKind,
 }
 
 impl Record {
+    /// What `after-execute` is told when the tool ran: `done`, or for 0.2.0 hooks
+    /// `tool-error` when its result is an error.
+    pub fn tool_ran(is_error: bool) -> Record {
+        Record {
+            tool_error: is_error,
+            ..Record::default()
+        }
+    }
+
+    /// What `after-execute` is told when the hook `by` refused the call.
+    pub fn refused(by: &str) -> Record {
+        Record {
+            outcome: Outcome::Refused,
+            refused_by: Some(by.to_string()),
+            ..Record::default()
+        }
+    }
+
     /// Logs a hook failure and records it; a `closed` hook's failure fails the call.
     fn failed(&mut self, layer: &HookLayer, phase: &str, call: &ToolCall, failure: &Failure) {
         tracing::warn!(
@@ -435,8 +527,16 @@ impl Record {
             detail = %failure.detail,
             "hook failed"
         );
-        self.failures
-            .push(format!("hook '{}' {phase}: {}", layer.name, failure.kind));
+        self.failures.push(LayerFailure {
+            layer: layer.name.clone(),
+            tool: false,
+            phase: if phase == "before-execute" {
+                "before-execute"
+            } else {
+                "after-execute"
+            },
+            kind: failure.kind,
+        });
         if layer.on_failure == FailurePolicy::Closed {
             self.outcome = Outcome::Failed;
         }
@@ -454,7 +554,51 @@ impl Record {
             values.push((REFUSED_BY_KEY.into(), by.clone()));
         }
         if !self.failures.is_empty() {
-            values.push((FAILURE_KEY.into(), self.failures.join("; ")));
+            let failures: Vec<String> = self
+                .failures
+                .iter()
+                .map(|f| match f.tool {
+                    true => format!("tool '{}': {}", f.layer, f.kind),
+                    false => format!("hook '{}' {}: {}", f.layer, f.phase, f.kind),
+                })
+                .collect();
+            values.push((FAILURE_KEY.into(), failures.join("; ")));
+        }
+    }
+
+    /// The record as 0.2.0's `call-outcome`.
+    fn to_outcome(&self) -> v0_2_0::CallOutcome {
+        use v0_2_0::{FailureKind as K, OutcomeKind, Phase};
+        v0_2_0::CallOutcome {
+            kind: match self.outcome {
+                Outcome::Done if self.tool_error => OutcomeKind::ToolError,
+                Outcome::Done => OutcomeKind::Done,
+                Outcome::Refused => OutcomeKind::Refused,
+                Outcome::Failed => OutcomeKind::Failed,
+            },
+            refused_by: self.refused_by.clone(),
+            failures: self
+                .failures
+                .iter()
+                .map(|f| v0_2_0::Failure {
+                    layer: f.layer.clone(),
+                    phase: match f.phase {
+                        "before-execute" => Phase::BeforeExecute,
+                        "after-execute" => Phase::AfterExecute,
+                        _ => Phase::Execute,
+                    },
+                    kind: match f.kind {
+                        FailureKind::Timeout => K::Timeout,
+                        FailureKind::Fuel => K::Fuel,
+                        FailureKind::Memory => K::Memory,
+                        FailureKind::OutputTooLarge => K::OutputTooLarge,
+                        FailureKind::InvalidOutput => K::InvalidOutput,
+                        FailureKind::Trap => K::Trap,
+                        FailureKind::Setup => K::Setup,
+                        FailureKind::Declared => K::Declared,
+                    },
+                })
+                .collect(),
         }
     }
 }
@@ -462,7 +606,13 @@ impl Record {
 /// One hook instance, serving both phases of one call (or every call of a session).
 pub struct HookInstance {
     store: Store<StoreState>,
-    hook: Hook,
+    hook: Bound,
+}
+
+/// An instance's exports, of the WIT version the hook was built for.
+enum Bound {
+    V0_1(Hook),
+    V0_2(v0_2_0::hook::Hook),
 }
 
 impl HookInstance {
@@ -485,13 +635,26 @@ impl HookInstance {
         call: &ToolCall,
     ) -> Result<Result<Proceed, String>, Failure> {
         sandbox::arm(&mut self.store, limits);
-        let hook = &self.hook;
-        let outcome = Failure::bounded(&mut self.store, limits, async |store| {
-            hook.harness_hooks_tool_hook()
-                .call_before_execute(store, ctx, call)
-                .await
-        })
-        .await?;
+        let outcome = match &self.hook {
+            Bound::V0_1(hook) => {
+                Failure::bounded(&mut self.store, limits, async |store| {
+                    hook.harness_hooks_tool_hook()
+                        .call_before_execute(store, ctx, call)
+                        .await
+                })
+                .await?
+            }
+            Bound::V0_2(hook) => Failure::bounded(&mut self.store, limits, async |store| {
+                hook.harness_hooks_tool_hook()
+                    .call_before_execute(store, ctx, call)
+                    .await
+            })
+            .await?
+            .map(|p| Proceed {
+                values: p.values,
+                arguments: p.arguments,
+            }),
+        };
         self.store
             .data_mut()
             .log_stderr(layer, "before-execute", &call.id);
@@ -514,31 +677,63 @@ impl HookInstance {
         Ok(outcome)
     }
 
-    /// Runs `after-execute` within `limits`.
+    /// Runs `after-execute` within `limits`: `None` keeps `result` as it is (a 0.2.0
+    /// hook's `keep`). A 0.1.0 hook is told `record` as `hookhost.*` context values, a
+    /// 0.2.0 hook as its `call-outcome`.
     ///
     /// # Errors
     ///
-    /// A [`Failure`]: a trap, a limit, or invalid output.
+    /// A [`Failure`]: a trap, a limit, invalid output, or the hook's own `fail`.
     pub async fn after(
         &mut self,
         layer: &str,
         limits: &Limits,
         ctx: &CallContext,
         call: &ToolCall,
+        record: &Record,
         result: &ToolResult,
-    ) -> Result<ToolResult, Failure> {
+    ) -> Result<Option<ToolResult>, Failure> {
         sandbox::arm(&mut self.store, limits);
-        let hook = &self.hook;
-        let replaced = Failure::bounded(&mut self.store, limits, async |store| {
-            hook.harness_hooks_tool_hook()
-                .call_after_execute(store, ctx, call, result)
-                .await
-        })
-        .await?;
+        let replaced = match &self.hook {
+            Bound::V0_1(hook) => {
+                let mut ctx = ctx.clone();
+                record.write_to(&mut ctx.values);
+                let ctx = &ctx;
+                Some(
+                    Failure::bounded(&mut self.store, limits, async |store| {
+                        hook.harness_hooks_tool_hook()
+                            .call_after_execute(store, ctx, call, result)
+                            .await
+                    })
+                    .await?,
+                )
+            }
+            Bound::V0_2(hook) => {
+                let outcome = record.to_outcome();
+                let after = Failure::bounded(&mut self.store, limits, async |store| {
+                    hook.harness_hooks_tool_hook()
+                        .call_after_execute(store, ctx, call, &outcome, result)
+                        .await
+                })
+                .await?;
+                match after {
+                    v0_2_0::After::Keep => None,
+                    v0_2_0::After::Replace(replaced) => Some(replaced),
+                    v0_2_0::After::Fail(message) => {
+                        self.store
+                            .data_mut()
+                            .log_stderr(layer, "after-execute", &call.id);
+                        return Err(Failure::new(FailureKind::Declared, message));
+                    }
+                }
+            }
+        };
         self.store
             .data_mut()
             .log_stderr(layer, "after-execute", &call.id);
-        Failure::check_result(&replaced, limits)?;
+        if let Some(replaced) = &replaced {
+            Failure::check_result(replaced, limits)?;
+        }
         Ok(replaced)
     }
 }

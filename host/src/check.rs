@@ -9,8 +9,8 @@
 //! conforms when none is a failure.
 
 use crate::bindings::{CallContext, ToolCall, ToolResult};
-use crate::chain::{OUTCOME_KEY, REFUSED_BY_KEY, RESERVED_PREFIX};
-use crate::component::{ComponentLoader, ComponentRef, Import};
+use crate::chain::{RESERVED_PREFIX, Record};
+use crate::component::{ComponentLoader, ComponentRef, HookPres, Import, SettingType};
 use crate::limits::Limits;
 use crate::sandbox::Failure;
 use crate::session::Session;
@@ -237,7 +237,7 @@ pub async fn check(
         report.add(
             Verdict::Fail,
             "exports neither harness:hooks/tool-hook nor harness:hooks/tool-provider: build it \
-             for the `hook` or `tool` world of wit/hooks@0.1.0 (wit-bindgen: `world: \"hook\"`; \
+             for the `hook` or `tool` world of wit/hooks@0.2.0 (wit-bindgen: `world: \"hook\"`; \
              componentize-py: `-w hook`; componentize-js: `--world-name hook`)",
         );
         return Ok(report);
@@ -336,6 +336,46 @@ async fn check_hook(
     let Some(layer) = chain.layers().first() else {
         unreachable!("the scratch config has the checked hook as its only layer");
     };
+    let limits = session.limits().with(&layer.limits);
+    if let HookPres::V0_2 {
+        describe: Some(describe),
+        ..
+    } = &layer.pre
+    {
+        // Loading it already checked the settings against this description.
+        match crate::chain::describe_hook(
+            describe,
+            runtime.sandbox(),
+            &layer.settings,
+            &layer.limits,
+        )
+        .await
+        {
+            Ok(d) => {
+                let settings: Vec<String> = d
+                    .settings
+                    .iter()
+                    .map(|s| format!("{} ({})", s.name, SettingType::from(s.type_)))
+                    .collect();
+                report.add(
+                    Verdict::Pass,
+                    format!(
+                        "describes itself: {}; settings: {}",
+                        first_line(&d.summary),
+                        if settings.is_empty() {
+                            "none".to_string()
+                        } else {
+                            settings.join(", ")
+                        }
+                    ),
+                );
+            }
+            Err(failure) => report.add(
+                Verdict::Fail,
+                format!("describe: {}", failed("describe", &failure, &limits)),
+            ),
+        }
+    }
     let arguments = options
         .call
         .clone()
@@ -365,7 +405,6 @@ async fn check_hook(
             true,
         ),
     ];
-    let limits = session.limits().with(&layer.limits);
     let mut slowest_start = Duration::ZERO;
     for (what, result, refused) in cases {
         let call = ToolCall {
@@ -413,26 +452,24 @@ async fn check_hook(
             }
             Ok(Ok(proceed)) => proceed,
         };
-        if let Some(values) = proceed.values {
+        if let Some(mut values) = proceed.values {
+            values.retain(|(k, _)| !k.starts_with(RESERVED_PREFIX));
             ctx.values = values;
         }
         let mut call = call;
         if let Some(rewritten) = proceed.arguments {
             call.arguments = rewritten;
         }
-        // What the host tells after-execute: `done` unless the case says otherwise.
-        ctx.values.retain(|(k, _)| !k.starts_with(RESERVED_PREFIX));
-        if refused {
-            ctx.values.push((OUTCOME_KEY.into(), "refused".into()));
-            ctx.values
-                .push((REFUSED_BY_KEY.into(), "inner-hook".into()));
+        // What the host tells after-execute.
+        let record = if refused {
+            Record::refused("inner-hook")
         } else {
-            ctx.values.push((OUTCOME_KEY.into(), "done".into()));
-        }
+            Record::tool_ran(result.is_error)
+        };
         let in_bytes = result.output.len();
         let after_started = Instant::now();
         let after = instance
-            .after(&layer.name, &limits, &ctx, &call, &result)
+            .after(&layer.name, &limits, &ctx, &call, &record, &result)
             .await;
         let after_took = after_started.elapsed();
         let stderr = stderr_note(&instance.stderr());
@@ -440,12 +477,18 @@ async fn check_hook(
             Ok(out) => report.add(
                 Verdict::Pass,
                 format!(
-                    "{what}: before-execute {}, after-execute {} ({} → {}{}){stderr}",
+                    "{what}: before-execute {}, after-execute {} ({}){stderr}",
                     millis(before_took),
                     millis(after_took),
-                    bytes(in_bytes),
-                    bytes(out.output.len()),
-                    if out.is_error { ", an error" } else { "" },
+                    match out {
+                        None => format!("{} kept", bytes(in_bytes)),
+                        Some(out) => format!(
+                            "{} → {}{}",
+                            bytes(in_bytes),
+                            bytes(out.output.len()),
+                            if out.is_error { ", an error" } else { "" }
+                        ),
+                    },
                 ),
             ),
             Err(failure) => {
@@ -657,6 +700,7 @@ fn failed(phase: &str, failure: &Failure, limits: &Limits) -> String {
                 .trim()
         ),
         Setup => format!("it could not be set up: {}", failure.detail),
+        Declared => format!("it said so: {}", failure.detail),
     };
     format!("{phase} failed ({}): {fix}", failure.kind)
 }

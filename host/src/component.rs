@@ -1,5 +1,6 @@
 //! Compiling and preparing components: the engine, the built-ins, `InstancePre`s.
 
+use crate::bindings::v0_2_0::{self, described::DescribedHookPre};
 use crate::bindings::{hook::HookPre, tool::ToolPre};
 use crate::limits::EPOCH_TICK;
 use crate::sandbox::{self, StoreState};
@@ -74,6 +75,8 @@ pub enum SettingType {
     Text,
     /// A list of strings, or one comma-separated string: `exclude_tools = ["read_file"]`.
     Names,
+    /// `true` or `false`.
+    Flag,
 }
 
 impl SettingType {
@@ -84,6 +87,7 @@ impl SettingType {
             (SettingType::Text, toml::Value::String(_)) => true,
             (SettingType::Names, toml::Value::Array(items)) => items.iter().all(|i| i.is_str()),
             (SettingType::Names, toml::Value::String(_)) => true,
+            (SettingType::Flag, toml::Value::Boolean(_)) => true,
             _ => false,
         }
     }
@@ -95,6 +99,7 @@ impl fmt::Display for SettingType {
             SettingType::Count => "a non-negative integer",
             SettingType::Text => "a string",
             SettingType::Names => "a list of strings (or one comma-separated string)",
+            SettingType::Flag => "true or false",
         })
     }
 }
@@ -259,8 +264,9 @@ impl ComponentLoader {
         &self.engine
     }
 
-    /// Compiles a hook component and links it against the host's imports; with
-    /// `unknown_imports_trap`, imports the host does not provide trap when called.
+    /// Compiles a hook component of either WIT version and links it against the host's
+    /// imports; with `unknown_imports_trap`, imports the host does not provide trap when
+    /// called.
     ///
     /// # Errors
     ///
@@ -270,9 +276,28 @@ impl ComponentLoader {
         &self,
         component: &ComponentRef,
         unknown_imports_trap: bool,
-    ) -> Result<HookPre<StoreState>, LoadError> {
+    ) -> Result<HookPres, LoadError> {
         let pre = self.instance_pre(component, "hook", unknown_imports_trap)?;
-        HookPre::new(pre).map_err(|e| link_error(component, "hook", e))
+        let exports = |prefix: &str| {
+            pre.component()
+                .component_type()
+                .exports(&self.engine)
+                .any(|(name, _)| name.starts_with(prefix))
+        };
+        let link = |e| link_error(component, "hook", e);
+        if exports("harness:hooks/tool-hook@0.2.") {
+            let describe = if exports("harness:hooks/hook-info@0.2.") {
+                Some(DescribedHookPre::new(pre.clone()).map_err(link)?)
+            } else {
+                None
+            };
+            Ok(HookPres::V0_2 {
+                pre: v0_2_0::hook::HookPre::new(pre).map_err(link)?,
+                describe,
+            })
+        } else {
+            Ok(HookPres::V0_1(HookPre::new(pre).map_err(link)?))
+        }
     }
 
     /// Compiles a tool component and links it against the host's imports.
@@ -518,6 +543,16 @@ mod tests {
             assert!(semver_siblings(exact).is_none(), "{exact}");
         }
     }
+}
+
+/// A hook ready to instantiate, of the WIT version it was built for.
+pub enum HookPres {
+    V0_1(HookPre<StoreState>),
+    V0_2 {
+        pre: v0_2_0::hook::HookPre<StoreState>,
+        /// Set when it exports `hook-info` (the `described-hook` world).
+        describe: Option<DescribedHookPre<StoreState>>,
+    },
 }
 
 /// A compiled component and what it took.

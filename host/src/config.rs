@@ -6,7 +6,7 @@
 //! every error names the file, the line and the key.
 
 use crate::chain::{FailurePolicy, InstanceMode};
-use crate::component::ComponentRef;
+use crate::component::{ComponentRef, SettingType};
 use crate::ids::TenantId;
 use crate::limits::{
     DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, LimitOverrides, Limits, MAX_ID_BYTES,
@@ -672,39 +672,41 @@ fn check_settings(
         return Ok(());
     };
     for (key, value) in settings {
-        let known = || {
-            if declared.is_empty() {
-                "it takes none".to_string()
-            } else {
-                let names: Vec<&str> = declared.iter().map(|(k, _)| *k).collect();
-                format!("it takes {}", names.join(", "))
-            }
-        };
-        match declared.iter().find(|(k, _)| k == key.get_ref()) {
-            None => {
-                return Err(Invalid::at(
-                    key.span(),
-                    format!(
-                        "{owner}.settings: {} has no setting {:?} ({})",
-                        component.get_ref(),
-                        key.get_ref(),
-                        known()
-                    ),
-                ));
-            }
-            Some((_, kind)) if !kind.accepts(value) => {
-                return Err(Invalid::at(
-                    key.span(),
-                    format!(
-                        "{owner}.settings.{}: must be {kind}, not {value}",
-                        key.get_ref()
-                    ),
-                ));
-            }
-            Some(_) => {}
+        if let Some(problem) = setting_problem(component.get_ref(), declared, key.get_ref(), value)
+        {
+            return Err(Invalid::at(
+                key.span(),
+                format!("{owner}.settings{problem}"),
+            ));
         }
     }
     Ok(())
+}
+
+/// What is wrong with the setting `key = value` of `component`, which declares the
+/// settings `declared`: `": … has no setting …"` or `".KEY: must be …"`; `None` when it is
+/// one it takes, of its type.
+pub fn setting_problem<K: AsRef<str>>(
+    component: &str,
+    declared: &[(K, SettingType)],
+    key: &str,
+    value: &toml::Value,
+) -> Option<String> {
+    match declared.iter().find(|(k, _)| k.as_ref() == key) {
+        None => {
+            let names: Vec<&str> = declared.iter().map(|(k, _)| k.as_ref()).collect();
+            let known = if names.is_empty() {
+                "it takes none".to_string()
+            } else {
+                format!("it takes {}", names.join(", "))
+            };
+            Some(format!(": {component} has no setting {key:?} ({known})"))
+        }
+        Some((_, kind)) if !kind.accepts(value) => {
+            Some(format!(".{key}: must be {kind}, not {value}"))
+        }
+        Some(_) => None,
+    }
 }
 
 /// Grants as the sandbox takes them.

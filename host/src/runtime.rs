@@ -3,7 +3,7 @@
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer, ToolMatch};
-use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
+use crate::component::{ComponentLoader, ComponentRef, EngineOptions, HookPres, LoadError};
 use crate::config::{self, Config, Secret, WorkdirTemplate};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE};
@@ -42,12 +42,52 @@ pub enum StartError {
     Load { owner: String, source: LoadError },
     #[error("tools.{tool}: `describe` failed: {source}")]
     Describe { tool: String, source: Failure },
+    #[error("hooks.{hook}: `describe` failed: {source}")]
+    DescribeHook { hook: String, source: Failure },
+    #[error("{0}")]
+    Settings(String),
     #[error("tools.{tool}: the name is taken by another tool")]
     DuplicateTool { tool: String },
     #[error("{0}")]
     Sessions(#[from] SessionError),
     #[error("tenants: {0}")]
     Tenant(crate::ids::IdError),
+}
+
+/// Refuses the settings a 0.2.0 hook that describes itself does not declare, or of
+/// another type than it declares, as the config refuses them for a built-in.
+async fn check_declared_settings(
+    spec: &config::HookConfig,
+    describe: &crate::bindings::v0_2_0::described::DescribedHookPre<crate::sandbox::StoreState>,
+    sandbox: &Sandbox,
+) -> Result<(), StartError> {
+    let hook = spec.name.get_ref();
+    let description = crate::chain::describe_hook(
+        describe,
+        sandbox,
+        &config::settings(&spec.settings),
+        &spec.limits,
+    )
+    .await
+    .map_err(|source| StartError::DescribeHook {
+        hook: hook.clone(),
+        source,
+    })?;
+    let declared: Vec<(String, crate::component::SettingType)> = description
+        .settings
+        .into_iter()
+        .map(|s| (s.name, s.type_.into()))
+        .collect();
+    for (key, value) in &spec.settings {
+        if let Some(problem) =
+            config::setting_problem(spec.component.get_ref(), &declared, key.get_ref(), value)
+        {
+            return Err(StartError::Settings(format!(
+                "hooks.{hook}.settings{problem}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Why a call was not made. (A call that was made and failed is a [`ToolResult`] with
@@ -242,6 +282,13 @@ impl Runtime {
                     owner: format!("hooks.{}", spec.name.get_ref()),
                     source,
                 })?;
+            if let HookPres::V0_2 {
+                describe: Some(describe),
+                ..
+            } = &pre
+            {
+                check_declared_settings(spec, describe, &sandbox).await?;
+            }
             layers.push(Arc::new(HookLayer {
                 name: spec.name.get_ref().clone(),
                 component: ComponentRef::parse(spec.component.get_ref()),

@@ -12,7 +12,7 @@
 //! tick, so a busy guest does not hold a worker thread), optional fuel, a cap on resource
 //! handles, and a cap on returned output.
 
-use crate::limits::{GUEST_STDERR_BYTES, Limits, MAX_TABLE_ELEMENTS};
+use crate::limits::{GUEST_STDERR_BYTES, LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
 use crate::mounts::{self, MountError, ResolvedMount};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -203,6 +203,25 @@ impl Sandbox {
         &self.data_root
     }
 
+    /// The store in which the host asks a component about itself at load (a tool's or a
+    /// hook's `describe`): no mounts, no grants, the default limits under the component's
+    /// own, which it returns too.
+    ///
+    /// # Errors
+    ///
+    /// A [`FailureKind::Setup`] failure when the store cannot be made.
+    pub fn describe_store(
+        &self,
+        settings: &Settings,
+        limits: &LimitOverrides,
+    ) -> Result<(Store<StoreState>, Limits), Failure> {
+        let limits = Limits::default().with(limits);
+        let store = self
+            .store(&[], &Grants::new(), settings, &limits)
+            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+        Ok((store, limits))
+    }
+
     /// The store for one call into a component: its grants preopened from `mounts`
     /// (creating the directories, 0700, as needed), its settings, its limits, armed.
     ///
@@ -352,6 +371,8 @@ pub enum FailureKind {
     Trap,
     /// The component could not be instantiated or given its grants.
     Setup,
+    /// The component said it failed (a 0.2.0 hook's `after::fail`).
+    Declared,
 }
 
 impl fmt::Display for FailureKind {
@@ -364,6 +385,7 @@ impl fmt::Display for FailureKind {
             FailureKind::InvalidOutput => "invalid-output",
             FailureKind::Trap => "trap",
             FailureKind::Setup => "setup",
+            FailureKind::Declared => "declared",
         })
     }
 }

@@ -12,3 +12,4 @@ mod plans;
 mod read_file;
 mod sandbox;
 mod sessions;
+mod versions;

@@ -8,18 +8,15 @@
 //! to see every refusal.
 //!
 //! Settings: `file`, the log's path (default `/audit/audit.jsonl`). A line that cannot be
-//! appended (no grant, a missing directory, a read-only mount) fails the hook — it traps,
-//! saying why on stderr — so the operator's `on_failure` policy decides: `open` lets the
-//! call through unaudited (logged by the host), `closed` refuses it.
+//! appended (no grant, a missing directory, a read-only mount) fails the hook — it traps in
+//! `before-execute` and fails with the reason in `after-execute` — so the operator's
+//! `on_failure` policy decides: `open` lets the call through unaudited (logged by the
+//! host), `closed` refuses it.
 
-wit_bindgen::generate!({
-    path: "../../wit/hooks@0.1.0",
-    world: "hook",
-    generate_all,
-});
-
-use exports::harness::hooks::tool_hook::{Guest, Proceed};
-use harness::hooks::types::{CallContext, ToolCall, ToolResult};
+use hookhost_hook::{
+    After, CallContext, CallOutcome, Hook, OutcomeKind, Phase, Proceed, ToolCall, ToolResult,
+    settings,
+};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -37,7 +34,7 @@ static STARTS: Mutex<BTreeMap<String, Instant>> = Mutex::new(BTreeMap::new());
 
 struct Audit;
 
-impl Guest for Audit {
+impl Hook for Audit {
     fn before_execute(ctx: CallContext, call: ToolCall) -> Result<Proceed, String> {
         STARTS
             .lock()
@@ -45,32 +42,28 @@ impl Guest for Audit {
             .insert(call.id.clone(), Instant::now());
         let mut line = event("start", &ctx, &call);
         line.insert("arguments_bytes".into(), json!(call.arguments.len()));
-        append(line);
-        Ok(Proceed {
-            values: None,
-            arguments: None,
-        })
+        if let Err(why) = append(line) {
+            // before-execute fails by trapping; the message reaches the host's log.
+            panic!("{why}");
+        }
+        Ok(Proceed::unchanged())
     }
 
-    fn after_execute(ctx: CallContext, call: ToolCall, outcome: ToolResult) -> ToolResult {
+    fn after_execute(
+        ctx: CallContext,
+        call: ToolCall,
+        outcome: CallOutcome,
+        result: ToolResult,
+    ) -> After {
         let started = STARTS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&call.id);
-        let value = |key: &str| {
-            ctx.values
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.clone())
-        };
-        let (kind, reason) = match (
-            value("hookhost.outcome").as_deref(),
-            value("hookhost.failure"),
-        ) {
-            (_, Some(failure)) => ("failed", Some(failure)),
-            (Some("refused"), None) => (
+        let (kind, reason) = match outcome.kind {
+            _ if !outcome.failures.is_empty() => ("failed", Some(failures(&outcome))),
+            OutcomeKind::Refused => (
                 "refused",
-                Some(outcome.output.chars().take(REASON_CHARS).collect()),
+                Some(result.output.chars().take(REASON_CHARS).collect()),
             ),
             _ => ("done", None),
         };
@@ -79,17 +72,32 @@ impl Guest for Audit {
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             line.insert("duration_ms".into(), json!((ms * 1000.0).round() / 1000.0));
         }
-        line.insert("is_error".into(), json!(outcome.is_error));
-        line.insert("output_bytes".into(), json!(outcome.output.len()));
-        if let Some(by) = value("hookhost.refused-by") {
+        line.insert("is_error".into(), json!(result.is_error));
+        line.insert("output_bytes".into(), json!(result.output.len()));
+        if let Some(by) = outcome.refused_by {
             line.insert("refused_by".into(), json!(by));
         }
         if let Some(reason) = reason {
             line.insert("reason".into(), json!(reason));
         }
-        append(line);
-        outcome
+        match append(line) {
+            Ok(()) => After::Keep,
+            Err(why) => After::Fail(why),
+        }
     }
+}
+
+/// The call's failures: `hook 'NAME' PHASE: KIND` or `tool 'NAME': KIND`, `; `-separated.
+fn failures(outcome: &CallOutcome) -> String {
+    outcome
+        .failures
+        .iter()
+        .map(|f| match f.phase {
+            Phase::Execute => format!("tool '{}': {}", f.layer, f.kind.name()),
+            phase => format!("hook '{}' {}: {}", f.layer, phase.name(), f.kind.name()),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn event(kind: &str, ctx: &CallContext, call: &ToolCall) -> Map<String, Value> {
@@ -107,11 +115,12 @@ fn event(kind: &str, ctx: &CallContext, call: &ToolCall) -> Map<String, Value> {
 }
 
 /// Appends one line in one write, so lines of concurrent calls do not interleave.
-fn append(line: Map<String, Value>) {
-    let file = wasi::config::store::get("file")
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| DEFAULT_FILE.to_string());
+///
+/// # Errors
+///
+/// Why the line could not be appended.
+fn append(line: Map<String, Value>) -> Result<(), String> {
+    let file = settings::text("file").unwrap_or_else(|| DEFAULT_FILE.to_string());
     let mut text = Value::Object(line).to_string();
     text.push('\n');
     let written = OpenOptions::new()
@@ -119,10 +128,7 @@ fn append(line: Map<String, Value>) {
         .append(true)
         .open(&file)
         .and_then(|mut f| f.write_all(text.as_bytes()));
-    if let Err(e) = written {
-        // A trap is how a 0.1.0 hook fails; the message reaches the host's log.
-        panic!("audit: cannot append to {file}: {e}");
-    }
+    written.map_err(|e| format!("audit: cannot append to {file}: {e}"))
 }
 
-export!(Audit);
+hookhost_hook::export!(Audit);

@@ -19,42 +19,33 @@ mod reference;
 
 pub use reference::{Offloaded, Settings};
 
-wit_bindgen::generate!({
-    path: "../../wit/hooks@0.1.0",
-    world: "hook",
-    generate_all,
-});
-
-use exports::harness::hooks::tool_hook::{Guest, Proceed};
-use harness::hooks::types::{CallContext, ToolCall, ToolResult};
+use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, settings};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 
 struct Offload;
 
-impl Guest for Offload {
-    fn before_execute(_ctx: CallContext, _call: ToolCall) -> Result<Proceed, String> {
-        Ok(Proceed {
-            values: None,
-            arguments: None,
-        })
-    }
-
-    fn after_execute(_ctx: CallContext, call: ToolCall, outcome: ToolResult) -> ToolResult {
-        let settings = Settings::from_lookup(|key| wasi::config::store::get(key).ok().flatten());
-        if !settings.applies_to(&call.name, &outcome.output) {
-            return outcome;
+impl Hook for Offload {
+    fn after_execute(
+        _ctx: CallContext,
+        call: ToolCall,
+        _outcome: CallOutcome,
+        result: ToolResult,
+    ) -> After {
+        let settings = Settings::from_lookup(settings::text);
+        if !settings.applies_to(&call.name, &result.output) {
+            return After::Keep;
         }
-        let offloaded = Offloaded::new(&settings, &call.name, &call.id, &outcome.output);
-        match write_exclusive(&offloaded.path, &outcome.output) {
-            Ok(()) => ToolResult {
-                output: offloaded.reference(&settings, &outcome.output),
-                is_error: outcome.is_error,
+        let offloaded = Offloaded::new(&settings, &call.name, &call.id, &result.output);
+        match write_exclusive(&offloaded.path, &result.output) {
+            Ok(()) => After::Replace(ToolResult {
+                output: offloaded.reference(&settings, &result.output),
+                is_error: result.is_error,
                 media_type: None,
-            },
+            }),
             Err(e) => {
                 eprintln!("offload: could not write {}: {e}", offloaded.path);
-                outcome
+                After::Keep
             }
         }
     }
@@ -89,4 +80,4 @@ fn write_exclusive(path: &str, contents: &str) -> std::io::Result<()> {
     written
 }
 
-export!(Offload);
+hookhost_hook::export!(Offload);

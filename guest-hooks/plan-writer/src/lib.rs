@@ -14,17 +14,10 @@
 //! ```
 //!
 //! Settings: `tool` (default `todo_write`), `dir` (default `/plans`). The result passes
-//! through unchanged; a plan that cannot be written fails the hook (it traps, saying why
-//! on stderr), so the operator's `on_failure` policy decides.
+//! through unchanged; a plan that cannot be written fails the hook with the reason, so the
+//! operator's `on_failure` policy decides.
 
-wit_bindgen::generate!({
-    path: "../../wit/hooks@0.1.0",
-    world: "hook",
-    generate_all,
-});
-
-use exports::harness::hooks::tool_hook::{Guest, Proceed};
-use harness::hooks::types::{CallContext, ToolCall, ToolResult};
+use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, settings};
 use serde_json::Value;
 use std::fs;
 use std::time::SystemTime;
@@ -32,33 +25,27 @@ use std::time::SystemTime;
 struct PlanWriter;
 
 fn setting(key: &str, default: &str) -> String {
-    wasi::config::store::get(key)
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| default.to_string())
+    settings::text(key).unwrap_or_else(|| default.to_string())
 }
 
-impl Guest for PlanWriter {
-    fn before_execute(_ctx: CallContext, _call: ToolCall) -> Result<Proceed, String> {
-        Ok(Proceed {
-            values: None,
-            arguments: None,
-        })
-    }
-
-    fn after_execute(ctx: CallContext, call: ToolCall, outcome: ToolResult) -> ToolResult {
-        if call.name != setting("tool", "todo_write") || outcome.is_error {
-            return outcome;
+impl Hook for PlanWriter {
+    fn after_execute(
+        ctx: CallContext,
+        call: ToolCall,
+        _outcome: CallOutcome,
+        result: ToolResult,
+    ) -> After {
+        if call.name != setting("tool", "todo_write") || result.is_error {
+            return After::Keep;
         }
-        let Some(todos) = parse_todos(&outcome.output) else {
+        let Some(todos) = parse_todos(&result.output) else {
             eprintln!("plan-writer: the {} result is not a todo list", call.name);
-            return outcome;
+            return After::Keep;
         };
-        if let Err(e) = write_plan(&setting("dir", "/plans"), &ctx.session_id, &call.id, &todos) {
-            // A trap is how a 0.1.0 hook fails; the message reaches the host's log.
-            panic!("plan-writer: cannot write the plan: {e}");
+        match write_plan(&setting("dir", "/plans"), &ctx.session_id, &call.id, &todos) {
+            Ok(()) => After::Keep,
+            Err(e) => After::Fail(format!("plan-writer: cannot write the plan: {e}")),
         }
-        outcome
     }
 }
 
@@ -237,4 +224,4 @@ mod tests {
     }
 }
 
-export!(PlanWriter);
+hookhost_hook::export!(PlanWriter);

@@ -3,7 +3,7 @@
 use super::Tool;
 use crate::bindings::tool::ToolPre;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::limits::{LimitOverrides, Limits};
+use crate::limits::LimitOverrides;
 use crate::sandbox::{Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
 use crate::session::Session;
 use std::sync::Arc;
@@ -59,10 +59,7 @@ impl GuestTool {
         settings: &Settings,
         limits: &LimitOverrides,
     ) -> Result<ToolDescriptor, Failure> {
-        let limits = Limits::default().with(limits);
-        let mut store = sandbox
-            .store(&[], &Grants::new(), settings, &limits)
-            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+        let (mut store, limits) = sandbox.describe_store(settings, limits)?;
         let bindings = Failure::bounded(&mut store, &limits, async |store| {
             pre.instantiate_async(store).await
         })

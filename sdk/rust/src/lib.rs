@@ -1,7 +1,7 @@
 //! Write a hookhost hook in Rust.
 //!
 //! ```ignore
-//! use hookhost_hook::{Hook, ToolCall, CallContext, Proceed, settings};
+//! use hookhost_hook::{CallContext, Hook, Proceed, ToolCall, settings};
 //!
 //! struct NoFriday;
 //!
@@ -17,10 +17,10 @@
 //! ```
 //!
 //! Build with `cargo build --release --target wasm32-wasip2` in a `cdylib` crate: the
-//! result is a component of the `hook` world of `harness:hooks@0.1.0`.
+//! result is a component of the `hook` world of `harness:hooks@0.2.0`.
 
 wit_bindgen::generate!({
-    path: "../../wit/hooks@0.1.0",
+    path: "../../wit/hooks@0.2.0",
     world: "hook",
     generate_all,
     pub_export_macro: true,
@@ -28,20 +28,30 @@ wit_bindgen::generate!({
     default_bindings_module: "hookhost_hook",
 });
 
-pub use exports::harness::hooks::tool_hook::{Guest, Proceed};
+pub use exports::harness::hooks::tool_hook::{After, Guest, Proceed};
+pub use harness::hooks::outcomes::{CallOutcome, Failure, FailureKind, OutcomeKind, Phase};
 pub use harness::hooks::types::{CallContext, ToolCall, ToolResult};
 
 /// A hook: both phases have pass-through defaults, so a hook writes only the phase it needs.
 pub trait Hook {
     /// Runs before the tool, outermost hook first: `Ok` lets the call through (see
-    /// [`Proceed`]), `Err(message)` refuses it.
+    /// [`Proceed`]), `Err(message)` refuses it. To fail (rather than refuse), panic: the
+    /// operator's `on_failure` policy then decides.
     fn before_execute(_ctx: CallContext, _call: ToolCall) -> Result<Proceed, String> {
         Ok(Proceed::unchanged())
     }
 
-    /// Runs after the tool, innermost hook first: returns the result to hand outward.
-    fn after_execute(_ctx: CallContext, _call: ToolCall, outcome: ToolResult) -> ToolResult {
-        outcome
+    /// Runs after the tool, innermost hook first; `outcome` says how the call went.
+    /// Returns [`After::Keep`] to hand `result` on unchanged (nothing is copied back),
+    /// [`After::Replace`] with a new result, or [`After::Fail`] when the hook cannot do
+    /// its job.
+    fn after_execute(
+        _ctx: CallContext,
+        _call: ToolCall,
+        _outcome: CallOutcome,
+        _result: ToolResult,
+    ) -> After {
+        After::Keep
     }
 }
 
@@ -55,8 +65,35 @@ impl Proceed {
     }
 }
 
+impl FailureKind {
+    /// The WIT name: `timeout`, `output-too-large`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::Fuel => "fuel",
+            FailureKind::Memory => "memory",
+            FailureKind::OutputTooLarge => "output-too-large",
+            FailureKind::InvalidOutput => "invalid-output",
+            FailureKind::Trap => "trap",
+            FailureKind::Setup => "setup",
+            FailureKind::Declared => "declared",
+        }
+    }
+}
+
+impl Phase {
+    /// The WIT name: `before-execute`, `after-execute` or `execute`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::BeforeExecute => "before-execute",
+            Phase::AfterExecute => "after-execute",
+            Phase::Execute => "execute",
+        }
+    }
+}
+
 impl CallContext {
-    /// The value of `key` set by an earlier layer, or by the host (`hookhost.outcome`, …).
+    /// The value of `key` set by an earlier layer.
     pub fn value(&self, key: &str) -> Option<&str> {
         self.values
             .iter()
@@ -82,9 +119,10 @@ macro_rules! export {
                 fn after_execute(
                     ctx: $crate::CallContext,
                     call: $crate::ToolCall,
-                    outcome: $crate::ToolResult,
-                ) -> $crate::ToolResult {
-                    <$hook as $crate::Hook>::after_execute(ctx, call, outcome)
+                    outcome: $crate::CallOutcome,
+                    result: $crate::ToolResult,
+                ) -> $crate::After {
+                    <$hook as $crate::Hook>::after_execute(ctx, call, outcome, result)
                 }
             }
     $crate::export_bindings!(Exported with_types_in $crate);
