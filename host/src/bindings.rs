@@ -55,6 +55,18 @@ pub mod v0_2_0 {
         });
     }
 
+    /// The `tool` world.
+    pub mod tool {
+        wasmtime::component::bindgen!({
+            path: "../wit/hooks@0.2.0",
+            world: "tool",
+            exports: { default: async },
+            with: {
+                "harness:hooks/types": crate::bindings::hook::harness::hooks::types,
+            },
+        });
+    }
+
     pub use described::exports::harness::hooks::hook_info::{
         HookDescription, Setting, SettingType,
     };

@@ -430,7 +430,11 @@ impl HookChain {
             .await
             .map(Bound::V0_2)?,
         };
-        Ok(HookInstance { store, hook })
+        Ok(HookInstance {
+            store,
+            hook,
+            last_said: String::new(),
+        })
     }
 }
 
@@ -607,6 +611,8 @@ impl Record {
 pub struct HookInstance {
     store: Store<StoreState>,
     hook: Bound,
+    /// What it wrote to stderr in its last phase (logged already).
+    last_said: String,
 }
 
 /// An instance's exports, of the WIT version the hook was built for.
@@ -616,9 +622,10 @@ enum Bound {
 }
 
 impl HookInstance {
-    /// Everything the instance wrote to stderr so far (bounded).
+    /// What the instance wrote to stderr in its last phase, or in the one that failed
+    /// (bounded).
     pub fn stderr(&self) -> String {
-        self.store.data().stderr()
+        format!("{}{}", self.last_said, self.store.data().stderr())
     }
 
     /// Runs `before-execute` within `limits`; the outer `Err` is a failure of the hook,
@@ -655,7 +662,8 @@ impl HookInstance {
                 arguments: p.arguments,
             }),
         };
-        self.store
+        self.last_said = self
+            .store
             .data_mut()
             .log_stderr(layer, "before-execute", &call.id);
         match &outcome {
@@ -720,15 +728,18 @@ impl HookInstance {
                     v0_2_0::After::Keep => None,
                     v0_2_0::After::Replace(replaced) => Some(replaced),
                     v0_2_0::After::Fail(message) => {
-                        self.store
-                            .data_mut()
-                            .log_stderr(layer, "after-execute", &call.id);
-                        return Err(Failure::new(FailureKind::Declared, message));
+                        let said = self.store.data().stderr();
+                        let detail = match said.trim() {
+                            "" => message,
+                            said => format!("{message}; stderr: {said}"),
+                        };
+                        return Err(Failure::new(FailureKind::Declared, detail));
                     }
                 }
             }
         };
-        self.store
+        self.last_said = self
+            .store
             .data_mut()
             .log_stderr(layer, "after-execute", &call.id);
         if let Some(replaced) = &replaced {

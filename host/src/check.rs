@@ -429,6 +429,7 @@ async fn check_hook(
         let before_started = Instant::now();
         let before = instance.before(&layer.name, &limits, &ctx, &call).await;
         let before_took = before_started.elapsed();
+        let said_before = instance.stderr();
         let proceed = match before {
             Err(failure) => {
                 let stderr = stderr_note(&instance.stderr());
@@ -472,7 +473,7 @@ async fn check_hook(
             .after(&layer.name, &limits, &ctx, &call, &record, &result)
             .await;
         let after_took = after_started.elapsed();
-        let stderr = stderr_note(&instance.stderr());
+        let stderr = stderr_note(&format!("{said_before}{}", instance.stderr()));
         match after {
             Ok(out) => report.add(
                 Verdict::Pass,

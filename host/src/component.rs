@@ -300,7 +300,8 @@ impl ComponentLoader {
         }
     }
 
-    /// Compiles a tool component and links it against the host's imports.
+    /// Compiles a tool component of either WIT version and links it against the host's
+    /// imports.
     ///
     /// # Errors
     ///
@@ -309,9 +310,21 @@ impl ComponentLoader {
         &self,
         component: &ComponentRef,
         unknown_imports_trap: bool,
-    ) -> Result<ToolPre<StoreState>, LoadError> {
+    ) -> Result<ToolPres, LoadError> {
         let pre = self.instance_pre(component, "tool", unknown_imports_trap)?;
-        ToolPre::new(pre).map_err(|e| link_error(component, "tool", e))
+        let link = |e| link_error(component, "tool", e);
+        let v0_2 = pre
+            .component()
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, _)| name.starts_with("harness:hooks/tool-provider@0.2."));
+        if v0_2 {
+            Ok(ToolPres::V0_2(
+                v0_2_0::tool::ToolPre::new(pre).map_err(link)?,
+            ))
+        } else {
+            Ok(ToolPres::V0_1(ToolPre::new(pre).map_err(link)?))
+        }
     }
 
     /// Reads and compiles a component (from the compiled-code cache when it holds it).
@@ -553,6 +566,13 @@ pub enum HookPres {
         /// Set when it exports `hook-info` (the `described-hook` world).
         describe: Option<DescribedHookPre<StoreState>>,
     },
+}
+
+/// A tool ready to instantiate, of the WIT version it was built for (the `tool` world is
+/// the same in both).
+pub enum ToolPres {
+    V0_1(ToolPre<StoreState>),
+    V0_2(v0_2_0::tool::ToolPre<StoreState>),
 }
 
 /// A compiled component and what it took.

@@ -12,7 +12,8 @@
 //! tick, so a busy guest does not hold a worker thread), optional fuel, a cap on resource
 //! handles, and a cap on returned output.
 
-use crate::limits::{GUEST_STDERR_BYTES, LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
+use crate::guest_log::GuestLog;
+use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
 use crate::mounts::{self, MountError, ResolvedMount};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -22,7 +23,6 @@ use std::sync::Mutex;
 use std::time::Instant;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
 
@@ -49,9 +49,7 @@ pub struct StoreState {
     table: ResourceTable,
     config: WasiConfigVariables,
     limiter: MemoryLimiter,
-    stderr: MemoryOutputPipe,
-    /// How much of `stderr` was logged already.
-    stderr_logged: usize,
+    stderr: GuestLog,
     deadline: Instant,
     fuel: bool,
 }
@@ -236,7 +234,7 @@ impl Sandbox {
         settings: &Settings,
         limits: &Limits,
     ) -> Result<Store<StoreState>, MountError> {
-        let stderr = MemoryOutputPipe::new(GUEST_STDERR_BYTES);
+        let stderr = GuestLog::default();
         let mut wasi = WasiCtxBuilder::new();
         // File operations run on the calling thread instead of a blocking-pool hop each:
         // they are local and short, and the hop cost more than the operation.
@@ -272,7 +270,6 @@ impl Sandbox {
                 exceeded: false,
             },
             stderr,
-            stderr_logged: 0,
             deadline: Instant::now(),
             fuel: self.fuel,
         };
@@ -302,23 +299,20 @@ pub fn arm(store: &mut Store<StoreState>, limits: &Limits) {
 }
 
 impl StoreState {
-    /// What the guest wrote to stderr, for the log.
+    /// What the guest wrote to stderr since it was last logged, for a failure's log line.
     pub fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents()).into_owned()
+        self.stderr.peek()
     }
 
     /// Logs at `debug` what the guest wrote to stderr since the last time (a working
     /// hook's debug output: `print`, `console.error`, `eprintln!`), naming the component,
-    /// the phase and the call. Bounded by [`GUEST_STDERR_BYTES`] per store.
-    pub fn log_stderr(&mut self, component: &str, phase: &str, call_id: &str) {
-        let all = self.stderr.contents();
-        if all.len() <= self.stderr_logged || !tracing::enabled!(tracing::Level::DEBUG) {
-            self.stderr_logged = all.len();
-            return;
+    /// the phase and the call, and frees its room (see [`GuestLog`]). Returns it.
+    pub fn log_stderr(&mut self, component: &str, phase: &str, call_id: &str) -> String {
+        let new = self.stderr.take();
+        if !new.is_empty() {
+            tracing::debug!(component, phase, call_id, stderr = %new.trim_end(), "guest stderr");
         }
-        let new = String::from_utf8_lossy(&all[self.stderr_logged..]);
-        self.stderr_logged = all.len();
-        tracing::debug!(component, phase, call_id, stderr = %new.trim_end(), "guest stderr");
+        new
     }
 }
 

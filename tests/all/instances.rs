@@ -83,3 +83,19 @@ async fn compiled_components_are_cached_and_a_bad_entry_is_recompiled() {
         .unwrap();
     assert_eq!(r.output, "cached\n");
 }
+
+#[tokio::test]
+async fn a_per_session_hook_may_write_to_stderr_for_as_long_as_it_lives() {
+    // 10,000 bytes per call: past the stderr bound of one call's worth many times over.
+    let config = format!(
+        "[[hooks]]\nname = \"chatty\"\ncomponent = {:?}\ninstance = \"per-session\"\n\
+         on_failure = \"closed\"\nsettings = {{ mode = \"chatty\" }}\n",
+        fixtures::OUTCOME_HOOK
+    );
+    let host = TestHost::new(&config).await;
+    let session = host.session();
+    for call in 0..20 {
+        let r = host.call(&session, "echo", json!({"output": "same"})).await;
+        assert_eq!(r.output, "same", "call {call}");
+    }
+}

@@ -1,16 +1,17 @@
 //! A tool implemented by a component of the `tool` world.
 
 use super::Tool;
-use crate::bindings::tool::ToolPre;
-use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::limits::LimitOverrides;
+use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult, tool, v0_2_0};
+use crate::component::ToolPres;
+use crate::limits::{LimitOverrides, Limits};
 use crate::sandbox::{Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
 use crate::session::Session;
 use std::sync::Arc;
+use wasmtime::Store;
 
 /// A tool component, ready to instantiate: a fresh instance serves each call.
 pub struct GuestTool {
-    pre: ToolPre<StoreState>,
+    pre: ToolPres,
     descriptor: ToolDescriptor,
     sandbox: Arc<Sandbox>,
     grants: Grants,
@@ -27,7 +28,7 @@ impl GuestTool {
     ///
     /// A [`Failure`] when `describe` traps, times out or returns an oversized descriptor.
     pub async fn new(
-        pre: ToolPre<StoreState>,
+        pre: ToolPres,
         name: &str,
         sandbox: Arc<Sandbox>,
         grants: Grants,
@@ -54,23 +55,27 @@ impl GuestTool {
     ///
     /// A [`Failure`] when `describe` traps, times out or returns an oversized descriptor.
     pub async fn describe(
-        pre: &ToolPre<StoreState>,
+        pre: &ToolPres,
         sandbox: &Sandbox,
         settings: &Settings,
         limits: &LimitOverrides,
     ) -> Result<ToolDescriptor, Failure> {
         let (mut store, limits) = sandbox.describe_store(settings, limits)?;
-        let bindings = Failure::bounded(&mut store, &limits, async |store| {
-            pre.instantiate_async(store).await
-        })
-        .await?;
-        let descriptor = Failure::bounded(&mut store, &limits, async |store| {
-            bindings
-                .harness_hooks_tool_provider()
-                .call_describe(store)
-                .await
-        })
-        .await?;
+        let bound = Bound::instantiate(pre, &mut store, &limits).await?;
+        let descriptor = match &bound {
+            Bound::V0_1(b) => {
+                Failure::bounded(&mut store, &limits, async |store| {
+                    b.harness_hooks_tool_provider().call_describe(store).await
+                })
+                .await?
+            }
+            Bound::V0_2(b) => {
+                Failure::bounded(&mut store, &limits, async |store| {
+                    b.harness_hooks_tool_provider().call_describe(store).await
+                })
+                .await?
+            }
+        };
         let size =
             descriptor.name.len() + descriptor.description.len() + descriptor.input_schema.len();
         Failure::check_output(size, &limits)?;
@@ -95,22 +100,55 @@ impl Tool for GuestTool {
             .sandbox
             .store(session.mounts(), &self.grants, &self.settings, &limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let pre = &self.pre;
-        let bindings = Failure::bounded(&mut store, &limits, async |store| {
-            pre.instantiate_async(store).await
-        })
-        .await?;
-        let result = Failure::bounded(&mut store, &limits, async |store| {
-            bindings
-                .harness_hooks_tool_provider()
-                .call_execute(store, ctx, call)
-                .await
-        })
-        .await?;
+        let result = match Bound::instantiate(&self.pre, &mut store, &limits).await? {
+            Bound::V0_1(b) => {
+                Failure::bounded(&mut store, &limits, async |store| {
+                    b.harness_hooks_tool_provider()
+                        .call_execute(store, ctx, call)
+                        .await
+                })
+                .await?
+            }
+            Bound::V0_2(b) => {
+                Failure::bounded(&mut store, &limits, async |store| {
+                    b.harness_hooks_tool_provider()
+                        .call_execute(store, ctx, call)
+                        .await
+                })
+                .await?
+            }
+        };
         store
             .data_mut()
             .log_stderr(&self.descriptor.name, "execute", &call.id);
         Failure::check_result(&result, &limits)?;
         Ok(result)
+    }
+}
+
+/// An instance's exports, of the WIT version the tool was built for.
+enum Bound {
+    V0_1(tool::Tool),
+    V0_2(v0_2_0::tool::Tool),
+}
+
+impl Bound {
+    async fn instantiate(
+        pre: &ToolPres,
+        store: &mut Store<StoreState>,
+        limits: &Limits,
+    ) -> Result<Bound, Failure> {
+        match pre {
+            ToolPres::V0_1(pre) => Failure::bounded(store, limits, async |store| {
+                pre.instantiate_async(store).await
+            })
+            .await
+            .map(Bound::V0_1),
+            ToolPres::V0_2(pre) => Failure::bounded(store, limits, async |store| {
+                pre.instantiate_async(store).await
+            })
+            .await
+            .map(Bound::V0_2),
+        }
     }
 }
