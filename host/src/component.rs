@@ -376,7 +376,25 @@ impl ComponentLoader {
             self.stand_in_for_unprovided(&mut linker, &compiled)
                 .and_then(|()| linker.instantiate_pre(&compiled))
         } else {
-            self.linker.instantiate_pre(&compiled)
+            self.linker.instantiate_pre(&compiled).map_err(|e| {
+                // Say which imports are missing, in words, rather than wasmtime's first.
+                let missing: Vec<String> = self
+                    .imports(&compiled)
+                    .into_iter()
+                    .filter(|i| !i.provided && !i.types_only)
+                    .map(|i| i.name)
+                    .collect();
+                if missing.is_empty() {
+                    e
+                } else {
+                    wasmtime::format_err!(
+                        "it imports {}, which this host does not provide: build it without \
+                         them, or set allow_unknown_imports = true for it (calls to them then \
+                         trap)",
+                        missing.join(", ")
+                    )
+                }
+            })
         }
         .map_err(|e| link_error(component, world, e))
     }

@@ -204,3 +204,15 @@ async fn a_0_2_0_hook_that_describes_itself_is_checked_against_its_description()
         "{failed:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_hook_that_grows_its_memory_past_the_cap_fails() {
+    let failed = failures(&checked(fixtures::PROBE_HOOK, probe("grow-memory")).await);
+    assert!(
+        failed.len() == 1
+            && failed[0].contains(
+                "before-execute failed (memory): it tried to grow its memory past 128.0 MiB"
+            ),
+        "{failed:#?}"
+    );
+}

@@ -396,7 +396,10 @@ async fn an_import_the_host_does_not_grant_fails_the_load_naming_it() {
         .expect("refused")
         .to_string();
     assert!(
-        e.contains("hooks.importer") && e.contains("hookhost-test:backdoor/exfiltrate"),
+        e.contains("hooks.importer")
+            && e.contains(
+                "it imports hookhost-test:backdoor/exfiltrate, which this host does not provide"
+            ),
         "{e}"
     );
 
