@@ -26,7 +26,7 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// fails its call; the `bash` tool truncates its capture here.
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 
-/// What one guest may write to its stderr per instance before writes fail. Stderr is kept
+/// What of a guest's stderr is kept per phase (more is dropped, never refused). Stderr is
 /// for the log: at `debug` for a working hook, with the failure when it fails.
 pub const GUEST_STDERR_BYTES: usize = 64 * 1024;
 
