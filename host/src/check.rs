@@ -242,13 +242,11 @@ pub async fn check(
         );
         return Ok(report);
     };
-    if options.world.is_some_and(|w| w != world) {
+    if let Some(wanted) = options.world.filter(|w| *w != world) {
         report.add(
             Verdict::Fail,
             format!(
-                "implements the `{world}` world, not `{}`: build it for `--world {}`",
-                options.world.unwrap_or(world),
-                options.world.unwrap_or(world)
+                "implements the `{world}` world, not `{wanted}`: build it for `--world {wanted}`"
             ),
         );
         return Ok(report);
