@@ -229,6 +229,10 @@ impl ComponentLoader {
                         usize::try_from(options.max_memory_bytes).unwrap_or(usize::MAX),
                     )
                     .linear_memory_keep_resident(keep)
+                    // Resetting a slot, the kernel says which kept pages were touched
+                    // (Linux 6.7+ PAGEMAP_SCAN), so only those are cleared, instead of a
+                    // memset of the whole kept prefix; without it, the memset.
+                    .pagemap_scan(wasmtime::Enabled::Auto)
                     // Stacks and tables too: returning their pages to the OS after every
                     // call costs a TLB shootdown across cores each time.
                     .async_stack_keep_resident(keep)

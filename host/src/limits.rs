@@ -64,7 +64,7 @@ pub const DEFAULT_POOL_INSTANCES: u32 = 1_000;
 
 /// Bytes of each pooled linear memory kept resident (not returned to the OS) between
 /// instances: faster instantiation, paid in RSS for every slot used so far.
-pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 1024 * 1024;
+pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Resource handles (open files, streams, directory iterators…) one instance may hold at
 /// once: bounds the host memory a guest can pin through handles. Opening one more file
