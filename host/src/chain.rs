@@ -349,7 +349,6 @@ impl HookChain {
             record.outcome = Outcome::Failed;
             record.failures.push(LayerFailure {
                 layer: name.clone(),
-                tool: true,
                 phase: "execute",
                 kind: failure.kind,
             });
@@ -493,9 +492,9 @@ pub struct Record {
 
 /// One failure of a layer of the call.
 struct LayerFailure {
+    /// The hook's name, or the tool's.
     layer: String,
-    /// A tool's failure (else a hook's).
-    tool: bool,
+    /// `before-execute`, `after-execute` (a hook's), or `execute` (the tool's).
     phase: &'static str,
     kind: FailureKind,
 }
@@ -520,7 +519,13 @@ impl Record {
     }
 
     /// Logs a hook failure and records it; a `closed` hook's failure fails the call.
-    fn failed(&mut self, layer: &HookLayer, phase: &str, call: &ToolCall, failure: &Failure) {
+    fn failed(
+        &mut self,
+        layer: &HookLayer,
+        phase: &'static str,
+        call: &ToolCall,
+        failure: &Failure,
+    ) {
         tracing::warn!(
             hook = %layer.name,
             phase,
@@ -533,12 +538,7 @@ impl Record {
         );
         self.failures.push(LayerFailure {
             layer: layer.name.clone(),
-            tool: false,
-            phase: if phase == "before-execute" {
-                "before-execute"
-            } else {
-                "after-execute"
-            },
+            phase,
             kind: failure.kind,
         });
         if layer.on_failure == FailurePolicy::Closed {
@@ -561,9 +561,9 @@ impl Record {
             let failures: Vec<String> = self
                 .failures
                 .iter()
-                .map(|f| match f.tool {
-                    true => format!("tool '{}': {}", f.layer, f.kind),
-                    false => format!("hook '{}' {}: {}", f.layer, f.phase, f.kind),
+                .map(|f| match f.phase {
+                    "execute" => format!("tool '{}': {}", f.layer, f.kind),
+                    phase => format!("hook '{}' {phase}: {}", f.layer, f.kind),
                 })
                 .collect();
             values.push((FAILURE_KEY.into(), failures.join("; ")));
