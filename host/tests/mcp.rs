@@ -599,4 +599,14 @@ fn kill_9_in_a_burst_of_offloads_leaves_no_torn_file() {
         }
     }
     assert!(whole >= 1, "the answered call's file is there");
+    // The audit hook appends each line in one write: a kill cannot leave half a line.
+    let log = std::fs::read_to_string(data.path().join("tenants/default/audit/audit.jsonl"))
+        .expect("the audit log");
+    assert!(log.ends_with('\n'), "the log ends with a whole line");
+    let started = log
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect(line))
+        .filter(|event| event["event"] == "start")
+        .count();
+    assert!(started >= 3, "{log}");
 }

@@ -106,3 +106,52 @@ grants = {{ "/workspace" = "rw" }}
     assert_eq!(lines[7]["reason"], "hook 'flaky' after-execute: trap");
     assert_eq!(lines[7]["is_error"], false);
 }
+
+/// Per-session audit instances keep the log open across calls; fresh ones open it once
+/// per call. Either way, lines of many calls at once land whole, one per event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_of_many_sessions_append_whole_lines() {
+    const SESSIONS: usize = 12;
+    const CALLS: usize = 8;
+    for instance in ["per-call", "per-session"] {
+        let host = std::sync::Arc::new(
+            TestHost::new(&format!(
+                "[[hooks]]\nname = \"audit\"\ncomponent = \"builtin:audit\"\ninstance = {instance:?}\ngrants = {{ \"/audit\" = \"rw\" }}\n"
+            ))
+            .await,
+        );
+        let sessions: Vec<_> = (0..SESSIONS).map(|_| host.session()).collect();
+        let tasks: Vec<_> = sessions
+            .iter()
+            .flat_map(|s| (0..CALLS).map(move |n| (s.clone(), n)))
+            .map(|(s, n)| {
+                let host = host.clone();
+                tokio::spawn(async move {
+                    host.call(&s, "echo", json!({ "output": "x".repeat(1000 + n) }))
+                        .await
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert!(!task.await.unwrap().is_error);
+        }
+
+        let path = host.data.path().join("tenants/default/audit/audit.jsonl");
+        let log = std::fs::read_to_string(path).unwrap();
+        let lines: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{instance}: {e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), SESSIONS * CALLS * 2, "{instance}");
+        for s in &sessions {
+            let mut done: Vec<u64> = lines
+                .iter()
+                .filter(|l| l["session"] == s.id.as_str() && l["event"] == "done")
+                .map(|l| l["output_bytes"].as_u64().unwrap())
+                .collect();
+            done.sort_unstable();
+            let expected: Vec<u64> = (0..CALLS as u64).map(|n| 1000 + n).collect();
+            assert_eq!(done, expected, "{instance}: session {}", s.id);
+        }
+    }
+}

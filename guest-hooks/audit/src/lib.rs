@@ -7,20 +7,22 @@
 //! after the call `duration_ms`, `is_error`, `output_bytes`. Put it outermost in the chain
 //! to see every refusal.
 //!
-//! Settings: `file`, the log's path (default `/audit/audit.jsonl`). A line that cannot be
+//! Settings: `file`, the log's path (default `/audit/audit.jsonl`). The log is opened once
+//! per instance — both phases of a call, and every call of a per-session instance, share
+//! it — and each line is one `write(2)` on the host's calling thread. A line that cannot be
 //! appended (no grant, a missing directory, a read-only mount) fails the hook — it traps in
 //! `before-execute` and fails with the reason in `after-execute` — so the operator's
 //! `on_failure` policy decides: `open` lets the call through unaudited (logged by the
 //! host), `closed` refuses it.
 
+use hookhost_hook::files::Appender;
 use hookhost_hook::{
     After, CallContext, CallOutcome, Hook, OutcomeKind, Phase, Proceed, ToolCall, ToolResult,
     settings,
 };
 use serde_json::{Map, Value, json};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
@@ -31,6 +33,11 @@ const REASON_CHARS: usize = 500;
 
 /// Start times of the calls this instance is in, by call id.
 static STARTS: Mutex<BTreeMap<String, Instant>> = Mutex::new(BTreeMap::new());
+
+thread_local! {
+    /// The open log and its path: opened by the first line, kept for the instance's life.
+    static LOG: RefCell<Option<(String, Appender)>> = const { RefCell::new(None) };
+}
 
 struct Audit;
 
@@ -114,7 +121,8 @@ fn event(kind: &str, ctx: &CallContext, call: &ToolCall) -> Map<String, Value> {
     line
 }
 
-/// Appends one line in one write, so lines of concurrent calls do not interleave.
+/// Appends one line in one write, so lines of concurrent calls do not interleave (a line
+/// longer than `files::APPEND_CHUNK` takes several).
 ///
 /// # Errors
 ///
@@ -123,12 +131,17 @@ fn append(line: Map<String, Value>) -> Result<(), String> {
     let file = settings::text("file").unwrap_or_else(|| DEFAULT_FILE.to_string());
     let mut text = Value::Object(line).to_string();
     text.push('\n');
-    let written = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&file)
-        .and_then(|mut f| f.write_all(text.as_bytes()));
-    written.map_err(|e| format!("audit: cannot append to {file}: {e}"))
+    LOG.with_borrow_mut(|log| -> std::io::Result<()> {
+        let (path, appender) = match log.take() {
+            Some(open) if open.0 == file => open,
+            _ => (file.clone(), Appender::open(&file)?),
+        };
+        // Kept only while it works: after a failure the next line opens the log again.
+        appender.append(text.as_bytes())?;
+        *log = Some((path, appender));
+        Ok(())
+    })
+    .map_err(|e| format!("audit: cannot append to {file}: {e}"))
 }
 
 hookhost_hook::export!(Audit);

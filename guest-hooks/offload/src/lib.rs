@@ -17,11 +17,10 @@
 
 mod reference;
 
-pub use reference::{Offloaded, Settings};
+pub use reference::{Offloaded, Settings, Shape};
 
-use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, settings};
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, files, settings};
+use std::fs;
 
 struct Offload;
 
@@ -33,13 +32,13 @@ impl Hook for Offload {
         result: ToolResult,
     ) -> After {
         let settings = Settings::from_lookup(settings::text);
-        if !settings.applies_to(&call.name, &result.output) {
+        let Some(shape) = settings.offloads(&call.name, &result.output) else {
             return After::Keep;
-        }
+        };
         let offloaded = Offloaded::new(&settings, &call.name, &call.id, &result.output);
         match write_exclusive(&offloaded.path, &result.output) {
             Ok(()) => After::Replace(ToolResult {
-                output: offloaded.reference(&settings, &result.output),
+                output: offloaded.reference(&settings, &result.output, shape),
                 is_error: result.is_error,
                 media_type: None,
             }),
@@ -65,19 +64,13 @@ fn write_exclusive(path: &str, contents: &str) -> std::io::Result<()> {
         return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
     }
     let partial = format!("{dir}/.{name}.partial");
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&partial)?;
-    let written = file
-        .write_all(contents.as_bytes())
-        .and_then(|()| file.flush())
-        .and_then(|()| fs::rename(&partial, path));
-    if written.is_err() {
-        drop(file);
+    // One write on the host's calling thread, however large (see `hookhost_hook::files`).
+    files::write_new(&partial, contents.as_bytes())?;
+    let renamed = fs::rename(&partial, path);
+    if renamed.is_err() {
         let _ = fs::remove_file(&partial);
     }
-    written
+    renamed
 }
 
 hookhost_hook::export!(Offload);

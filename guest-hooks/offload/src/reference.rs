@@ -65,15 +65,48 @@ impl Settings {
         s
     }
 
-    /// Whether this output of this tool is offloaded.
-    pub fn applies_to(&self, tool: &str, output: &str) -> bool {
-        !self.excluded.iter().any(|t| t == tool) && exceeds(output, self.threshold)
+    /// The output's shape when this output of this tool is offloaded: the tool is not
+    /// excluded and the output is longer than the threshold in characters.
+    pub fn offloads(&self, tool: &str, output: &str) -> Option<Shape> {
+        if self.excluded.iter().any(|t| t == tool) || output.len() <= self.threshold {
+            return None;
+        }
+        Some(Shape::of(output)).filter(|shape| shape.chars > self.threshold)
     }
 }
 
-/// `output.chars().count() > limit`, without counting past the limit.
-fn exceeds(output: &str, limit: usize) -> bool {
-    output.len() > limit && output.chars().nth(limit).is_some()
+/// An output's characters and lines (as an editor counts them: a final line without a
+/// newline counts), found in one pass over its bytes, eight at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub chars: usize,
+    pub lines: usize,
+}
+
+impl Shape {
+    pub fn of(s: &str) -> Shape {
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        const NEWLINES: u64 = 0x0a0a_0a0a_0a0a_0a0a;
+        let (words, rest) = s.as_bytes().as_chunks::<8>();
+        let (mut continuation, mut newlines) = (0, 0);
+        for word in words {
+            let w = u64::from_le_bytes(*word);
+            // A UTF-8 continuation byte is 0b10xx_xxxx: bit 7 set, bit 6 (shifted up) clear.
+            continuation += (w & !(w << 1) & HIGH).count_ones() as usize;
+            // A byte of `x` is non-zero iff its low seven bits carry into bit 7 or bit 7 is set.
+            let x = w ^ NEWLINES;
+            newlines += 8 - ((((x & LOW) + LOW) | x) & HIGH).count_ones() as usize;
+        }
+        for &b in rest {
+            continuation += usize::from(b & 0xc0 == 0x80);
+            newlines += usize::from(b == b'\n');
+        }
+        Shape {
+            chars: s.len() - continuation,
+            lines: newlines + usize::from(!s.is_empty() && !s.ends_with('\n')),
+        }
+    }
 }
 
 /// A JSON array of strings, or a comma-separated list.
@@ -110,9 +143,8 @@ impl Offloaded {
     }
 
     /// The text the model sees instead of `output`.
-    pub fn reference(&self, settings: &Settings, output: &str) -> String {
-        let chars = output.chars().count();
-        let lines = count_lines(output);
+    pub fn reference(&self, settings: &Settings, output: &str, shape: Shape) -> String {
+        let Shape { chars, lines } = shape;
         let path = &self.path;
         let mut r = String::new();
         let _ = writeln!(
@@ -140,12 +172,6 @@ impl Offloaded {
         }
         r
     }
-}
-
-/// Lines as an editor counts them: a final line without a newline counts.
-pub fn count_lines(s: &str) -> usize {
-    let newlines = s.bytes().filter(|&b| b == b'\n').count();
-    newlines + usize::from(!s.is_empty() && !s.ends_with('\n'))
 }
 
 /// A name safe as one path segment inside the guest's mount: the characters
@@ -235,17 +261,35 @@ mod tests {
             threshold: 3,
             ..Settings::default()
         };
-        assert!(!s.applies_to("bash", "ééé"));
-        assert!(s.applies_to("bash", "éééé"));
-        assert!(!s.applies_to("read_file", "éééé"));
+        assert_eq!(s.offloads("bash", "ééé"), None);
+        assert_eq!(
+            s.offloads("bash", "éééé"),
+            Some(Shape { chars: 4, lines: 1 })
+        );
+        assert_eq!(s.offloads("read_file", "éééé"), None);
     }
 
     #[test]
     fn lines_count_a_final_partial_line() {
-        assert_eq!(count_lines(""), 0);
-        assert_eq!(count_lines("a"), 1);
-        assert_eq!(count_lines("a\n"), 1);
-        assert_eq!(count_lines("a\nb"), 2);
+        let lines = |s| Shape::of(s).lines;
+        assert_eq!(lines(""), 0);
+        assert_eq!(lines("a"), 1);
+        assert_eq!(lines("a\n"), 1);
+        assert_eq!(lines("a\nb"), 2);
+    }
+
+    #[test]
+    fn one_pass_counts_agree_with_std_at_every_alignment() {
+        let text = "ascii\n\n€uro ✓ 𝄞 clef\nÿ\u{7f}\u{80}\n\n\n\n\n\n\n\n\nend".repeat(5);
+        for start in text.char_indices().map(|(i, _)| i) {
+            let s = &text[start..];
+            let newlines = s.bytes().filter(|&b| b == b'\n').count();
+            let naive = Shape {
+                chars: s.chars().count(),
+                lines: newlines + usize::from(!s.is_empty() && !s.ends_with('\n')),
+            };
+            assert_eq!(Shape::of(s), naive, "at {start}");
+        }
     }
 
     #[test]

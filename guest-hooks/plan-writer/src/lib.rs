@@ -17,7 +17,7 @@
 //! through unchanged; a plan that cannot be written fails the hook with the reason, so the
 //! operator's `on_failure` policy decides.
 
-use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, settings};
+use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, files, settings};
 use serde_json::Value;
 use std::fs;
 use std::time::SystemTime;
@@ -109,7 +109,7 @@ fn write_plan(
     // Write beside it and rename, so a reader never sees half a plan. The temporary name
     // is the call's, so concurrent calls of one session do not write over each other's.
     let partial = format!("{path}.{}.partial", encode(call_id));
-    fs::write(&partial, render(session, &now, todos))?;
+    files::write(&partial, render(session, &now, todos).as_bytes())?;
     fs::rename(&partial, &path)
 }
 
@@ -139,7 +139,7 @@ fn plan_path(dir: &str, session: &str, call_id: &str, now: &str) -> std::io::Res
         }
     };
     let temp = format!("{pointer}.{}.partial", encode(call_id));
-    fs::write(&temp, &name)?;
+    files::write(&temp, name.as_bytes())?;
     let linked = fs::hard_link(&temp, &pointer);
     let _ = fs::remove_file(&temp);
     match linked {

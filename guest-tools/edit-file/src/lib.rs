@@ -6,7 +6,7 @@
 
 use std::fs;
 use tool_support::{
-    Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, io_error, resolve_path,
+    Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, files, io_error, resolve_path,
 };
 
 struct EditFile;
@@ -48,7 +48,8 @@ fn edit(arguments: &str) -> Result<String, String> {
     let text = fs::read_to_string(&path).map_err(|e| io_error("edit_file", "read", &path, &e))?;
     let (edited, count) =
         replace(&text, old, new, all).map_err(|why| format!("edit_file: {path}: {why}"))?;
-    fs::write(&path, edited).map_err(|e| io_error("edit_file", "write", &path, &e))?;
+    files::write(&path, edited.as_bytes())
+        .map_err(|e| io_error("edit_file", "write", &path, &e))?;
     let plural = if count == 1 { "" } else { "s" };
     Ok(format!("Edited {path}: {count} replacement{plural}"))
 }

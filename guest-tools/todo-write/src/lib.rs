@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 use std::fs;
-use tool_support::{Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult};
+use tool_support::{Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, files};
 
 /// Where the list is kept unless the setting `file` says otherwise.
 pub const DEFAULT_FILE: &str = "/session/todos.json";
@@ -102,7 +102,7 @@ fn write(arguments: &str, call_id: &str) -> Result<String, String> {
         .take(32)
         .collect();
     let partial = format!("{file}.{unique}.partial");
-    fs::write(&partial, &text)
+    files::write(&partial, text.as_bytes())
         .and_then(|()| fs::rename(&partial, &file))
         .map_err(|e| tool_support::io_error("todo_write", "save the list to", &file, &e))?;
     Ok(text)

@@ -12,6 +12,8 @@ wit_bindgen::generate!({
 
 pub use exports::harness::hooks::tool_provider::Guest;
 pub use harness::hooks::types::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+/// Writing files without a thread hop per write: tools write through it, not `std::fs`.
+pub use hookhost_fs as files;
 
 use serde_json::{Map, Value};
 

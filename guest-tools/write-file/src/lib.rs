@@ -4,7 +4,7 @@
 
 use std::fs;
 use tool_support::{
-    Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, io_error, resolve_path,
+    Args, CallContext, Guest, ToolCall, ToolDescriptor, ToolResult, files, io_error, resolve_path,
 };
 
 struct WriteFile;
@@ -40,7 +40,8 @@ fn write(arguments: &str) -> Result<String, String> {
     if let Some((dir, _)) = path.rsplit_once('/').filter(|(dir, _)| !dir.is_empty()) {
         fs::create_dir_all(dir).map_err(|e| io_error("write_file", "create", dir, &e))?;
     }
-    fs::write(&path, content).map_err(|e| io_error("write_file", "write", &path, &e))?;
+    files::write(&path, content.as_bytes())
+        .map_err(|e| io_error("write_file", "write", &path, &e))?;
     Ok(format!("Wrote {} bytes to {path}", content.len()))
 }
 

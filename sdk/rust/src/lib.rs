@@ -31,6 +31,8 @@ wit_bindgen::generate!({
 pub use exports::harness::hooks::tool_hook::{After, Guest, Proceed};
 pub use harness::hooks::outcomes::{CallOutcome, Failure, FailureKind, OutcomeKind, Phase};
 pub use harness::hooks::types::{CallContext, ToolCall, ToolResult};
+/// Writing files without a thread hop per write: use it rather than `std::fs` to write.
+pub use hookhost_fs as files;
 
 /// A hook: both phases have pass-through defaults, so a hook writes only the phase it needs.
 pub trait Hook {
