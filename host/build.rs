@@ -1,5 +1,7 @@
 //! Compiles the built-in hooks and tools to components and embeds them in the binary, so
 //! that `cargo build` alone yields a `hookhost` that needs no `.wasm` files at run time.
+//! Also compiles the bench's heavy hook (10 MB), which is not embedded: `hookhost bench`
+//! loads it from the path written here.
 
 use guest_build::Guest;
 use std::fmt::Write;
@@ -16,12 +18,20 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("todo_write", "todo-write", "guest-tools/todo-write"),
 ];
 
+/// The bench's stand-in for a hook built from an interpreted language.
+const HEAVY_HOOK: Guest<'static> = Guest {
+    package: "heavy-hook",
+    dir: "tests/fixtures/heavy-hook",
+};
+
 fn main() {
     let guests: Vec<Guest<'_>> = BUILTINS
         .iter()
         .map(|(_, package, dir)| Guest { package, dir })
+        .chain([HEAVY_HOOK])
         .collect();
-    let files = guest_build::build(&guests);
+    let mut files = guest_build::build(&guests);
+    let heavy = files.pop().unwrap();
 
     let mut out = String::from(
         "/// Built-in components: `builtin:NAME` → component bytes.\n\
@@ -36,6 +46,11 @@ fn main() {
         .unwrap();
     }
     out.push_str("];\n");
-    let dest = PathBuf::from(std::env::var_os("OUT_DIR").unwrap()).join("builtins.rs");
-    std::fs::write(dest, out).unwrap();
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+    std::fs::write(out_dir.join("builtins.rs"), out).unwrap();
+    let heavy = format!(
+        "/// The bench's heavy hook, where the build left it.\nconst HEAVY_HOOK: &str = {:?};\n",
+        heavy.display().to_string()
+    );
+    std::fs::write(out_dir.join("bench_fixtures.rs"), heavy).unwrap();
 }

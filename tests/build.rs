@@ -11,6 +11,7 @@ const FIXTURES: &[(&str, &str, &str)] = &[
         "outcome-hook",
         "tests/fixtures/outcome-hook",
     ),
+    ("HEAVY_HOOK", "heavy-hook", "tests/fixtures/heavy-hook"),
 ];
 
 fn main() {

@@ -69,7 +69,12 @@ enum Command {
     Demo,
     /// Measure the hook layer against a native implementation of the same hooks; prints a
     /// Markdown table.
-    Bench,
+    Bench {
+        /// Measure this component as the heavy hook (e.g. one built with componentize-py)
+        /// instead of the built-in 10 MB stand-in.
+        #[arg(long, value_name = "FILE")]
+        heavy: Option<PathBuf>,
+    },
     /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
     /// Streamable HTTP with --http.
     Serve {
@@ -343,8 +348,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             demo::run(&runtime).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench => {
-            bench::run().await?;
+        Command::Bench { heavy } => {
+            bench::run(heavy).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve {

@@ -99,3 +99,29 @@ async fn a_per_session_hook_may_write_to_stderr_for_as_long_as_it_lives() {
         assert_eq!(r.output, "same", "call {call}");
     }
 }
+
+/// The bench's heavy hook (a 10 MB component whose calls walk and write a 10 MiB heap) runs
+/// in the real sandbox, fresh and kept per session, and lets calls through unchanged.
+#[tokio::test]
+async fn a_ten_megabyte_hook_runs_fresh_and_per_session() {
+    let size = std::fs::metadata(fixtures::HEAVY_HOOK).unwrap().len();
+    assert!(size > 10_000_000, "{size} bytes");
+    for instance in ["per-call", "per-session"] {
+        let host = TestHost::new(&format!(
+            "[[hooks]]\nname = \"heavy\"\ncomponent = {:?}\ninstance = {instance:?}\n",
+            fixtures::HEAVY_HOOK
+        ))
+        .await;
+        let s = host.session();
+        for n in 0..3 {
+            let r = host
+                .call(&s, "echo", json!({"output": format!("call {n}")}))
+                .await;
+            assert_eq!(
+                (r.output, r.is_error),
+                (format!("call {n}"), false),
+                "{instance}"
+            );
+        }
+    }
+}
