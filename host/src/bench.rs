@@ -324,9 +324,20 @@ fn one_hook_config(component: &Path, per_session: bool) -> Result<Config> {
     Ok(Config::parse(&text, "<bench config>")?)
 }
 
-/// Runs every measurement and prints the table (Markdown) on stdout. `heavy` replaces the
-/// built-in heavy hook for its two rows.
-pub async fn run(heavy: Option<PathBuf>) -> Result<()> {
+/// The groups of rows, in the order they run; `--only GROUP` runs one (to profile it).
+pub const GROUPS: &[&str] = &[
+    "fresh",
+    "passthrough",
+    "bash",
+    "per-session",
+    "heavy",
+    "startup",
+];
+
+/// Runs the measurements (those of group `only`, or all) and prints the table (Markdown)
+/// on stdout. `heavy` replaces the built-in heavy hook for its two rows.
+pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
+    let wanted = |group: &str| only.is_none_or(|only| only == group);
     let shm = Path::new("/dev/shm");
     let scratch = if shm.is_dir() {
         tempfile::tempdir_in(shm)
@@ -342,219 +353,231 @@ pub async fn run(heavy: Option<PathBuf>) -> Result<()> {
     let large = "y".repeat(MIB);
     let mut rows = Vec::new();
 
-    let data = scratch.path().join("fresh");
-    let fresh = runtime(&data, &config(10_000, false, 1_000)?).await?;
-    let hh = latency(&fresh, "noop", CALLS).await?;
-    let nat = native_latency(&native, "noop", &small, CALLS)?;
-    rows.push(Row {
-        what: "call, 3-hook chain, 100 B, fresh instances (median)".into(),
-        hookhost: micros(hh),
-        native: micros(nat),
-        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-        goal: "≤ 4× native",
-    });
-
-    let hh = latency(&fresh, "big", CALLS / 10).await?;
-    let nat = native_latency(&native, "big", &large, CALLS / 10)?;
-    rows.push(Row {
-        what: "call, 1 MiB output, offloaded (median)".into(),
-        hookhost: micros(hh),
-        native: micros(nat),
-        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-        goal: "≤ 1.5× native",
-    });
-
-    let throughput = {
-        let runtime = Arc::new(fresh);
-        let start = Instant::now();
-        let mut tasks = Vec::new();
-        for _ in 0..SESSIONS {
-            let runtime = runtime.clone();
-            tasks.push(tokio::spawn(async move {
-                let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
-                for _ in 0..CALLS_PER_SESSION {
-                    runtime.call(&session, "noop", "{}").await?;
-                }
-                anyhow::Ok(())
-            }));
-        }
-        for task in tasks {
-            task.await??;
-        }
-        (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
-    };
-    let native_throughput = {
-        let chain = Arc::new(NativeChain::new(&native_dir, 10_000));
-        let start = Instant::now();
-        let mut tasks = Vec::new();
-        for s in 0..SESSIONS {
-            let chain = chain.clone();
-            let small = small.clone();
-            tasks.push(tokio::task::spawn_blocking(move || {
-                for _ in 0..CALLS_PER_SESSION {
-                    chain.call(&s.to_string(), "noop", &small)?;
-                }
-                anyhow::Ok(())
-            }));
-        }
-        for task in tasks {
-            task.await??;
-        }
-        (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
-    };
-    rows.push(Row {
-        what: "calls per second, 64 sessions at once, 3 hooks".into(),
-        hookhost: format!("{throughput:.0}/s"),
-        native: format!("{native_throughput:.0}/s"),
-        ratio: ratio(native_throughput, throughput),
-        goal: "≥ 30,000/s",
-    });
-
-    let data = scratch.path().join("passthrough");
-    let passthrough = runtime(&data, &config(2 * MIB, false, 1_000)?).await?;
-    let hh = latency(&passthrough, "big", CALLS / 10).await?;
-    let nat = native_latency(&native_passthrough, "big", &large, CALLS / 10)?;
-    rows.push(Row {
-        what: "call, 1 MiB output through 3 hooks, not offloaded (median)".into(),
-        hookhost: micros(hh),
-        native: micros(nat),
-        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-        goal: "≤ 150 µs",
-    });
-    drop(passthrough);
-
-    let data = scratch.path().join("bash");
-    let with_bash = {
-        let mut config = config(10_000, false, 1_000)?;
-        config.bash.enabled = true;
-        Arc::new(runtime(&data, &config).await?)
-    };
-    let hh = bash_throughput(&with_bash).await?;
-    let nat = native_bash_throughput().await?;
-    rows.push(Row {
-        what: "bash calls per second (`true`), 4 sessions at once, 3 hooks".into(),
-        hookhost: format!("{hh:.0}/s"),
-        native: format!("{nat:.0}/s (spawn + wait)"),
-        ratio: ratio(nat, hh),
-        goal: "≥ 500/s",
-    });
-    drop(with_bash);
-
-    let data = scratch.path().join("per-session");
-    let kept = runtime(&data, &config(10_000, true, 4_096)?).await?;
-    let hh = latency(&kept, "noop", CALLS).await?;
-    let native_kept = NativeChain::kept_open(&native_dir, 10_000)?;
-    let nat = native_latency(&native_kept, "noop", &small, CALLS)?;
-    rows.push(Row {
-        what: "call, 3-hook chain, 100 B, per-session instances (median)".into(),
-        hookhost: micros(hh),
-        native: micros(nat),
-        ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-        goal: "≤ 2× native",
-    });
-
-    let before = rss_bytes();
-    let mut idle = Vec::with_capacity(IDLE_SESSIONS);
-    for _ in 0..IDLE_SESSIONS {
-        let session = kept.create_session(TenantId::default_tenant(), None, None)?;
-        kept.call(&session, "noop", "{}").await?;
-        idle.push(session);
-    }
-    let after = rss_bytes();
-    rows.push(Row {
-        what: "RSS, 1,000 idle sessions with per-session instances".into(),
-        hookhost: format!("{:.0} MiB", after as f64 / MIB as f64),
-        native: format!("{:.0} MiB before them", before as f64 / MIB as f64),
-        ratio: format!(
-            "+{:.0} MiB",
-            (after.saturating_sub(before)) as f64 / MIB as f64
-        ),
-        goal: "≤ 200 MiB",
-    });
-    drop(idle);
-    drop(kept);
-
-    let (heavy, heavy_name) = match heavy {
-        Some(path) => {
-            let name = path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            (path, name)
-        }
-        None => (PathBuf::from(HEAVY_HOOK), "heavy-hook".to_string()),
-    };
-    let stand_in = heavy == Path::new(HEAVY_HOOK);
-    let size = std::fs::metadata(&heavy)
-        .with_context(|| format!("the heavy hook {}", heavy.display()))?
-        .len();
-    let mut heap = vec![1u8; HEAVY_HEAP_BYTES];
-    let nat = {
-        let mut samples = Vec::with_capacity(CALLS / 10);
-        for _ in 0..CALLS / 10 {
-            let start = Instant::now();
-            native_heavy(&mut heap);
-            samples.push(start.elapsed());
-        }
-        median(samples)
-    };
-    for (per_session, instance) in [(false, "fresh instance"), (true, "per-session instance")] {
-        let data = scratch.path().join(format!("heavy-{per_session}"));
-        let runtime = runtime(&data, &one_hook_config(&heavy, per_session)?).await?;
-        let hh = latency(&runtime, "noop", CALLS / 10).await?;
+    if wanted("fresh") {
+        let data = scratch.path().join("fresh");
+        let fresh = runtime(&data, &config(10_000, false, 1_000)?).await?;
+        let hh = latency(&fresh, "noop", CALLS).await?;
+        let nat = native_latency(&native, "noop", &small, CALLS)?;
         rows.push(Row {
-            what: format!(
-                "call, one heavy hook ({heavy_name}, {:.1} MB), {instance} (median)",
-                size as f64 / 1e6
-            ),
+            what: "call, 3-hook chain, 100 B, fresh instances (median)".into(),
             hookhost: micros(hh),
-            // What another component does natively is not known.
-            native: if stand_in {
-                format!("{} (its heap walk)", micros(nat))
-            } else {
-                "—".into()
-            },
-            ratio: if stand_in {
-                ratio(hh.as_secs_f64(), nat.as_secs_f64())
-            } else {
-                "—".into()
-            },
-            goal: "—",
+            native: micros(nat),
+            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+            goal: "≤ 4× native",
+        });
+
+        let hh = latency(&fresh, "big", CALLS / 10).await?;
+        let nat = native_latency(&native, "big", &large, CALLS / 10)?;
+        rows.push(Row {
+            what: "call, 1 MiB output, offloaded (median)".into(),
+            hookhost: micros(hh),
+            native: micros(nat),
+            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+            goal: "≤ 1.5× native",
+        });
+
+        let throughput = {
+            let runtime = Arc::new(fresh);
+            let start = Instant::now();
+            let mut tasks = Vec::new();
+            for _ in 0..SESSIONS {
+                let runtime = runtime.clone();
+                tasks.push(tokio::spawn(async move {
+                    let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+                    for _ in 0..CALLS_PER_SESSION {
+                        runtime.call(&session, "noop", "{}").await?;
+                    }
+                    anyhow::Ok(())
+                }));
+            }
+            for task in tasks {
+                task.await??;
+            }
+            (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
+        };
+        let native_throughput = {
+            let chain = Arc::new(NativeChain::new(&native_dir, 10_000));
+            let start = Instant::now();
+            let mut tasks = Vec::new();
+            for s in 0..SESSIONS {
+                let chain = chain.clone();
+                let small = small.clone();
+                tasks.push(tokio::task::spawn_blocking(move || {
+                    for _ in 0..CALLS_PER_SESSION {
+                        chain.call(&s.to_string(), "noop", &small)?;
+                    }
+                    anyhow::Ok(())
+                }));
+            }
+            for task in tasks {
+                task.await??;
+            }
+            (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
+        };
+        rows.push(Row {
+            what: "calls per second, 64 sessions at once, 3 hooks".into(),
+            hookhost: format!("{throughput:.0}/s"),
+            native: format!("{native_throughput:.0}/s"),
+            ratio: ratio(native_throughput, throughput),
+            goal: "≥ 30,000/s",
         });
     }
 
-    let exe = std::env::current_exe()?;
-    let data = scratch.path().join("startup");
-    let time = |args: &[&str]| -> Result<Duration> {
-        let start = Instant::now();
-        let status = std::process::Command::new(&exe)
-            .arg("--data")
-            .arg(&data)
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()?;
-        anyhow::ensure!(status.success(), "{args:?} failed");
-        Ok(start.elapsed())
-    };
-    let cold = time(&["tools"])?; // fills the compiled-code cache
-    let warm = median(
-        (0..STARTS)
-            .map(|_| time(&["tools"]))
-            .collect::<Result<_>>()?,
-    );
-    let bare = median(
-        (0..STARTS)
-            .map(|_| time(&["--version"]))
-            .collect::<Result<_>>()?,
-    );
-    rows.push(Row {
-        what: "process start to ready, warm compiled-code cache (median)".into(),
-        hookhost: format!("{:.1} ms", warm.as_secs_f64() * 1e3),
-        native: format!("{:.1} ms (no runtime)", bare.as_secs_f64() * 1e3),
-        ratio: format!("cold: {:.0} ms", cold.as_secs_f64() * 1e3),
-        goal: "≤ 50 ms",
-    });
+    if wanted("passthrough") {
+        let data = scratch.path().join("passthrough");
+        let passthrough = runtime(&data, &config(2 * MIB, false, 1_000)?).await?;
+        let hh = latency(&passthrough, "big", CALLS / 10).await?;
+        let nat = native_latency(&native_passthrough, "big", &large, CALLS / 10)?;
+        rows.push(Row {
+            what: "call, 1 MiB output through 3 hooks, not offloaded (median)".into(),
+            hookhost: micros(hh),
+            native: micros(nat),
+            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+            goal: "≤ 150 µs",
+        });
+        drop(passthrough);
+    }
+
+    if wanted("bash") {
+        let data = scratch.path().join("bash");
+        let with_bash = {
+            let mut config = config(10_000, false, 1_000)?;
+            config.bash.enabled = true;
+            Arc::new(runtime(&data, &config).await?)
+        };
+        let hh = bash_throughput(&with_bash).await?;
+        let nat = native_bash_throughput().await?;
+        rows.push(Row {
+            what: "bash calls per second (`true`), 4 sessions at once, 3 hooks".into(),
+            hookhost: format!("{hh:.0}/s"),
+            native: format!("{nat:.0}/s (spawn + wait)"),
+            ratio: ratio(nat, hh),
+            goal: "≥ 500/s",
+        });
+        drop(with_bash);
+    }
+
+    if wanted("per-session") {
+        let data = scratch.path().join("per-session");
+        let kept = runtime(&data, &config(10_000, true, 4_096)?).await?;
+        let hh = latency(&kept, "noop", CALLS).await?;
+        let native_kept = NativeChain::kept_open(&native_dir, 10_000)?;
+        let nat = native_latency(&native_kept, "noop", &small, CALLS)?;
+        rows.push(Row {
+            what: "call, 3-hook chain, 100 B, per-session instances (median)".into(),
+            hookhost: micros(hh),
+            native: micros(nat),
+            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
+            goal: "≤ 2× native",
+        });
+
+        let before = rss_bytes();
+        let mut idle = Vec::with_capacity(IDLE_SESSIONS);
+        for _ in 0..IDLE_SESSIONS {
+            let session = kept.create_session(TenantId::default_tenant(), None, None)?;
+            kept.call(&session, "noop", "{}").await?;
+            idle.push(session);
+        }
+        let after = rss_bytes();
+        rows.push(Row {
+            what: "RSS, 1,000 idle sessions with per-session instances".into(),
+            hookhost: format!("{:.0} MiB", after as f64 / MIB as f64),
+            native: format!("{:.0} MiB before them", before as f64 / MIB as f64),
+            ratio: format!(
+                "+{:.0} MiB",
+                (after.saturating_sub(before)) as f64 / MIB as f64
+            ),
+            goal: "≤ 200 MiB",
+        });
+        drop(idle);
+        drop(kept);
+    }
+
+    if wanted("heavy") {
+        let (heavy, heavy_name) = match heavy {
+            Some(path) => {
+                let name = path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+                (path, name)
+            }
+            None => (PathBuf::from(HEAVY_HOOK), "heavy-hook".to_string()),
+        };
+        let stand_in = heavy == Path::new(HEAVY_HOOK);
+        let size = std::fs::metadata(&heavy)
+            .with_context(|| format!("the heavy hook {}", heavy.display()))?
+            .len();
+        let mut heap = vec![1u8; HEAVY_HEAP_BYTES];
+        let nat = {
+            let mut samples = Vec::with_capacity(CALLS / 10);
+            for _ in 0..CALLS / 10 {
+                let start = Instant::now();
+                native_heavy(&mut heap);
+                samples.push(start.elapsed());
+            }
+            median(samples)
+        };
+        for (per_session, instance) in [(false, "fresh instance"), (true, "per-session instance")] {
+            let data = scratch.path().join(format!("heavy-{per_session}"));
+            let runtime = runtime(&data, &one_hook_config(&heavy, per_session)?).await?;
+            let hh = latency(&runtime, "noop", CALLS / 10).await?;
+            rows.push(Row {
+                what: format!(
+                    "call, one heavy hook ({heavy_name}, {:.1} MB), {instance} (median)",
+                    size as f64 / 1e6
+                ),
+                hookhost: micros(hh),
+                // What another component does natively is not known.
+                native: if stand_in {
+                    format!("{} (its heap walk)", micros(nat))
+                } else {
+                    "—".into()
+                },
+                ratio: if stand_in {
+                    ratio(hh.as_secs_f64(), nat.as_secs_f64())
+                } else {
+                    "—".into()
+                },
+                goal: "—",
+            });
+        }
+    }
+
+    if wanted("startup") {
+        let exe = std::env::current_exe()?;
+        let data = scratch.path().join("startup");
+        let time = |args: &[&str]| -> Result<Duration> {
+            let start = Instant::now();
+            let status = std::process::Command::new(&exe)
+                .arg("--data")
+                .arg(&data)
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()?;
+            anyhow::ensure!(status.success(), "{args:?} failed");
+            Ok(start.elapsed())
+        };
+        let cold = time(&["tools"])?; // fills the compiled-code cache
+        let warm = median(
+            (0..STARTS)
+                .map(|_| time(&["tools"]))
+                .collect::<Result<_>>()?,
+        );
+        let bare = median(
+            (0..STARTS)
+                .map(|_| time(&["--version"]))
+                .collect::<Result<_>>()?,
+        );
+        rows.push(Row {
+            what: "process start to ready, warm compiled-code cache (median)".into(),
+            hookhost: format!("{:.1} ms", warm.as_secs_f64() * 1e3),
+            native: format!("{:.1} ms (no runtime)", bare.as_secs_f64() * 1e3),
+            ratio: format!("cold: {:.0} ms", cold.as_secs_f64() * 1e3),
+            goal: "≤ 50 ms",
+        });
+    }
 
     println!("| measure | hookhost | native | ratio | goal |");
     println!("|---|---|---|---|---|");

@@ -74,6 +74,9 @@ enum Command {
         /// instead of the built-in 10 MB stand-in.
         #[arg(long, value_name = "FILE")]
         heavy: Option<PathBuf>,
+        /// Run one group of rows only, e.g. under a profiler.
+        #[arg(long, value_name = "GROUP", value_parser = clap::builder::PossibleValuesParser::new(bench::GROUPS))]
+        only: Option<String>,
     },
     /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
     /// Streamable HTTP with --http.
@@ -348,8 +351,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             demo::run(&runtime).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench { heavy } => {
-            bench::run(heavy).await?;
+        Command::Bench { heavy, only } => {
+            bench::run(heavy, only.as_deref()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve {

@@ -5,7 +5,7 @@
 //! session or gets a fresh one per call. Settings: `max_calls` (default 200), `file`.
 //! Grant: `/budget` read-write, scope `session`.
 
-use hookhost_hook::{CallContext, Hook, Proceed, ToolCall, settings};
+use hookhost_hook::{CallContext, Hook, Proceed, ToolCall, files, settings};
 
 struct Budget;
 
@@ -24,8 +24,9 @@ impl Hook for Budget {
             ));
         }
         // A count that cannot be kept must not become an unlimited budget: trap, and the
-        // operator's on_failure policy decides.
-        if let Err(e) = std::fs::write(&file, (used + 1).to_string()) {
+        // operator's on_failure policy decides. (`files::write` is one call on the host's
+        // thread; `std::fs::write` would hop to a blocking thread.)
+        if let Err(e) = files::write(&file, (used + 1).to_string().as_bytes()) {
             panic!("rust-budget: cannot write {file}: {e}");
         }
         Ok(Proceed::unchanged())
