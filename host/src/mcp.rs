@@ -397,17 +397,28 @@ fn rpc_error(status: StatusCode, id: serde_json::Value, code: i32, message: &str
     (status, axum::Json(body)).into_response()
 }
 
+/// An answer given before the request's body was read. The connection is closed after it,
+/// and the answer says so: a client that reused it would race that close and see the
+/// server hang up without an answer (httpx did, now and then, after a 401).
+fn answer_unread(response: impl IntoResponse) -> Response {
+    let mut response = response.into_response();
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
 /// Authenticates every request, keeps tenants out of each other's sessions, answers a
 /// malformed body with a JSON-RPC parse error, makes the hookhost session at `initialize`,
 /// keeps a session alive on each of its requests, and ends it on `DELETE`.
 async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let Some(tenant) = gate.tenant(request.headers()) else {
-        return (
+        return answer_unread((
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
             "a valid bearer token is required\n",
-        )
-            .into_response();
+        ));
     };
     let session = request
         .headers()
@@ -420,7 +431,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         match owner {
             // Another tenant's session does not exist, as far as this tenant can tell.
             Some(owner) if owner != tenant => {
-                return (StatusCode::NOT_FOUND, "session not found\n").into_response();
+                return answer_unread((StatusCode::NOT_FOUND, "session not found\n"));
             }
             Some(_) => {
                 let alive = SessionId::new(id.as_str())
@@ -428,7 +439,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
                     .is_some_and(|sid| gate.runtime.touch_session(&tenant, &sid).is_ok());
                 if !alive {
                     gate.end(&tenant, id, "its hookhost session is gone").await;
-                    return (StatusCode::NOT_FOUND, "session ended\n").into_response();
+                    return answer_unread((StatusCode::NOT_FOUND, "session ended\n"));
                 }
             }
             None => {}

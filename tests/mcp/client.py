@@ -159,6 +159,9 @@ async def http(url, token, other_token, upstream_tool=None):
         for bad in [None, "wrong-token-0123456789"]:
             response = await raw_post(raw, url, bad, INITIALIZE)
             assert response.status_code == 401, (bad, response.status_code, response.text)
+            # Answered before the body was read: the server closes the connection, and says
+            # so, or the next request on it races that close.
+            assert response.headers.get("connection") == "close", response.headers
 
         # Tenant A opens a session; tenant B may not use it.
         response = await raw_post(raw, url, token, INITIALIZE)
@@ -167,6 +170,7 @@ async def http(url, token, other_token, upstream_tool=None):
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         response = await raw_post(raw, url, other_token, listing, session_id)
         assert response.status_code == 404, (response.status_code, response.text)
+        assert response.headers.get("connection") == "close", response.headers
         call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                 "params": {"name": "write_file", "arguments": {"path": "b.txt", "content": "b"}}}
         response = await raw_post(raw, url, other_token, call, session_id)
