@@ -305,7 +305,10 @@ pub async fn check(
     let runtime = match Runtime::new(&config, scratch.path()).await {
         Ok(runtime) => runtime,
         Err(e) => {
-            report.add(Verdict::Fail, format!("does not load: {}", error_chain(&e)));
+            report.add(
+                Verdict::Fail,
+                format!("does not load: {}", crate::error_line(&e)),
+            );
             return Ok(report);
         }
     };
@@ -747,19 +750,6 @@ fn bytes(n: usize) -> String {
         n if n >= 1024 => format!("{:.1} KiB", n as f64 / 1024.0),
         n => format!("{n} bytes"),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let next = cause.to_string();
-        if !text.contains(&next) {
-            text = format!("{text}: {next}");
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The config a component is checked in: scratch mounts granted read-write, the component

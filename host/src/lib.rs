@@ -44,3 +44,21 @@ pub use ids::{SessionId, TenantId};
 pub use runtime::{CallError, GcReport, Runtime, StartError};
 pub use session::Session;
 pub use session_store::{SessionError, SessionRecord};
+
+/// An error and its causes on one line, `: `-separated, each said once: a cause whose text
+/// its parent's message already includes (errors that print their source) is not repeated.
+pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut last = line.clone();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !last.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        last = text;
+        source = cause.source();
+    }
+    line
+}

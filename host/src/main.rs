@@ -223,28 +223,10 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("hookhost: error: {}", report(&e));
+            eprintln!("hookhost: error: {}", hookhost::error_line(e.as_ref()));
             ExitCode::from(2)
         }
     }
-}
-
-/// An error and its causes on one line, each said once: a cause whose text its parent's
-/// message already includes (errors that print their source) is not repeated.
-fn report(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    let mut last = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if !last.contains(&text) {
-            if !line.is_empty() {
-                line.push_str(": ");
-            }
-            line.push_str(&text);
-        }
-        last = text;
-    }
-    line
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
