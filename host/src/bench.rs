@@ -89,6 +89,19 @@ struct Row {
     goal: &'static str,
 }
 
+impl Row {
+    /// A row of two median latencies and their ratio.
+    fn latency(what: &str, hookhost: Duration, native: Duration, goal: &'static str) -> Row {
+        Row {
+            what: what.into(),
+            hookhost: micros(hookhost),
+            native: micros(native),
+            ratio: ratio(hookhost.as_secs_f64(), native.as_secs_f64()),
+            goal,
+        }
+    }
+}
+
 fn micros(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
@@ -143,13 +156,26 @@ async fn latency(runtime: &Runtime, tool: &str, calls: usize) -> Result<Duration
     Ok(median(samples))
 }
 
+/// Calls per second of `sessions` tasks at once, each started by `spawn(index)` and making
+/// `calls_each` calls.
+async fn calls_per_second(
+    sessions: usize,
+    calls_each: usize,
+    spawn: impl Fn(usize) -> tokio::task::JoinHandle<Result<()>>,
+) -> Result<f64> {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..sessions).map(spawn).collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok((sessions * calls_each) as f64 / start.elapsed().as_secs_f64())
+}
+
 /// `bash` calls per second, [`BASH_SESSIONS`] sessions calling at once.
 async fn bash_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..BASH_SESSIONS {
+    calls_per_second(BASH_SESSIONS, BASH_CALLS_PER_SESSION, |_| {
         let runtime = runtime.clone();
-        tasks.push(tokio::spawn(async move {
+        tokio::spawn(async move {
             let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
             for _ in 0..BASH_CALLS_PER_SESSION {
                 let r = runtime
@@ -157,34 +183,26 @@ async fn bash_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
                     .await?;
                 anyhow::ensure!(!r.is_error, "bash failed: {}", r.output);
             }
-            anyhow::Ok(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    Ok((BASH_SESSIONS * BASH_CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64())
+            Ok(())
+        })
+    })
+    .await
 }
 
 /// The same `bash -c true` spawned and waited for natively, at the same concurrency.
 async fn native_bash_throughput() -> Result<f64> {
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..BASH_SESSIONS {
-        tasks.push(tokio::task::spawn_blocking(|| {
+    calls_per_second(BASH_SESSIONS, BASH_CALLS_PER_SESSION, |_| {
+        tokio::task::spawn_blocking(|| {
             for _ in 0..BASH_CALLS_PER_SESSION {
                 let status = std::process::Command::new("bash")
                     .args(["-c", "true"])
                     .status()?;
                 anyhow::ensure!(status.success(), "bash failed");
             }
-            anyhow::Ok(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    Ok((BASH_SESSIONS * BASH_CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64())
+            Ok(())
+        })
+    })
+    .await
 }
 
 /// The same hook logic, natively: audit's two lines, offload's check (and write).
@@ -289,14 +307,22 @@ fn native_heavy(heap: &mut [u8]) {
     std::hint::black_box(sum);
 }
 
-fn native_latency(chain: &NativeChain, tool: &str, output: &str, calls: usize) -> Result<Duration> {
-    let mut samples = Vec::with_capacity(calls);
-    for _ in 0..calls {
+/// The median time of `runs` runs of `f`.
+fn median_time(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
         let start = Instant::now();
-        std::hint::black_box(chain.call("s", tool, output)?);
+        f()?;
         samples.push(start.elapsed());
     }
     Ok(median(samples))
+}
+
+fn native_latency(chain: &NativeChain, tool: &str, output: &str, calls: usize) -> Result<Duration> {
+    median_time(calls, || {
+        std::hint::black_box(chain.call("s", tool, output)?);
+        Ok(())
+    })
 }
 
 fn rss_bytes() -> u64 {
@@ -358,62 +384,46 @@ pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let fresh = runtime(&data, &config(10_000, false, 1_000)?).await?;
         let hh = latency(&fresh, "noop", CALLS).await?;
         let nat = native_latency(&native, "noop", &small, CALLS)?;
-        rows.push(Row {
-            what: "call, 3-hook chain, 100 B, fresh instances (median)".into(),
-            hookhost: micros(hh),
-            native: micros(nat),
-            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-            goal: "≤ 4× native",
-        });
+        rows.push(Row::latency(
+            "call, 3-hook chain, 100 B, fresh instances (median)",
+            hh,
+            nat,
+            "≤ 4× native",
+        ));
 
         let hh = latency(&fresh, "big", CALLS / 10).await?;
         let nat = native_latency(&native, "big", &large, CALLS / 10)?;
-        rows.push(Row {
-            what: "call, 1 MiB output, offloaded (median)".into(),
-            hookhost: micros(hh),
-            native: micros(nat),
-            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-            goal: "≤ 1.5× native",
-        });
+        rows.push(Row::latency(
+            "call, 1 MiB output, offloaded (median)",
+            hh,
+            nat,
+            "≤ 1.5× native",
+        ));
 
-        let throughput = {
-            let runtime = Arc::new(fresh);
-            let start = Instant::now();
-            let mut tasks = Vec::new();
-            for _ in 0..SESSIONS {
-                let runtime = runtime.clone();
-                tasks.push(tokio::spawn(async move {
-                    let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
-                    for _ in 0..CALLS_PER_SESSION {
-                        runtime.call(&session, "noop", "{}").await?;
-                    }
-                    anyhow::Ok(())
-                }));
-            }
-            for task in tasks {
-                task.await??;
-            }
-            (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
-        };
-        let native_throughput = {
-            let chain = Arc::new(NativeChain::new(&native_dir, 10_000));
-            let start = Instant::now();
-            let mut tasks = Vec::new();
-            for s in 0..SESSIONS {
-                let chain = chain.clone();
-                let small = small.clone();
-                tasks.push(tokio::task::spawn_blocking(move || {
-                    for _ in 0..CALLS_PER_SESSION {
-                        chain.call(&s.to_string(), "noop", &small)?;
-                    }
-                    anyhow::Ok(())
-                }));
-            }
-            for task in tasks {
-                task.await??;
-            }
-            (SESSIONS * CALLS_PER_SESSION) as f64 / start.elapsed().as_secs_f64()
-        };
+        let runtime = Arc::new(fresh);
+        let throughput = calls_per_second(SESSIONS, CALLS_PER_SESSION, |_| {
+            let runtime = runtime.clone();
+            tokio::spawn(async move {
+                let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+                for _ in 0..CALLS_PER_SESSION {
+                    runtime.call(&session, "noop", "{}").await?;
+                }
+                Ok(())
+            })
+        })
+        .await?;
+        let chain = Arc::new(NativeChain::new(&native_dir, 10_000));
+        let native_throughput = calls_per_second(SESSIONS, CALLS_PER_SESSION, |s| {
+            let chain = chain.clone();
+            let small = small.clone();
+            tokio::task::spawn_blocking(move || {
+                for _ in 0..CALLS_PER_SESSION {
+                    chain.call(&s.to_string(), "noop", &small)?;
+                }
+                Ok(())
+            })
+        })
+        .await?;
         rows.push(Row {
             what: "calls per second, 64 sessions at once, 3 hooks".into(),
             hookhost: format!("{throughput:.0}/s"),
@@ -428,13 +438,12 @@ pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let passthrough = runtime(&data, &config(2 * MIB, false, 1_000)?).await?;
         let hh = latency(&passthrough, "big", CALLS / 10).await?;
         let nat = native_latency(&native_passthrough, "big", &large, CALLS / 10)?;
-        rows.push(Row {
-            what: "call, 1 MiB output through 3 hooks, not offloaded (median)".into(),
-            hookhost: micros(hh),
-            native: micros(nat),
-            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-            goal: "≤ 150 µs",
-        });
+        rows.push(Row::latency(
+            "call, 1 MiB output through 3 hooks, not offloaded (median)",
+            hh,
+            nat,
+            "≤ 150 µs",
+        ));
         drop(passthrough);
     }
 
@@ -463,13 +472,12 @@ pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let hh = latency(&kept, "noop", CALLS).await?;
         let native_kept = NativeChain::kept_open(&native_dir, 10_000)?;
         let nat = native_latency(&native_kept, "noop", &small, CALLS)?;
-        rows.push(Row {
-            what: "call, 3-hook chain, 100 B, per-session instances (median)".into(),
-            hookhost: micros(hh),
-            native: micros(nat),
-            ratio: ratio(hh.as_secs_f64(), nat.as_secs_f64()),
-            goal: "≤ 2× native",
-        });
+        rows.push(Row::latency(
+            "call, 3-hook chain, 100 B, per-session instances (median)",
+            hh,
+            nat,
+            "≤ 2× native",
+        ));
 
         let before = rss_bytes();
         let mut idle = Vec::with_capacity(IDLE_SESSIONS);
@@ -509,15 +517,10 @@ pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             .with_context(|| format!("the heavy hook {}", heavy.display()))?
             .len();
         let mut heap = vec![1u8; HEAVY_HEAP_BYTES];
-        let nat = {
-            let mut samples = Vec::with_capacity(CALLS / 10);
-            for _ in 0..CALLS / 10 {
-                let start = Instant::now();
-                native_heavy(&mut heap);
-                samples.push(start.elapsed());
-            }
-            median(samples)
-        };
+        let nat = median_time(CALLS / 10, || {
+            native_heavy(&mut heap);
+            Ok(())
+        })?;
         for (per_session, instance) in [(false, "fresh instance"), (true, "per-session instance")] {
             let data = scratch.path().join(format!("heavy-{per_session}"));
             let runtime = runtime(&data, &one_hook_config(&heavy, per_session)?).await?;
