@@ -142,7 +142,10 @@ async fn runtime(data: &Path, config: &Config) -> Result<Runtime> {
 
 /// Median latency of `calls` calls of `tool` in one session.
 async fn latency(runtime: &Runtime, tool: &str, calls: usize) -> Result<Duration> {
-    let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+    let session = runtime
+        .sessions()
+        .create(TenantId::default_tenant(), None, None)
+        .await?;
     for _ in 0..calls / 10 {
         runtime.call(&session, tool, "{}").await?;
     }
@@ -176,7 +179,10 @@ async fn bash_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
     calls_per_second(BASH_SESSIONS, BASH_CALLS_PER_SESSION, |_| {
         let runtime = runtime.clone();
         tokio::spawn(async move {
-            let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+            let session = runtime
+                .sessions()
+                .create(TenantId::default_tenant(), None, None)
+                .await?;
             for _ in 0..BASH_CALLS_PER_SESSION {
                 let r = runtime
                     .call(&session, "bash", r#"{"command":"true"}"#)
@@ -404,7 +410,10 @@ pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let throughput = calls_per_second(SESSIONS, CALLS_PER_SESSION, |_| {
             let runtime = runtime.clone();
             tokio::spawn(async move {
-                let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+                let session = runtime
+                    .sessions()
+                    .create(TenantId::default_tenant(), None, None)
+                    .await?;
                 for _ in 0..CALLS_PER_SESSION {
                     runtime.call(&session, "noop", "{}").await?;
                 }
@@ -482,7 +491,10 @@ pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let before = rss_bytes();
         let mut idle = Vec::with_capacity(IDLE_SESSIONS);
         for _ in 0..IDLE_SESSIONS {
-            let session = kept.create_session(TenantId::default_tenant(), None, None)?;
+            let session = kept
+                .sessions()
+                .create(TenantId::default_tenant(), None, None)
+                .await?;
             kept.call(&session, "noop", "{}").await?;
             idle.push(session);
         }

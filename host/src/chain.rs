@@ -24,7 +24,7 @@ use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
 use crate::component::{ComponentRef, HookPres, SettingType};
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
-use crate::session::{Session, SessionKey};
+use crate::sessions::{Session, SessionKey};
 use crate::tools::Tool;
 use serde::Deserialize;
 use std::collections::HashMap;

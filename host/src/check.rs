@@ -13,7 +13,7 @@ use crate::chain::{RESERVED_PREFIX, Record};
 use crate::component::{ComponentLoader, ComponentRef, HookPres, Import, SettingType};
 use crate::limits::Limits;
 use crate::sandbox::Failure;
-use crate::session::Session;
+use crate::sessions::Session;
 use crate::tools::guest::GuestTool;
 use crate::{Config, Runtime, TenantId};
 use std::fmt;
@@ -312,7 +312,11 @@ pub async fn check(
             return Ok(report);
         }
     };
-    let session = match runtime.create_session(TenantId::default_tenant(), None, None) {
+    let session = match runtime
+        .sessions()
+        .create(TenantId::default_tenant(), None, None)
+        .await
+    {
         Ok(session) => session,
         Err(e) => {
             report.add(Verdict::Fail, format!("no scratch session: {e}"));

@@ -12,7 +12,10 @@ const COMMAND: &str = "seq 1 5000";
 const PAGE_BYTES: u64 = 4096;
 
 pub async fn run(runtime: &Runtime) -> Result<()> {
-    let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+    let session = runtime
+        .sessions()
+        .create(TenantId::default_tenant(), None, None)
+        .await?;
     println!("session {}\n", session.id);
 
     let arguments = serde_json::json!({ "command": COMMAND }).to_string();

@@ -14,7 +14,7 @@
 //! use hookhost::{Config, Runtime, TenantId};
 //!
 //! let runtime = Runtime::new(&Config::builtin(), "/tmp/hookhost-data".as_ref()).await?;
-//! let session = runtime.create_session(TenantId::default_tenant(), None, None)?;
+//! let session = runtime.sessions().create(TenantId::default_tenant(), None, None).await?;
 //! let result = runtime.call(&session, "bash", r#"{"command": "seq 1 5000"}"#).await?;
 //! assert!(result.output.contains("/artifacts/tool-results/bash/"));
 //! # Ok(())
@@ -31,19 +31,16 @@ pub mod ids;
 pub mod limits;
 pub mod mcp;
 pub mod mounts;
-pub mod quota;
 pub mod runtime;
 pub mod sandbox;
-pub mod session;
-pub mod session_store;
+pub mod sessions;
 pub mod tools;
 
 pub use bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 pub use config::Config;
 pub use ids::{SessionId, TenantId};
-pub use runtime::{CallError, GcReport, Runtime, StartError};
-pub use session::Session;
-pub use session_store::{SessionError, SessionRecord};
+pub use runtime::{CallError, Runtime, StartError};
+pub use sessions::{GcReport, Session, SessionError, SessionKey, SessionRecord, Sessions};
 
 /// An error and its causes on one line, `: `-separated, each said once: a cause whose text
 /// its parent's message already includes (errors that print their source) is not repeated.

@@ -47,6 +47,10 @@ pub const MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
 /// longer than any call runs with the default limits.
 pub const STALE_PARTIAL_AGE: Duration = Duration::from_secs(10 * 60);
 
+/// How often a session's `last_active` is written at most: idleness is measured in
+/// minutes, calls come in microseconds.
+pub const TOUCH_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How old a session directory without a session must be before `session gc` removes it:
 /// a session's row is written before its directories, but another process may be making
 /// one right now; the row is read again just before removal as well.

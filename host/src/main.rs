@@ -251,8 +251,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 .context("--session")?;
             let runtime = start(&config, &data).await?;
             let session = match &session_id {
-                Some(id) => runtime.open_session(&tenant, id)?,
-                None => runtime.create_session(tenant, None, workdir.as_deref())?,
+                Some(id) => runtime.sessions().open(&tenant, id).await?,
+                None => {
+                    runtime
+                        .sessions()
+                        .create(tenant, None, workdir.as_deref())
+                        .await?
+                }
             };
             let result = runtime.call(&session, &tool, &arguments).await?;
             if session_id.is_none() {
@@ -276,7 +281,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Session(command) => {
             let runtime = start(&config, &data).await?;
-            session_command(&runtime, command)?;
+            session_command(&runtime, command).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools => {
@@ -347,10 +352,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let mut runtime = start(&config, &data).await?;
             let pid = std::process::id();
-            runtime.set_owner(if http.is_some() {
-                hookhost::session_store::Owner::Http(pid)
+            runtime.sessions_mut().set_owner(if http.is_some() {
+                hookhost::sessions::Owner::Http(pid)
             } else {
-                hookhost::session_store::Owner::Stdio(pid)
+                hookhost::sessions::Owner::Stdio(pid)
             });
             let runtime = std::sync::Arc::new(runtime);
             let options = hookhost::mcp::ServeOptions {
@@ -376,7 +381,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
+async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
     let tenant = |t: String| TenantId::new(t).context("--tenant");
     let id = |s: String| SessionId::new(s).context("session id");
     match command {
@@ -385,13 +390,15 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
             id: i,
             workdir,
         } => {
-            let session =
-                runtime.create_session(tenant(t)?, i.map(id).transpose()?, workdir.as_deref())?;
+            let session = runtime
+                .sessions()
+                .create(tenant(t)?, i.map(id).transpose()?, workdir.as_deref())
+                .await?;
             println!("{}", session.id);
         }
         SessionCommand::List { tenant: t } => {
             let t = t.map(tenant).transpose()?;
-            for s in runtime.sessions(t.as_ref())? {
+            for s in runtime.sessions().list(t.as_ref()).await? {
                 println!(
                     "{}\t{}\t{}\t{}\t{}",
                     s.id,
@@ -406,8 +413,8 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
         }
         SessionCommand::Show { id: i, tenant: t } => {
             let (t, i) = (tenant(t)?, id(i)?);
-            let record = runtime.record(&t, &i)?;
-            let session = runtime.open_session(&t, &i)?;
+            let record = runtime.sessions().record(&t, &i).await?;
+            let session = runtime.sessions().resolve(&record)?;
             println!("session: {}", record.id);
             println!("tenant: {}", record.tenant);
             println!(
@@ -421,7 +428,7 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
             if let Some(w) = &record.workdir {
                 println!("workdir: {}", w.display());
             }
-            let usage = runtime.disk_usage(&session)?;
+            let usage = runtime.sessions().usage(&session).await?;
             println!(
                 "disk: {} bytes, {} files in this session",
                 usage.session.bytes, usage.session.entries
@@ -449,7 +456,7 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
             }
         }
         SessionCommand::Delete { id: i, tenant: t } => {
-            runtime.delete_session(&tenant(t)?, &id(i)?)?;
+            runtime.sessions().delete(&tenant(t)?, &id(i)?).await?;
         }
         SessionCommand::Gc { idle } => {
             let cutoff = idle.map(|idle| {
@@ -457,7 +464,7 @@ fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
                     .checked_sub(idle)
                     .unwrap_or(std::time::UNIX_EPOCH)
             });
-            let report = runtime.gc(cutoff)?;
+            let report = runtime.sessions().gc(cutoff).await?;
             println!(
                 "deleted {} idle sessions; removed {} orphaned session directories and {} stale temporary files",
                 report.sessions, report.orphans, report.partials

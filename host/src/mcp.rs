@@ -21,8 +21,8 @@
 
 use crate::ids::{SessionId, TenantId};
 use crate::runtime::{CallError, Runtime};
-use crate::session::Session;
-use crate::session_store::SessionError;
+use crate::sessions::Session;
+use crate::sessions::{SessionError, SessionKey};
 use crate::tools::upstream;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -94,7 +94,7 @@ impl ServeOptions {
     ) -> Result<Option<PathBuf>, SessionError> {
         match &self.workdir {
             Some(dir) => Ok(Some(dir.clone())),
-            None => runtime.serve_workdir(tenant),
+            None => runtime.sessions().tenants().serve_workdir(tenant),
         }
     }
 }
@@ -127,7 +127,10 @@ impl McpServer {
         }
     }
 
-    fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Session>, McpError> {
+    async fn session_for(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Session>, McpError> {
         if let Some(session) = &self.session {
             return Ok(session.clone());
         }
@@ -140,7 +143,7 @@ impl McpServer {
             .ok_or_else(|| McpError::invalid_request("no Mcp-Session-Id", None))?;
         let id = SessionId::new(id).map_err(|e| McpError::invalid_request(e.to_string(), None))?;
         // Made at `initialize`; gone means ended, never silently made again empty.
-        match self.runtime.open_session(&tenant, &id) {
+        match self.runtime.sessions().open(&tenant, &id).await {
             Ok(session) => Ok(Arc::new(session)),
             Err(SessionError::NotFound { .. }) => Err(McpError::invalid_request(
                 format!("session {id} has ended; start a new one"),
@@ -208,7 +211,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let session = self.session_for(&context)?;
+        let session = self.session_for(&context).await?;
         let arguments =
             serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
         // An upstream's progress goes to this client, under its own token.
@@ -285,7 +288,12 @@ pub async fn serve_stdio(
 ) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
     let workdir = options.workdir(&runtime, &tenant)?;
-    let session = Arc::new(runtime.create_session(tenant.clone(), None, workdir.as_deref())?);
+    let session = Arc::new(
+        runtime
+            .sessions()
+            .create(tenant.clone(), None, workdir.as_deref())
+            .await?,
+    );
     tracing::info!(session = %session.id, workdir = ?workdir, "serving MCP on stdio");
     let server = McpServer {
         runtime: runtime.clone(),
@@ -313,7 +321,10 @@ pub async fn serve_stdio(
     };
     let served = served.await;
     if !options.keep_session {
-        runtime.delete_session(&session.tenant, &session.id)?;
+        runtime
+            .sessions()
+            .delete(&session.tenant, &session.id)
+            .await?;
         tracing::info!(session = %session.id, "session ended and deleted");
     }
     served
@@ -357,13 +368,30 @@ impl Gate {
     }
 
     /// Makes the hookhost session of a new MCP session.
-    fn open(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+    async fn open(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
         let workdir = self.options.workdir(&self.runtime, tenant)?;
         self.runtime
-            .create_session(tenant.clone(), Some(id.clone()), workdir.as_deref())?;
+            .sessions()
+            .create(tenant.clone(), Some(id.clone()), workdir.as_deref())
+            .await?;
         self.owners().insert(id.to_string(), tenant.clone());
         tracing::info!(%tenant, session = %id, "MCP session started");
         Ok(())
+    }
+
+    /// Forgets the MCP session of the hookhost session `key`, which ended, and closes it.
+    fn forget(&self, key: &SessionKey) {
+        let id = key.id.as_str();
+        let mut owners = self.owners();
+        if owners.get(id) != Some(&key.tenant) {
+            return;
+        }
+        owners.remove(id);
+        let sessions = self.sessions.clone();
+        let id: Arc<str> = Arc::from(id);
+        tokio::spawn(async move {
+            let _ = sessions.close_session(&id).await;
+        });
     }
 
     /// Ends the MCP session `id` and its hookhost session (commands killed, files deleted
@@ -377,7 +405,7 @@ impl Gate {
         let Ok(session) = SessionId::new(id) else {
             return;
         };
-        match self.runtime.delete_session(tenant, &session) {
+        match self.runtime.sessions().delete(tenant, &session).await {
             Ok(()) => {
                 tracing::info!(%tenant, session = id, why, "MCP session ended; session deleted")
             }
@@ -434,9 +462,10 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
                 return answer_unread((StatusCode::NOT_FOUND, "session not found\n"));
             }
             Some(_) => {
-                let alive = SessionId::new(id.as_str())
-                    .ok()
-                    .is_some_and(|sid| gate.runtime.touch_session(&tenant, &sid).is_ok());
+                let alive = match SessionId::new(id.as_str()) {
+                    Ok(sid) => gate.runtime.sessions().touch(&tenant, &sid).await.is_ok(),
+                    Err(_) => false,
+                };
                 if !alive {
                     gate.end(&tenant, id, "its hookhost session is gone").await;
                     return answer_unread((StatusCode::NOT_FOUND, "session ended\n"));
@@ -506,9 +535,10 @@ async fn open_new_session(
     else {
         return response;
     };
-    let opened = SessionId::new(new.as_str())
-        .map_err(|e| e.to_string())
-        .and_then(|id| gate.open(&tenant, &id).map_err(|e| e.to_string()));
+    let opened = match SessionId::new(new.as_str()) {
+        Ok(id) => gate.open(&tenant, &id).await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
     match opened {
         Ok(()) => response,
         Err(e) => {
@@ -564,7 +594,7 @@ pub async fn serve_http(
         .with_context(|| format!("--http {}: cannot resolve the address", http.addr))?
         .next()
         .with_context(|| format!("--http {}: the name has no address", http.addr))?;
-    let tokens = runtime.tenant_tokens();
+    let tokens = runtime.sessions().tenants().tokens();
     if tokens.is_empty() && !addr.ip().is_loopback() {
         anyhow::bail!(
             "refusing to serve {addr} without authentication: declare tenants with a `token`, or bind a loopback address"
@@ -590,6 +620,13 @@ pub async fn serve_http(
         sessions: sessions.clone(),
         options,
     });
+    // A session deleted by anything in this process ends its MCP session.
+    let ended = Arc::downgrade(&gate);
+    runtime.sessions().on_end(Box::new(move |key| {
+        if let Some(gate) = ended.upgrade() {
+            gate.forget(key);
+        }
+    }));
     let stop = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = stop.clone();
@@ -670,7 +707,8 @@ async fn sweep_idle(gate: Arc<Gate>, idle: Duration) {
             let Ok(sid) = SessionId::new(id.as_str()) else {
                 continue;
             };
-            if gate.runtime.is_idle(&tenant, &sid, cutoff) {
+            let key = SessionKey::new(&tenant, &sid);
+            if gate.runtime.sessions().is_idle(&key, cutoff).await {
                 gate.end(&tenant, &id, "idle").await;
             }
         }

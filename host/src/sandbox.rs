@@ -14,12 +14,13 @@
 
 use crate::guest_log::GuestLog;
 use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
-use crate::mounts::{self, MountError, ResolvedMount};
+use crate::mounts::{MountError, ResolvedMount};
+use crate::sessions::MountDirs;
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
@@ -147,58 +148,31 @@ fn refuse_special_files(linker: &mut Linker<StoreState>) -> wasmtime::Result<()>
 /// components importing an older 0.2 version link to it by semver).
 const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
-/// Makes the stores of component calls: the engine, the data directory under which mount
-/// directories are checked, and whether the engine meters fuel.
+/// Makes the stores of component calls: the engine, the mount directories (made and
+/// checked before a grant), and whether the engine meters fuel.
 pub struct Sandbox {
     engine: Engine,
-    data_root: PathBuf,
+    dirs: Arc<MountDirs>,
     fuel: bool,
-    /// Mount directories already made and checked, so a call does not redo it.
-    ensured: Mutex<HashSet<PathBuf>>,
 }
 
 impl Sandbox {
     /// `fuel` must say whether `engine` was configured with `consume_fuel`.
-    pub fn new(engine: Engine, data_root: PathBuf, fuel: bool) -> Sandbox {
-        Sandbox {
-            engine,
-            data_root,
-            fuel,
-            ensured: Mutex::new(HashSet::new()),
-        }
+    pub fn new(engine: Engine, dirs: Arc<MountDirs>, fuel: bool) -> Sandbox {
+        Sandbox { engine, dirs, fuel }
     }
 
-    /// Forgets which directories exist: after directories were removed.
-    pub fn forget_dirs(&self) {
-        self.ensured
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-    }
-
-    /// Makes and checks `mount`'s directory (see [`mounts::ensure_dir`]): once for a mount
-    /// in the data directory, whose directory a guest cannot replace later (it only sees
-    /// what is inside it); on every grant for a mount in the working directory, where
-    /// mounts nest and a guest writing `/workspace` could swap a directory on the way to
-    /// `/plans` for a symlink.
+    /// Makes and checks `mount`'s directory (see [`MountDirs::ensure`]).
     ///
     /// # Errors
     ///
-    /// As [`mounts::ensure_dir`].
+    /// As [`MountDirs::ensure`].
     pub fn ensure_dir(&self, mount: &ResolvedMount) -> Result<(), MountError> {
-        if mount.in_workdir() {
-            return mounts::ensure_dir(&self.data_root, mount);
-        }
-        let mut ensured = self.ensured.lock().unwrap_or_else(|e| e.into_inner());
-        if !ensured.contains(&mount.host) {
-            mounts::ensure_dir(&self.data_root, mount)?;
-            ensured.insert(mount.host.clone());
-        }
-        Ok(())
+        self.dirs.ensure(mount)
     }
 
     pub fn data_root(&self) -> &Path {
-        &self.data_root
+        self.dirs.data_root()
     }
 
     /// The store in which the host asks a component about itself at load (a tool's or a

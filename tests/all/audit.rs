@@ -47,7 +47,7 @@ grants = {{ "/workspace" = "rw" }}
         probe = fixtures::PROBE_HOOK
     );
     let host = TestHost::new(&config).await;
-    let s = host.session();
+    let s = host.session().await;
     let done = host.call(&s, "echo", json!({"output": "hello"})).await;
     let refused = host.call(&s, "read_file", json!({"path": "x"})).await;
     let failed = host.call(&s, "todo_write", json!({"todos": []})).await;
@@ -120,7 +120,10 @@ async fn concurrent_calls_of_many_sessions_append_whole_lines() {
             ))
             .await,
         );
-        let sessions: Vec<_> = (0..SESSIONS).map(|_| host.session()).collect();
+        let mut sessions = Vec::new();
+        for _ in 0..SESSIONS {
+            sessions.push(host.session().await);
+        }
         let tasks: Vec<_> = sessions
             .iter()
             .flat_map(|s| (0..CALLS).map(move |n| (s.clone(), n)))

@@ -11,7 +11,9 @@ async fn before_runs_forward_and_after_in_reverse() {
         ("c", "pass", "open"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({"x": 1})).await;
+    let r = host
+        .call(&host.session().await, "echo", json!({"x": 1}))
+        .await;
     assert_eq!(
         r.output,
         r#"tool(args={"x":1}, trace=before:a;before:b;before:c;)|after:c|after:b|after:a"#
@@ -22,7 +24,7 @@ async fn before_runs_forward_and_after_in_reverse() {
 #[tokio::test]
 async fn zero_hooks_is_the_bare_tool() {
     let host = TestHost::new("").await;
-    let s = host.session();
+    let s = host.session().await;
     let r = host.call(&s, "echo", json!({"x": 1})).await;
     assert_eq!(r.output, r#"tool(args={"x":1}, trace=)"#);
     let r = host
@@ -39,7 +41,7 @@ async fn a_refusal_short_circuits_and_outer_layers_see_it() {
         ("c", "pass", "open"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(r.output, "refused by b|after:a (error)");
     assert!(r.is_error);
     assert_eq!(host.echo.calls(), 0, "the tool must not run");
@@ -56,7 +58,9 @@ async fn a_hook_rewrites_the_arguments_for_inner_layers_and_the_tool() {
         ),
     );
     let host = TestHost::new(&config).await;
-    let r = host.call(&host.session(), "echo", json!({"x": 1})).await;
+    let r = host
+        .call(&host.session().await, "echo", json!({"x": 1}))
+        .await;
     assert_eq!(
         r.output,
         r#"tool(args={"x":2}, trace=before:a;before:b;)|after:b|after:a"#
@@ -77,7 +81,9 @@ async fn a_rewrite_that_is_not_a_json_object_is_a_failure() {
             fixtures::PROBE_HOOK
         );
         let host = TestHost::new(&config).await;
-        let r = host.call(&host.session(), "echo", json!({"x": 1})).await;
+        let r = host
+            .call(&host.session().await, "echo", json!({"x": 1}))
+            .await;
         assert_eq!(r.output, expected, "policy {policy}");
     }
 }
@@ -90,7 +96,7 @@ async fn a_trap_in_before_execute_follows_the_policy() {
         ("c", "pass", "open"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(
         r.output, "tool(args={}, trace=before:a;before:c;)|after:c|after:a",
         "open: the failed layer is skipped in both phases"
@@ -102,7 +108,7 @@ async fn a_trap_in_before_execute_follows_the_policy() {
         ("c", "pass", "open"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(
         r.output,
         "call refused: hook 'b' failed in before-execute (trap)|after:a (error)"
@@ -118,7 +124,7 @@ async fn a_trap_in_after_execute_follows_the_policy() {
         ("b", "trap-after", "open"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(r.output, "tool(args={}, trace=before:a;before:b;)|after:a");
     assert!(!r.is_error);
 
@@ -127,7 +133,7 @@ async fn a_trap_in_after_execute_follows_the_policy() {
         ("b", "trap-after", "closed"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(
         r.output,
         "output withheld: hook 'b' failed in after-execute (trap)|after:a (error)"
@@ -143,6 +149,6 @@ async fn layers_apply_only_to_matching_tools() {
         probe_chain(&[("all", "pass", "open")])
     );
     let host = TestHost::new(&config).await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(r.output, "tool(args={}, trace=before:all;)|after:all");
 }

@@ -42,7 +42,12 @@ hooks = ["offload", "spinner"]
         tasks.push(tokio::spawn(async move {
             let hostile = i % HOSTILE_EVERY == 0;
             let tenant = TenantId::new(if hostile { "evil" } else { "good" }).unwrap();
-            let s = host.runtime.create_session(tenant, None, None).unwrap();
+            let s = host
+                .runtime
+                .sessions()
+                .create(tenant, None, None)
+                .await
+                .unwrap();
             let mut checked = 0;
             for round in 0..3 {
                 let small = format!("session {i} round {round}");

@@ -68,7 +68,7 @@ async fn the_agent_example_runs_offload_audit_and_plan_writer_in_order() {
         ]
     );
 
-    let s = host.session();
+    let s = host.session().await;
     let r = host
         .call(&s, "bash", json!({"command": "seq 1 3000"}))
         .await;

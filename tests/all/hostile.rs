@@ -54,7 +54,9 @@ fn last_audit(host: &TestHost, tenant: &str) -> Value {
 async fn expect(host: &TestHost, output: &str, reason: &str) {
     let evil = host
         .runtime
-        .create_session(tenant("evil"), None, None)
+        .sessions()
+        .create(tenant("evil"), None, None)
+        .await
         .unwrap();
     let r = host.call(&evil, "echo", json!({})).await;
     assert_eq!(r.output, output);
@@ -64,7 +66,9 @@ async fn expect(host: &TestHost, output: &str, reason: &str) {
 
     let good = host
         .runtime
-        .create_session(tenant("good"), None, None)
+        .sessions()
+        .create(tenant("good"), None, None)
+        .await
         .unwrap();
     let r = host
         .call(&good, "echo", json!({"output": "still serving"}))
@@ -219,7 +223,9 @@ disk_quota_files = 100
     .await;
     let s = host
         .runtime
-        .create_session(tenant("small"), None, None)
+        .sessions()
+        .create(tenant("small"), None, None)
+        .await
         .unwrap();
     // The hook would make a million empty files; the quota stops it long before.
     let r = host.call(&s, "echo", json!({})).await;
@@ -230,7 +236,7 @@ disk_quota_files = 100
         "{}",
         r.output
     );
-    let usage = host.runtime.disk_usage(&s).unwrap();
+    let usage = host.runtime.sessions().usage(&s).await.unwrap();
     assert!(
         usage.tenant.entries > 100 && usage.tenant.entries < 1_000_000,
         "{usage:?}"
@@ -249,7 +255,9 @@ async fn running_out_of_resource_handles_is_an_error_the_guest_sees_not_a_trap()
     let host = host_with("open-many", "closed", "max_resources = 100", "").await;
     let s = host
         .runtime
-        .create_session(tenant("evil"), None, None)
+        .sessions()
+        .create(tenant("evil"), None, None)
+        .await
         .unwrap();
     let r = host.call(&s, "echo", json!({})).await;
     assert!(!r.is_error, "{}", r.output);
@@ -301,7 +309,9 @@ max_sessions = 2
     let small = tenant("small");
     let s = host
         .runtime
-        .create_session(small.clone(), None, None)
+        .sessions()
+        .create(small.clone(), None, None)
+        .await
         .unwrap();
     let r = host
         .call(
@@ -321,7 +331,7 @@ max_sessions = 2
         "{}",
         r.output
     );
-    let usage = host.runtime.disk_usage(&s).unwrap();
+    let usage = host.runtime.sessions().usage(&s).await.unwrap();
     assert_eq!(usage.quota.bytes, Some(1_048_576));
     assert!(
         usage.tenant.bytes > 1_048_576 && usage.session.bytes == usage.tenant.bytes,
@@ -346,16 +356,20 @@ max_sessions = 2
     // Another tenant is not affected; deleting the session frees the quota.
     let o = host
         .runtime
-        .create_session(tenant("other"), None, None)
+        .sessions()
+        .create(tenant("other"), None, None)
+        .await
         .unwrap();
     let r = host
         .call(&o, "write_file", json!({"path": "a.txt", "content": "x"}))
         .await;
     assert!(!r.is_error, "{}", r.output);
-    host.runtime.delete_session(&small, &s.id).unwrap();
+    host.runtime.sessions().delete(&small, &s.id).await.unwrap();
     let s = host
         .runtime
-        .create_session(small.clone(), None, None)
+        .sessions()
+        .create(small.clone(), None, None)
+        .await
         .unwrap();
     let r = host
         .call(
@@ -368,14 +382,19 @@ max_sessions = 2
 
     // Sessions are capped too, and undeclared tenants have none.
     host.runtime
-        .create_session(small.clone(), None, None)
+        .sessions()
+        .create(small.clone(), None, None)
+        .await
         .unwrap();
     assert!(matches!(
-        host.runtime.create_session(small, None, None),
+        host.runtime.sessions().create(small, None, None).await,
         Err(SessionError::TooManySessions { max: 2, .. })
     ));
     assert!(matches!(
-        host.runtime.create_session(tenant("stranger"), None, None),
+        host.runtime
+            .sessions()
+            .create(tenant("stranger"), None, None)
+            .await,
         Err(SessionError::UnknownTenant { .. })
     ));
 }
@@ -405,10 +424,10 @@ async fn an_import_the_host_does_not_grant_fails_the_load_naming_it() {
 
     // Allowed to load, the import traps when called; the policy decides.
     let host = TestHost::new(&config(true, "open")).await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(r.output, "tool(args={}, trace=)");
     let host = TestHost::new(&config(true, "closed")).await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(
         r.output,
         "call refused: hook 'importer' failed in before-execute (trap)"

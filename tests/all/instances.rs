@@ -24,11 +24,14 @@ async fn counts(host: &TestHost, session: &hookhost::Session, calls: usize) -> V
 #[tokio::test]
 async fn fresh_instances_forget_and_per_session_instances_remember_within_a_session() {
     let host = TestHost::new(&counter("per-call")).await;
-    assert_eq!(counts(&host, &host.session(), 3).await, ["1", "1", "1"]);
+    assert_eq!(
+        counts(&host, &host.session().await, 3).await,
+        ["1", "1", "1"]
+    );
 
     let host = TestHost::new(&counter("per-session")).await;
-    let a = host.session();
-    let b = host.session();
+    let a = host.session().await;
+    let b = host.session().await;
     assert_eq!(counts(&host, &a, 3).await, ["1", "2", "3"]);
     assert_eq!(
         counts(&host, &b, 2).await,
@@ -40,15 +43,23 @@ async fn fresh_instances_forget_and_per_session_instances_remember_within_a_sess
     // A tenant's session of the same id has its own instance too.
     let other = host
         .runtime
-        .create_session(TenantId::new("other").unwrap(), Some(a.id.clone()), None)
+        .sessions()
+        .create(TenantId::new("other").unwrap(), Some(a.id.clone()), None)
+        .await
         .unwrap();
     assert_eq!(counts(&host, &other, 1).await, ["1"]);
 
     // Ending the session drops its instance.
-    host.runtime.delete_session(&a.tenant, &a.id).unwrap();
+    host.runtime
+        .sessions()
+        .delete(&a.tenant, &a.id)
+        .await
+        .unwrap();
     let again = host
         .runtime
-        .create_session(a.tenant.clone(), Some(a.id.clone()), None)
+        .sessions()
+        .create(a.tenant.clone(), Some(a.id.clone()), None)
+        .await
         .unwrap();
     assert_eq!(counts(&host, &again, 1).await, ["1"]);
 }
@@ -75,7 +86,9 @@ async fn compiled_components_are_cached_and_a_bad_entry_is_recompiled() {
     let runtime = Runtime::new(&config, data.path()).await.unwrap();
     assert!(std::fs::read(&entries[0]).unwrap().len() > 1000);
     let s = runtime
-        .create_session(TenantId::default_tenant(), None, None)
+        .sessions()
+        .create(TenantId::default_tenant(), None, None)
+        .await
         .unwrap();
     let r = runtime
         .call(&s, "bash", r#"{"command":"echo cached"}"#)
@@ -93,7 +106,7 @@ async fn a_per_session_hook_may_write_to_stderr_for_as_long_as_it_lives() {
         fixtures::OUTCOME_HOOK
     );
     let host = TestHost::new(&config).await;
-    let session = host.session();
+    let session = host.session().await;
     for call in 0..20 {
         let r = host.call(&session, "echo", json!({"output": "same"})).await;
         assert_eq!(r.output, "same", "call {call}");
@@ -112,7 +125,7 @@ async fn a_ten_megabyte_hook_runs_fresh_and_per_session() {
             fixtures::HEAVY_HOOK
         ))
         .await;
-        let s = host.session();
+        let s = host.session().await;
         for n in 0..3 {
             let r = host
                 .call(&s, "echo", json!({"output": format!("call {n}")}))
@@ -124,4 +137,29 @@ async fn a_ten_megabyte_hook_runs_fresh_and_per_session() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn ending_a_session_drops_its_instances_in_a_tenants_own_chain() {
+    let config = format!(
+        "{}\n[tenants.t]\nhooks = [\"counter\"]\n",
+        counter("per-session")
+    );
+    let host = TestHost::new(&config).await;
+    let t = TenantId::new("t").unwrap();
+    let s = host
+        .runtime
+        .sessions()
+        .create(t.clone(), None, None)
+        .await
+        .unwrap();
+    assert_eq!(counts(&host, &s, 2).await, ["1", "2"]);
+    host.runtime.sessions().delete(&t, &s.id).await.unwrap();
+    let again = host
+        .runtime
+        .sessions()
+        .create(t, Some(s.id.clone()), None)
+        .await
+        .unwrap();
+    assert_eq!(counts(&host, &again, 1).await, ["1"], "a new instance");
 }

@@ -29,7 +29,7 @@ fn offload_only(settings: &str, access: &str) -> String {
 #[tokio::test]
 async fn outputs_up_to_the_threshold_pass_unchanged() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     for len in [9_999, 10_000] {
         let text = "é".repeat(len); // characters, not bytes, count
         let r = host.call(&s, "echo", json!({ "output": text })).await;
@@ -47,7 +47,7 @@ async fn outputs_up_to_the_threshold_pass_unchanged() {
 #[tokio::test]
 async fn the_reference_text_is_exact_and_the_file_is_whole_and_private() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let output: String = (1..=200)
         .map(|i| format!("row {i:05}: {}\n", "x".repeat(50)))
         .collect();
@@ -86,7 +86,7 @@ async fn the_reference_text_is_exact_and_the_file_is_whole_and_private() {
 #[tokio::test]
 async fn json_gets_a_json_file_and_a_structure_summary() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let items: Vec<_> = (0..400)
         .map(|i| json!({"id": i, "name": format!("item-{i}")}))
         .collect();
@@ -117,7 +117,7 @@ async fn json_gets_a_json_file_and_a_structure_summary() {
 #[tokio::test]
 async fn excluded_tools_are_never_offloaded() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let workspace = s.host_dir("/workspace").unwrap();
     std::fs::create_dir_all(workspace).unwrap();
     let text = "y".repeat(30_000);
@@ -135,7 +135,7 @@ async fn settings_come_from_the_config() {
         "rw",
     ))
     .await;
-    let s = host.session();
+    let s = host.session().await;
     let output = "a\nb\nc\n".repeat(30);
     let r = host.call(&s, "echo", json!({ "output": output })).await;
     assert!(
@@ -153,7 +153,7 @@ async fn settings_come_from_the_config() {
 #[tokio::test]
 async fn a_failed_write_lets_the_output_through() {
     let host = TestHost::new(&offload_only("threshold = 10", "ro")).await;
-    let s = host.session();
+    let s = host.session().await;
     let output = "z".repeat(100);
     let r = host.call(&s, "echo", json!({ "output": output })).await;
     assert_eq!(r.output, output, "fail-open");
@@ -172,7 +172,7 @@ async fn an_offload_stopped_at_any_point_leaves_no_torn_file() {
             offload_only("threshold = 1000", "rw")
         );
         let host = TestHost::new(&config).await;
-        let s = host.session();
+        let s = host.session().await;
         let r = host.call(&s, "echo", json!({ "output": output })).await;
         if r.output.starts_with("[Output offloaded") {
             published += 1;

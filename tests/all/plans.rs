@@ -31,7 +31,7 @@ fn assert_plan(text: &str, session: &str, items: &str) {
 #[tokio::test]
 async fn each_todo_write_rewrites_one_plan_file() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let r = host
         .call(
             &s,
@@ -107,7 +107,7 @@ async fn each_todo_write_rewrites_one_plan_file() {
     assert_eq!(std::fs::read_to_string(&first[0]).unwrap(), before);
 
     // Another session writes its own file.
-    let other = host.session();
+    let other = host.session().await;
     host.call(
         &other,
         "todo_write",
@@ -124,7 +124,9 @@ async fn plans_go_into_a_git_workdir_and_outlive_the_session() {
     std::fs::create_dir(repo.path().join(".git")).unwrap();
     let s = host
         .runtime
-        .create_session(TenantId::default_tenant(), None, Some(repo.path()))
+        .sessions()
+        .create(TenantId::default_tenant(), None, Some(repo.path()))
+        .await
         .unwrap();
     host.call(
         &s,
@@ -136,14 +138,20 @@ async fn plans_go_into_a_git_workdir_and_outlive_the_session() {
     assert_eq!(plan_files(&dir).len(), 1);
     assert!(!host.data.path().join("tenants/default/plans").exists());
 
-    host.runtime.delete_session(&s.tenant, &s.id).unwrap();
+    host.runtime
+        .sessions()
+        .delete(&s.tenant, &s.id)
+        .await
+        .unwrap();
     assert_eq!(plan_files(&dir).len(), 1, "plans of a git workdir stay");
 
     // Not a git repository: the plan goes to the data directory.
     let plain = tempfile::tempdir().unwrap();
     let s = host
         .runtime
-        .create_session(TenantId::default_tenant(), None, Some(plain.path()))
+        .sessions()
+        .create(TenantId::default_tenant(), None, Some(plain.path()))
+        .await
         .unwrap();
     host.call(
         &s,
@@ -161,7 +169,10 @@ async fn plans_go_into_a_git_workdir_and_outlive_the_session() {
 #[tokio::test]
 async fn concurrent_todo_writes_keep_exactly_one_current_plan_per_session() {
     let host = std::sync::Arc::new(TestHost::builtin().await);
-    let sessions: Vec<_> = (0..16).map(|_| host.session()).collect();
+    let mut sessions = Vec::new();
+    for _ in 0..16 {
+        sessions.push(host.session().await);
+    }
     let mut tasks = Vec::new();
     for session in sessions.clone() {
         for round in 0..4 {

@@ -34,7 +34,7 @@ async fn page_back(
 #[tokio::test]
 async fn an_offloaded_bash_output_pages_back_byte_for_byte() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let r = host
         .call(&s, "bash", json!({"command": "seq 1 5000"}))
         .await;
@@ -63,7 +63,7 @@ async fn an_offloaded_bash_output_pages_back_byte_for_byte() {
 #[tokio::test]
 async fn pages_never_split_a_character() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let workspace = s.host_dir("/workspace").unwrap();
     std::fs::create_dir_all(workspace).unwrap();
     let text = "aé€😀\n".repeat(2_000);
@@ -77,7 +77,7 @@ async fn pages_never_split_a_character() {
 #[tokio::test]
 async fn boundary_messages() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let workspace = s.host_dir("/workspace").unwrap();
     std::fs::create_dir_all(workspace).unwrap();
     std::fs::write(workspace.join("f.txt"), "0123456789").unwrap();
@@ -124,7 +124,7 @@ async fn boundary_messages() {
 #[tokio::test]
 async fn reads_stay_inside_the_grants() {
     let host = TestHost::builtin().await;
-    let s = host.session();
+    let s = host.session().await;
     let workspace = s.host_dir("/workspace").unwrap();
     std::fs::create_dir_all(workspace).unwrap();
     let secret = host.data.path().join("secret.txt");

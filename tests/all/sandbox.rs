@@ -40,7 +40,7 @@ grants = {{ "/workspace" = "rw", "/readonly" = "ro" }}
         fixtures::PROBE_HOOK
     );
     let host = TestHost::new(&config).await;
-    let s = host.session();
+    let s = host.session().await;
     let workspace = s.host_dir("/workspace").unwrap().to_path_buf();
     std::fs::create_dir_all(&workspace).unwrap();
     let secret = host.data.path().join("secret.txt");
@@ -86,7 +86,7 @@ async fn a_hook_without_a_grant_cannot_write_and_its_policy_decides() {
         )
     };
     let host = TestHost::new(&hook("open", "\"/workspace\" = \"rw\"")).await;
-    let s = host.session();
+    let s = host.session().await;
     let r = host.call(&s, "echo", json!({})).await;
     assert_eq!(r.output, "tool(args={}, trace=before:w;)|after:w");
     assert!(
@@ -98,7 +98,7 @@ async fn a_hook_without_a_grant_cannot_write_and_its_policy_decides() {
 
     for (grants, what) in [("", "no grant"), ("\"/workspace\" = \"ro\"", "read-only")] {
         let host = TestHost::new(&hook("open", grants)).await;
-        let s = host.session();
+        let s = host.session().await;
         let r = host.call(&s, "echo", json!({})).await;
         assert_eq!(
             r.output, "tool(args={}, trace=)",
@@ -112,7 +112,7 @@ async fn a_hook_without_a_grant_cannot_write_and_its_policy_decides() {
         );
 
         let host = TestHost::new(&hook("closed", grants)).await;
-        let r = host.call(&host.session(), "echo", json!({})).await;
+        let r = host.call(&host.session().await, "echo", json!({})).await;
         assert_eq!(
             r.output, "call refused: hook 'writer' failed in before-execute (trap)",
             "{what}"

@@ -20,8 +20,8 @@ async fn delete_removes_exactly_that_sessions_files_without_following_links() {
         fixtures::PROBE_HOOK
     ));
     let host = TestHost::new(&config).await;
-    let doomed = host.session();
-    let kept = host.session();
+    let doomed = host.session().await;
+    let kept = host.session().await;
     for s in [&doomed, &kept] {
         host.call(
             s,
@@ -53,7 +53,9 @@ async fn delete_removes_exactly_that_sessions_files_without_following_links() {
     let audit_before = std::fs::read_to_string(&audit).unwrap();
 
     host.runtime
-        .delete_session(&doomed.tenant, &doomed.id)
+        .sessions()
+        .delete(&doomed.tenant, &doomed.id)
+        .await
         .unwrap();
 
     for m in doomed
@@ -101,22 +103,31 @@ async fn delete_removes_exactly_that_sessions_files_without_following_links() {
             .exists()
     );
     assert!(matches!(
-        host.runtime.open_session(&doomed.tenant, &doomed.id),
+        host.runtime
+            .sessions()
+            .open(&doomed.tenant, &doomed.id)
+            .await,
         Err(SessionError::NotFound { .. })
     ));
-    assert!(host.runtime.open_session(&kept.tenant, &kept.id).is_ok());
+    assert!(
+        host.runtime
+            .sessions()
+            .open(&kept.tenant, &kept.id)
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
 async fn gc_removes_idle_sessions_and_orphans_only() {
     let host = TestHost::builtin().await;
-    let idle = host.session();
+    let idle = host.session().await;
     host.call(&idle, "bash", json!({"command": "echo x > f"}))
         .await;
     std::thread::sleep(Duration::from_millis(20));
     let cutoff = SystemTime::now();
     std::thread::sleep(Duration::from_millis(20));
-    let active = host.session();
+    let active = host.session().await;
     host.call(&active, "bash", json!({"command": "echo x > f"}))
         .await;
 
@@ -142,7 +153,7 @@ async fn gc_removes_idle_sessions_and_orphans_only() {
     );
     std::fs::write(artifacts.join(".new.txt.partial"), "in progress").unwrap();
 
-    let report = host.runtime.gc(Some(cutoff)).unwrap();
+    let report = host.runtime.sessions().gc(Some(cutoff)).await.unwrap();
     assert_eq!(
         (report.sessions, report.orphans, report.partials),
         (1, 2, 1)
@@ -159,14 +170,16 @@ async fn gc_removes_idle_sessions_and_orphans_only() {
     assert!(active.host_dir("/workspace").unwrap().join("f").exists());
     let left: Vec<String> = host
         .runtime
-        .sessions(None)
+        .sessions()
+        .list(None)
+        .await
         .unwrap()
         .iter()
         .map(|s| s.id.to_string())
         .collect();
     assert_eq!(left, [active.id.to_string()]);
 
-    let report = host.runtime.gc(None).unwrap();
+    let report = host.runtime.sessions().gc(None).await.unwrap();
     assert_eq!(
         (report.sessions, report.orphans),
         (0, 0),
@@ -180,17 +193,22 @@ fn age(path: &std::path::Path, ago: Duration) {
     file.set_modified(SystemTime::now() - ago).unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_beside_busy_sessions_loses_none_of_their_files() {
     let host = std::sync::Arc::new(TestHost::builtin().await);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sweeper = {
         let (host, stop) = (host.clone(), stop.clone());
-        tokio::task::spawn_blocking(move || {
+        tokio::spawn(async move {
             let mut sweeps = 0;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && sweeps < 10_000 {
-                host.runtime.gc(Some(SystemTime::UNIX_EPOCH)).unwrap();
+                host.runtime
+                    .sessions()
+                    .gc(Some(SystemTime::UNIX_EPOCH))
+                    .await
+                    .unwrap();
                 sweeps += 1;
+                tokio::task::yield_now().await;
             }
             sweeps
         })
@@ -201,7 +219,7 @@ async fn gc_beside_busy_sessions_loses_none_of_their_files() {
         tasks.push(tokio::spawn(async move {
             for round in 0..8 {
                 // New sessions keep appearing while gc runs.
-                let session = host.session();
+                let session = host.session().await;
                 let content = format!("session {n} round {round}");
                 let w = host
                     .call(
@@ -233,7 +251,9 @@ async fn a_tenant_cannot_reach_another_tenants_session() {
     let id = SessionId::new("shared-name").unwrap();
     let sa = host
         .runtime
-        .create_session(a.clone(), Some(id.clone()), None)
+        .sessions()
+        .create(a.clone(), Some(id.clone()), None)
+        .await
         .unwrap();
     host.call(
         &sa,
@@ -243,31 +263,99 @@ async fn a_tenant_cannot_reach_another_tenants_session() {
     .await;
 
     assert!(matches!(
-        host.runtime.open_session(&b, &id),
+        host.runtime.sessions().open(&b, &id).await,
         Err(SessionError::NotFound { .. })
     ));
     assert!(matches!(
-        host.runtime.delete_session(&b, &id),
+        host.runtime.sessions().delete(&b, &id).await,
         Err(SessionError::NotFound { .. })
     ));
-    assert!(host.runtime.sessions(Some(&b)).unwrap().is_empty());
+    assert!(
+        host.runtime
+            .sessions()
+            .list(Some(&b))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // Same id, other tenant: its own session and its own files.
     let sb = host
         .runtime
-        .create_session(b.clone(), Some(id.clone()), None)
+        .sessions()
+        .create(b.clone(), Some(id.clone()), None)
+        .await
         .unwrap();
     let r = host
         .call(&sb, "read_file", json!({"path": "secret.txt"}))
         .await;
     assert!(r.is_error, "{}", r.output);
-    host.runtime.delete_session(&b, &id).unwrap();
+    host.runtime.sessions().delete(&b, &id).await.unwrap();
     let r = host
         .call(&sa, "read_file", json!({"path": "secret.txt"}))
         .await;
     assert_eq!(r.output, "a's");
     assert!(matches!(
-        host.runtime.create_session(a, Some(id), None),
+        host.runtime.sessions().create(a, Some(id), None).await,
         Err(SessionError::Exists { .. })
     ));
+}
+
+#[tokio::test]
+async fn a_deleted_session_is_announced_once_to_what_holds_its_state() {
+    let host = TestHost::builtin().await;
+    let ended = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = ended.clone();
+    host.runtime
+        .sessions()
+        .on_end(Box::new(move |key| seen.lock().unwrap().push(key.clone())));
+    let s = host.session().await;
+    let other = host.session().await;
+    host.runtime
+        .sessions()
+        .delete(&s.tenant, &s.id)
+        .await
+        .unwrap();
+    assert!(matches!(
+        host.runtime.sessions().delete(&s.tenant, &s.id).await,
+        Err(SessionError::NotFound { .. })
+    ));
+    assert_eq!(*ended.lock().unwrap(), [s.key()]);
+    assert!(
+        host.runtime
+            .sessions()
+            .record(&other.tenant, &other.id)
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn open_or_create_makes_a_session_once_and_then_opens_it() {
+    let host = TestHost::builtin().await;
+    let tenant = TenantId::default_tenant();
+    let id = SessionId::new("named").unwrap();
+    let sessions = host.runtime.sessions();
+    let (a, b) = tokio::join!(
+        sessions.open_or_create(&tenant, &id, None),
+        sessions.open_or_create(&tenant, &id, None)
+    );
+    assert_eq!(a.unwrap().key(), b.unwrap().key());
+    assert_eq!(sessions.list(Some(&tenant)).await.unwrap().len(), 1);
+    let w = host
+        .call(
+            &sessions.open_or_create(&tenant, &id, None).await.unwrap(),
+            "write_file",
+            json!({"path": "f.txt", "content": "kept"}),
+        )
+        .await;
+    assert!(!w.is_error, "{}", w.output);
+    let r = host
+        .call(
+            &sessions.open(&tenant, &id).await.unwrap(),
+            "read_file",
+            json!({"path": "f.txt"}),
+        )
+        .await;
+    assert_eq!(r.output, "kept");
 }

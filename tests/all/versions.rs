@@ -30,7 +30,9 @@ async fn a_0_1_0_hook_and_a_0_2_0_hook_run_in_one_onion() {
         ("inner", "v2", "report", "open"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({"x": 1})).await;
+    let r = host
+        .call(&host.session().await, "echo", json!({"x": 1}))
+        .await;
     assert_eq!(
         r.output,
         r#"tool(args={"x":1}, trace=before:a;)[inner: done by=- failures=]|after:a[outer: done by=- failures=]"#
@@ -45,7 +47,7 @@ async fn a_0_2_0_hook_is_told_the_outcome_typed() {
         ("b", "v1", "refuse", "open"),
     ]))
     .await;
-    let r = host.call(&host.session(), "echo", json!({})).await;
+    let r = host.call(&host.session().await, "echo", json!({})).await;
     assert_eq!(r.output, "refused by b[o: refused by=b failures=]");
     assert!(r.is_error);
 
@@ -53,7 +55,7 @@ async fn a_0_2_0_hook_is_told_the_outcome_typed() {
     let host = TestHost::new(&chain(&[("o", "v2", "report", "open")])).await;
     let r = host
         .call(
-            &host.session(),
+            &host.session().await,
             "echo",
             json!({"output": "boom", "fail": true}),
         )
@@ -68,7 +70,7 @@ async fn a_0_2_0_hook_is_told_the_outcome_typed() {
     ]))
     .await;
     let r = host
-        .call(&host.session(), "echo", json!({"output": "x"}))
+        .call(&host.session().await, "echo", json!({"output": "x"}))
         .await;
     assert_eq!(r.output, "x[o: done by=- failures=t/after-execute/trap]");
 }
@@ -77,13 +79,13 @@ async fn a_0_2_0_hook_is_told_the_outcome_typed() {
 async fn keep_hands_the_result_on_and_fail_is_a_failure_under_the_policy() {
     let host = TestHost::new(&chain(&[("k", "v2", "keep", "open")])).await;
     let r = host
-        .call(&host.session(), "echo", json!({"output": "same"}))
+        .call(&host.session().await, "echo", json!({"output": "same"}))
         .await;
     assert_eq!(r.output, "same");
 
     let host = TestHost::new(&chain(&[("f", "v2", "fail", "open")])).await;
     let r = host
-        .call(&host.session(), "echo", json!({"output": "same"}))
+        .call(&host.session().await, "echo", json!({"output": "same"}))
         .await;
     assert_eq!(r.output, "same", "open: the result passes on");
 
@@ -93,7 +95,7 @@ async fn keep_hands_the_result_on_and_fail_is_a_failure_under_the_policy() {
     ]))
     .await;
     let r = host
-        .call(&host.session(), "echo", json!({"output": "same"}))
+        .call(&host.session().await, "echo", json!({"output": "same"}))
         .await;
     assert_eq!(
         r.output,

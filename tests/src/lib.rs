@@ -48,9 +48,11 @@ impl TestHost {
     }
 
     /// A new session of the default tenant.
-    pub fn session(&self) -> Session {
+    pub async fn session(&self) -> Session {
         self.runtime
-            .create_session(TenantId::default_tenant(), None, None)
+            .sessions()
+            .create(TenantId::default_tenant(), None, None)
+            .await
             .expect("session")
     }
 

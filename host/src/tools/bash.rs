@@ -16,7 +16,7 @@ use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
 use crate::sandbox::{Failure, Sandbox};
-use crate::session::{Session, SessionKey};
+use crate::sessions::{Session, SessionKey};
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -252,7 +252,7 @@ impl Tool for BashTool {
         for pid in self.groups().remove(key).unwrap_or_default() {
             // ESRCH: the group is gone already.
             if kill_process_group(pid, Signal::KILL).is_ok() {
-                tracing::info!(session = %key.1, pid = pid.as_raw_nonzero(), "killed a command left running by the session");
+                tracing::info!(session = %key, pid = pid.as_raw_nonzero(), "killed a command left running by the session");
             }
         }
     }

@@ -5,7 +5,7 @@ use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult, tool, v
 use crate::component::ToolPres;
 use crate::limits::{LimitOverrides, Limits};
 use crate::sandbox::{Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
-use crate::session::Session;
+use crate::sessions::Session;
 use std::sync::Arc;
 use wasmtime::Store;
 

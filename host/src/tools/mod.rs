@@ -10,7 +10,7 @@ pub mod upstream;
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::sandbox::Failure;
-use crate::session::{Session, SessionKey};
+use crate::sessions::{Session, SessionKey};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -19,7 +19,7 @@ use super::{Extras, Tool};
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, expand_env, is_tool_name};
 use crate::sandbox::Failure;
-use crate::session::Session;
+use crate::sessions::Session;
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,

@@ -1,0 +1,604 @@
+//! Everything a session is, end to end: its row ([`table`]), its directories ([`dirs`]),
+//! its tenant's bounds ([`tenants`]) and disk use ([`quota`]), and [`Sessions`], the one
+//! place that creates, opens, deletes and collects sessions.
+//!
+//! A session is created (by the CLI, or by `serve` for an MCP session), touched by every
+//! call, listed, and deleted — by hand, when its MCP session ends, or by the idle sweep.
+//! Deleting removes the row, then tells everything that holds state for the session
+//! through one seam ([`Sessions::on_end`]: kept hook instances, running commands, MCP
+//! sessions), then removes its session-scoped directories.
+
+pub mod dirs;
+pub mod quota;
+pub mod table;
+pub mod tenants;
+
+pub use dirs::MountDirs;
+pub use quota::{Quota, Usage};
+pub use table::{Owner, SessionError, SessionRecord, SessionTable, SqliteTable};
+pub use tenants::{TenantPolicy, Tenants};
+
+use crate::bindings::ToolResult;
+use crate::ids::{SessionId, TenantId};
+use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
+use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
+use quota::{QUOTA_CHECK_INTERVAL, QuotaBook};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// Names one session across tenants: a session id means something only with its tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey {
+    pub tenant: TenantId,
+    pub id: SessionId,
+}
+
+impl SessionKey {
+    pub fn new(tenant: &TenantId, id: &SessionId) -> SessionKey {
+        SessionKey {
+            tenant: tenant.clone(),
+            id: id.clone(),
+        }
+    }
+}
+
+impl fmt::Display for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.tenant, self.id)
+    }
+}
+
+/// One agent session: its id, its tenant, its mounts resolved to host directories, and
+/// its tenant's limits.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub id: SessionId,
+    pub tenant: TenantId,
+    pub(crate) mounts: Vec<ResolvedMount>,
+    pub(crate) tenant_limits: LimitOverrides,
+}
+
+impl Session {
+    /// The limits of this session's calls before a hook's or tool's own: the defaults with
+    /// the tenant's overrides.
+    pub fn limits(&self) -> Limits {
+        Limits::default().with(&self.tenant_limits)
+    }
+
+    /// The key of this session.
+    pub fn key(&self) -> SessionKey {
+        SessionKey::new(&self.tenant, &self.id)
+    }
+
+    /// The session's mounts.
+    pub fn mounts(&self) -> &[ResolvedMount] {
+        &self.mounts
+    }
+
+    /// The host directory behind `virtual_path` (such as `/workspace`), if it is a mount.
+    pub fn host_dir(&self, virtual_path: &str) -> Option<&Path> {
+        self.mounts
+            .iter()
+            .find(|m| m.virtual_path == virtual_path)
+            .map(|m| m.host.as_path())
+    }
+
+    /// The host directories of its session-scoped mounts: deleted with it.
+    fn own_dirs(&self) -> impl Iterator<Item = &Path> {
+        self.mounts
+            .iter()
+            .filter(|m| m.scope == Scope::Session)
+            .map(|m| m.host.as_path())
+    }
+
+    /// The host directories a call of this session can change and its tenant's quota
+    /// counts: its session- and tenant-scoped mounts.
+    fn quota_dirs(&self) -> impl Iterator<Item = &Path> {
+        self.mounts
+            .iter()
+            .filter(|m| m.scope != Scope::Persistent)
+            .map(|m| m.host.as_path())
+    }
+}
+
+/// What is told when a session ends, before its directories are removed: it drops or stops
+/// what it holds for the session.
+pub type OnEnd = Box<dyn Fn(&SessionKey) + Send + Sync>;
+
+/// How much disk a session and its tenant use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// What the session's own (session-scoped) directories hold.
+    pub session: Usage,
+    /// What all the tenant's session and tenant directories hold: what the quota counts.
+    pub tenant: Usage,
+    /// The tenant's quota.
+    pub quota: Quota,
+}
+
+/// What [`Sessions::gc`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// Idle sessions deleted.
+    pub sessions: usize,
+    /// Session directories without a session, removed.
+    pub orphans: usize,
+    /// Stale temporary files removed.
+    pub partials: usize,
+}
+
+/// The sessions of one host: their table, directories, tenants and disk use.
+pub struct Sessions {
+    table: Box<dyn SessionTable>,
+    dirs: Arc<MountDirs>,
+    mounts: MountTable,
+    tenants: Tenants,
+    /// Who this process is, recorded on the sessions it makes.
+    owner: Owner,
+    /// Tenants' disk use, kept.
+    usage: QuotaBook,
+    /// Calls running per session: a session with one is in use and never idle.
+    in_flight: Mutex<HashMap<SessionKey, usize>>,
+    /// When each session was last written as active, to skip redundant writes.
+    touched: Mutex<HashMap<SessionKey, SystemTime>>,
+    on_end: Mutex<Vec<OnEnd>>,
+}
+
+impl Sessions {
+    pub fn new(
+        table: Box<dyn SessionTable>,
+        dirs: Arc<MountDirs>,
+        mounts: MountTable,
+        tenants: Tenants,
+    ) -> Sessions {
+        Sessions {
+            table,
+            dirs,
+            mounts,
+            tenants,
+            owner: Owner::Cli,
+            usage: QuotaBook::default(),
+            in_flight: Mutex::default(),
+            touched: Mutex::default(),
+            on_end: Mutex::default(),
+        }
+    }
+
+    /// Records `owner` on the sessions made from now on: a server says so, so that idle
+    /// sweeps leave its live sessions alone.
+    pub fn set_owner(&mut self, owner: Owner) {
+        self.owner = owner;
+    }
+
+    /// Adds what is told when a session ends (see [`OnEnd`]).
+    pub fn on_end(&self, on_end: OnEnd) {
+        self.on_end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(on_end);
+    }
+
+    pub fn tenants(&self) -> &Tenants {
+        &self.tenants
+    }
+
+    pub fn mounts(&self) -> &MountTable {
+        &self.mounts
+    }
+
+    /// Creates a session of `tenant`: with `id`, or a new UUID; `workdir` is `{workdir}`
+    /// in mount templates. Directories are made when a component first uses them.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`]: the tenant is not declared or has its maximum of sessions, the id
+    /// is taken, the workdir is not a directory, a mount cannot be resolved, or the table
+    /// fails.
+    pub async fn create(
+        &self,
+        tenant: TenantId,
+        id: Option<SessionId>,
+        workdir: Option<&Path>,
+    ) -> Result<Session, SessionError> {
+        let workdir = workdir.map(checked_workdir).transpose()?;
+        if let Some(max) = self.tenants.policy(&tenant)?.and_then(|t| t.max_sessions)
+            && self.table.list(Some(&tenant)).await?.len() >= max
+        {
+            return Err(SessionError::TooManySessions {
+                tenant: tenant.to_string(),
+                max,
+            });
+        }
+        let id = id.unwrap_or_else(SessionId::generate);
+        let record = self
+            .table
+            .create(&tenant, &id, workdir.as_deref(), self.owner)
+            .await?;
+        self.resolve(&record)
+    }
+
+    /// The session `id` of `tenant`, marked active.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when `tenant` has no such session — whether or not
+    /// another tenant has one of that id.
+    pub async fn open(&self, tenant: &TenantId, id: &SessionId) -> Result<Session, SessionError> {
+        let record = self.record(tenant, id).await?;
+        self.write_touch(tenant, id).await?;
+        self.resolve(&record)
+    }
+
+    /// The session `id` of `tenant`, made (with `workdir`) when it does not exist yet.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sessions::create`].
+    pub async fn open_or_create(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        workdir: Option<&Path>,
+    ) -> Result<Session, SessionError> {
+        match self.open(tenant, id).await {
+            Err(SessionError::NotFound { .. }) => {}
+            opened => return opened,
+        }
+        match self.create(tenant.clone(), Some(id.clone()), workdir).await {
+            // Made meanwhile by another caller.
+            Err(SessionError::Exists { .. }) => self.open(tenant, id).await,
+            made => made,
+        }
+    }
+
+    /// Marks `tenant`'s session `id` active, as a request of it does.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when the session does not exist (any more).
+    pub async fn touch(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        self.record(tenant, id).await?;
+        self.write_touch(tenant, id).await
+    }
+
+    /// Writes that the session is active now, unless that was written less than
+    /// [`TOUCH_INTERVAL`] ago.
+    async fn write_touch(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        let now = SystemTime::now();
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+            let key = SessionKey::new(tenant, id);
+            if touched
+                .get(&key)
+                .is_some_and(|t| now.duration_since(*t).is_ok_and(|d| d < TOUCH_INTERVAL))
+            {
+                return Ok(());
+            }
+            touched.insert(key, now);
+        }
+        self.table.touch(tenant, id, now).await
+    }
+
+    /// Marks `session` active, as its calls do (before and after, so that a long call
+    /// does not leave it looking idle). A failure is logged: it never fails the call.
+    pub async fn mark_active(&self, session: &Session) {
+        if let Err(e) = self.write_touch(&session.tenant, &session.id).await {
+            tracing::warn!(session = %session.key(), error = %e, "could not mark the session active");
+        }
+    }
+
+    /// Whether the session `key` has been idle since `cutoff`: no call running, none made
+    /// (and no request touching it) since. A session that is gone counts as idle.
+    pub async fn is_idle(&self, key: &SessionKey, cutoff: SystemTime) -> bool {
+        if self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(key)
+        {
+            return false;
+        }
+        match self.record(&key.tenant, &key.id).await {
+            Ok(record) => record.last_active < cutoff,
+            Err(SessionError::NotFound { .. }) => true,
+            Err(e) => {
+                tracing::warn!(session = %key, error = %e, "reading a session failed");
+                false
+            }
+        }
+    }
+
+    /// The table row of a session.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when `tenant` has no such session.
+    pub async fn record(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+    ) -> Result<SessionRecord, SessionError> {
+        self.table
+            .get(tenant, id)
+            .await?
+            .ok_or_else(|| SessionError::NotFound {
+                tenant: tenant.to_string(),
+                id: id.to_string(),
+            })
+    }
+
+    /// Sessions, oldest first: `tenant`'s, or every tenant's.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Database`] on a table failure.
+    pub async fn list(
+        &self,
+        tenant: Option<&TenantId>,
+    ) -> Result<Vec<SessionRecord>, SessionError> {
+        self.table.list(tenant).await
+    }
+
+    /// Deletes `tenant`'s session `id`: the row, then what holds state for it is told (see
+    /// [`Sessions::on_end`]), then every session-scoped directory of it, for every hook and
+    /// tool; tenant and persistent mounts are kept.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when `tenant` has no such session; [`SessionError::Remove`]
+    /// when a directory cannot be removed (the row is gone: `gc` retries the directories).
+    pub async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        let session = self.resolve(&self.record(tenant, id).await?)?;
+        // Row first: a crash after this leaves orphaned directories, which gc removes.
+        if !self.table.delete(tenant, id).await? {
+            return Err(SessionError::NotFound {
+                tenant: tenant.to_string(),
+                id: id.to_string(),
+            });
+        }
+        let key = session.key();
+        self.touched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        for on_end in self.on_end.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            on_end(&key);
+        }
+        // What the tenant's kept use loses: the session's own directories.
+        let freed = quota::measure_async(owned(session.own_dirs())).await;
+        self.dirs.remove_session(&self.mounts, session.mounts())?;
+        self.usage.moved(tenant, freed, Usage::default());
+        tracing::info!(%tenant, session = %id, "session deleted");
+        Ok(())
+    }
+
+    /// Deletes the sessions last active before `idle_before` (none when `None`) — but not
+    /// those of a server still running, which sweeps its own — then removes session
+    /// directories that have no session, and temporary files (`*.partial`) older than
+    /// [`STALE_PARTIAL_AGE`] that a stopped hook left; then measures the tenants' disk use
+    /// afresh.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the table or a removal.
+    pub async fn gc(&self, idle_before: Option<SystemTime>) -> Result<GcReport, SessionError> {
+        let mut report = GcReport::default();
+        if let Some(cutoff) = idle_before {
+            for record in self.table.idle_since(cutoff).await? {
+                if let Some(pid) = record.owner.live_server() {
+                    tracing::debug!(session = %record.id, pid, "idle, but its server is running: left to it");
+                    continue;
+                }
+                match self.delete(&record.tenant, &record.id).await {
+                    Ok(()) => report.sessions += 1,
+                    // Deleted meanwhile by someone else.
+                    Err(SessionError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        // Temporaries in every mount of the data directory (never in a user's workdir).
+        let dirs = self.mount_dirs(None, |m| !m.in_workdir()).await?;
+        (report.orphans, report.partials) = self
+            .dirs
+            .sweep(&self.mounts, self.table.as_ref(), &dirs, STALE_PARTIAL_AGE)
+            .await?;
+        self.usage.clear();
+        Ok(report)
+    }
+
+    /// Disk used by `session` and by its tenant, against the tenant's quota, measured now
+    /// (without following symlinks).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when the tenant's sessions cannot be listed or resolved.
+    pub async fn usage(&self, session: &Session) -> Result<DiskUsage, SessionError> {
+        let tenant = self.measure_tenant(&session.tenant).await?;
+        Ok(DiskUsage {
+            session: quota::measure_async(owned(session.own_dirs())).await,
+            tenant,
+            quota: self.tenants.quota(&session.tenant),
+        })
+    }
+
+    /// Counts a call of `session` as running while the guard lives: the session is not
+    /// idle meanwhile.
+    pub fn enter(&self, session: &Session) -> InFlight<'_> {
+        let key = session.key();
+        *self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_default() += 1;
+        InFlight {
+            map: &self.in_flight,
+            key,
+        }
+    }
+
+    /// Runs `call` (a call of `session`) within its tenant's disk quota, if it has one:
+    /// refused when the tenant is at its quota; stopped as soon as it takes the tenant over
+    /// it (see [`quota`]); its output withheld when it ends over it. Only the call's own
+    /// directories are measured around it; the tenant's use is kept, not walked.
+    pub async fn within_quota(
+        &self,
+        session: &Session,
+        call: impl Future<Output = ToolResult>,
+    ) -> ToolResult {
+        let quota = self.tenants.quota(&session.tenant);
+        if !quota.is_set() {
+            return call.await;
+        }
+        let tenant = &session.tenant;
+        let used = match self.tenant_usage(tenant).await {
+            Ok(used) => used,
+            Err(e) => {
+                tracing::warn!(%tenant, error = %e, "cannot measure disk use");
+                return call.await;
+            }
+        };
+        if let Some(over) = quota.exceeded(used, true) {
+            return ToolResult::error(format!(
+                "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
+            ));
+        }
+        let dirs = owned(session.quota_dirs());
+        let before = quota::measure_async(dirs.clone()).await;
+        let watch = async {
+            loop {
+                tokio::time::sleep(QUOTA_CHECK_INTERVAL).await;
+                let now = quota::measure_async(dirs.clone()).await;
+                if let Some(over) = quota.exceeded(used.moved(before, now), false) {
+                    return over;
+                }
+            }
+        };
+        let (result, stopped) = tokio::select! {
+            result = call => (result, false),
+            over = watch => {
+                tracing::warn!(%tenant, session = %session.id, over, "disk quota exceeded during a call; stopped");
+                let message = format!(
+                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
+                );
+                (ToolResult::error(message), true)
+            }
+        };
+        let after = quota::measure_async(dirs).await;
+        self.usage.moved(tenant, before, after);
+        match quota.exceeded(used.moved(before, after), false) {
+            Some(over) if !stopped => {
+                tracing::warn!(%tenant, over, "disk quota exceeded by a call");
+                ToolResult::error(format!(
+                    "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
+                ))
+            }
+            _ => result,
+        }
+    }
+
+    /// `tenant`'s use as kept, measured (off the executor) when not known yet: at its first
+    /// call, and after a sweep.
+    async fn tenant_usage(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
+        if let Some(usage) = self.usage.get(tenant) {
+            return Ok(usage);
+        }
+        let usage = self.measure_tenant(tenant).await?;
+        self.usage.set(tenant, usage);
+        Ok(usage)
+    }
+
+    /// Walks all of `tenant`'s session and tenant directories: what its quota counts.
+    async fn measure_tenant(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
+        let dirs = self
+            .mount_dirs(Some(tenant), |m| m.scope != Scope::Persistent)
+            .await?;
+        Ok(quota::measure_async(dirs).await)
+    }
+
+    /// The host directories of the mounts that `keep` accepts, of every session of
+    /// `tenant` (of every tenant when `None`), each once.
+    async fn mount_dirs(
+        &self,
+        tenant: Option<&TenantId>,
+        keep: impl Fn(&ResolvedMount) -> bool,
+    ) -> Result<Vec<PathBuf>, SessionError> {
+        let mut dirs = BTreeSet::new();
+        for record in self.table.list(tenant).await? {
+            for mount in self.resolve(&record)?.mounts {
+                if keep(&mount) {
+                    dirs.insert(mount.host);
+                }
+            }
+        }
+        Ok(dirs.into_iter().collect())
+    }
+
+    /// The session of `record`, resolved (its mounts, its tenant's limits), not touched.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when its tenant is not declared or a mount cannot be resolved.
+    pub fn resolve(&self, record: &SessionRecord) -> Result<Session, SessionError> {
+        let mounts = self.mounts.resolve(&SessionVars {
+            data: self.dirs.data_root(),
+            tenant: &record.tenant,
+            session: &record.id,
+            workdir: record.workdir.as_deref(),
+        })?;
+        let tenant_limits = self
+            .tenants
+            .policy(&record.tenant)?
+            .map(|t| t.limits)
+            .unwrap_or_default();
+        Ok(Session {
+            id: record.id.clone(),
+            tenant: record.tenant.clone(),
+            mounts,
+            tenant_limits,
+        })
+    }
+}
+
+/// A session's working directory, canonical; it must be a directory.
+fn checked_workdir(workdir: &Path) -> Result<PathBuf, SessionError> {
+    workdir
+        .canonicalize()
+        .and_then(|w| {
+            if w.is_dir() {
+                Ok(w)
+            } else {
+                Err(std::io::Error::other("not a directory"))
+            }
+        })
+        .map_err(|source| SessionError::Workdir {
+            path: workdir.to_path_buf(),
+            source,
+        })
+}
+
+fn owned<'a>(dirs: impl Iterator<Item = &'a Path>) -> Vec<PathBuf> {
+    dirs.map(Path::to_path_buf).collect()
+}
+
+/// Counts a call of a session as running while it lives (see [`Sessions::enter`]).
+pub struct InFlight<'a> {
+    map: &'a Mutex<HashMap<SessionKey, usize>>,
+    key: SessionKey,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}

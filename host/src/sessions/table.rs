@@ -1,0 +1,320 @@
+//! The session table: one row per session (tenant, id, times, workdir, owner), behind
+//! [`SessionTable`] so that the store can change (the embedded SQLite file
+//! `{data}/sessions.db` by default). Only rows live here; directories are
+//! [`super::dirs`]'s.
+
+use crate::ids::{IdError, SessionId, TenantId};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The session table's file, in the data directory.
+pub const DATABASE_FILE: &str = "sessions.db";
+
+/// How long a call waits for another process holding the database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no session {id:?} for tenant {tenant:?}")]
+    NotFound { tenant: String, id: String },
+    #[error("tenant {tenant:?} is not declared in the config")]
+    UnknownTenant { tenant: String },
+    #[error("tenant {tenant:?} has its maximum of {max} sessions")]
+    TooManySessions { tenant: String, max: usize },
+    #[error("session {id:?} already exists for tenant {tenant:?}")]
+    Exists { tenant: String, id: String },
+    #[error("session working directory {path}: {source}")]
+    Workdir { path: PathBuf, source: io::Error },
+    #[error("session database: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("session database holds an invalid id: {0}")]
+    CorruptId(#[from] IdError),
+    #[error("removing {path}: {source}")]
+    Remove { path: PathBuf, source: io::Error },
+    #[error("{0}")]
+    Mount(#[from] crate::mounts::MountError),
+}
+
+/// Who made a session, and so who may sweep it when idle: the command line (any
+/// `session gc --idle`), or a server process (only itself, or anyone once it is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Owner {
+    #[default]
+    Cli,
+    /// `serve` on stdio, by its process id.
+    Stdio(u32),
+    /// `serve --http`, by its process id.
+    Http(u32),
+}
+
+impl Owner {
+    fn to_text(self) -> String {
+        match self {
+            Owner::Cli => "cli".into(),
+            Owner::Stdio(pid) => format!("stdio:{pid}"),
+            Owner::Http(pid) => format!("http:{pid}"),
+        }
+    }
+
+    fn from_text(text: Option<&str>) -> Owner {
+        let parse = |pid: &str| pid.parse().unwrap_or(0);
+        match text.and_then(|t| t.split_once(':')) {
+            Some(("stdio", pid)) => Owner::Stdio(parse(pid)),
+            Some(("http", pid)) => Owner::Http(parse(pid)),
+            _ => Owner::Cli,
+        }
+    }
+
+    /// The server process that owns the session, if it is still running.
+    pub fn live_server(self) -> Option<u32> {
+        let (Owner::Stdio(pid) | Owner::Http(pid)) = self else {
+            return None;
+        };
+        let alive = rustix::process::Pid::from_raw(pid as i32)
+            .is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+        alive.then_some(pid)
+    }
+}
+
+/// One row of the session table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    pub id: SessionId,
+    pub tenant: TenantId,
+    pub created: SystemTime,
+    pub last_active: SystemTime,
+    /// The directory the agent works in, `{workdir}` in mount templates.
+    pub workdir: Option<PathBuf>,
+    /// Who made it.
+    pub owner: Owner,
+}
+
+/// Where session rows are kept. Every operation is one statement, so concurrent hosts
+/// sharing a table see each row whole.
+#[async_trait::async_trait]
+pub trait SessionTable: Send + Sync {
+    /// Adds a session.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Exists`] when the tenant has a session of that id.
+    async fn create(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        workdir: Option<&Path>,
+        owner: Owner,
+    ) -> Result<SessionRecord, SessionError>;
+
+    /// The tenant's session of that id, if any.
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+    ) -> Result<Option<SessionRecord>, SessionError>;
+
+    /// Sets the session's `last_active` to `now`.
+    async fn touch(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        now: SystemTime,
+    ) -> Result<(), SessionError>;
+
+    /// Sessions, oldest first: the tenant's, or every tenant's.
+    async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError>;
+
+    /// Removes the row; false when there was none.
+    async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError>;
+
+    /// Sessions last active before `cutoff`.
+    async fn idle_since(&self, cutoff: SystemTime) -> Result<Vec<SessionRecord>, SessionError> {
+        Ok(self
+            .list(None)
+            .await?
+            .into_iter()
+            .filter(|s| s.last_active < cutoff)
+            .collect())
+    }
+}
+
+/// The session table in an SQLite file.
+pub struct SqliteTable {
+    conn: Mutex<Connection>,
+}
+
+impl SqliteTable {
+    /// Opens (creating if needed) the table in `data_root`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Database`] when SQLite cannot open or create it.
+    pub fn open(data_root: &Path) -> Result<SqliteTable, SessionError> {
+        let conn = Connection::open(data_root.join(DATABASE_FILE))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // WAL with synchronous=NORMAL: a commit is not an fsync (a power cut may lose the
+        // last touches, never corrupt the table), so touching a session on every call is
+        // cheap.
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             CREATE TABLE IF NOT EXISTS sessions (
+                 tenant      TEXT    NOT NULL,
+                 id          TEXT    NOT NULL,
+                 created     INTEGER NOT NULL,
+                 last_active INTEGER NOT NULL,
+                 workdir     TEXT,
+                 PRIMARY KEY (tenant, id)
+             );",
+        )?;
+        // Tables made before sessions recorded their owner.
+        let has_owner: bool = conn
+            .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
+            .exists([])?;
+        if !has_owner {
+            conn.execute_batch("ALTER TABLE sessions ADD COLUMN owner TEXT;")?;
+        }
+        Ok(SqliteTable {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionTable for SqliteTable {
+    async fn create(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        workdir: Option<&Path>,
+        owner: Owner,
+    ) -> Result<SessionRecord, SessionError> {
+        let now = SystemTime::now();
+        let inserted = self.conn().execute(
+            "INSERT OR IGNORE INTO sessions (tenant, id, created, last_active, workdir, owner)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
+            params![
+                tenant.as_str(),
+                id.as_str(),
+                millis(now),
+                workdir.map(|w| w.to_string_lossy().into_owned()),
+                owner.to_text()
+            ],
+        )?;
+        if inserted == 0 {
+            return Err(SessionError::Exists {
+                tenant: tenant.to_string(),
+                id: id.to_string(),
+            });
+        }
+        Ok(SessionRecord {
+            id: id.clone(),
+            tenant: tenant.clone(),
+            created: now,
+            last_active: now,
+            workdir: workdir.map(Path::to_path_buf),
+            owner,
+        })
+    }
+
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+    ) -> Result<Option<SessionRecord>, SessionError> {
+        self.conn()
+            .query_row(
+                "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
+                 WHERE tenant = ?1 AND id = ?2",
+                params![tenant.as_str(), id.as_str()],
+                Row::read,
+            )
+            .optional()?
+            .map(Row::into_record)
+            .transpose()
+    }
+
+    async fn touch(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        now: SystemTime,
+    ) -> Result<(), SessionError> {
+        self.conn().execute(
+            "UPDATE sessions SET last_active = ?3 WHERE tenant = ?1 AND id = ?2",
+            params![tenant.as_str(), id.as_str(), millis(now)],
+        )?;
+        Ok(())
+    }
+
+    async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
+             WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created, id",
+        )?;
+        let rows = stmt
+            .query_map(params![tenant.map(TenantId::as_str)], Row::read)?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter().map(Row::into_record).collect()
+    }
+
+    async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError> {
+        let n = self.conn().execute(
+            "DELETE FROM sessions WHERE tenant = ?1 AND id = ?2",
+            params![tenant.as_str(), id.as_str()],
+        )?;
+        Ok(n > 0)
+    }
+}
+
+/// A row as SQLite returns it, before its ids are validated.
+struct Row {
+    tenant: String,
+    id: String,
+    created: i64,
+    last_active: i64,
+    workdir: Option<String>,
+    owner: Option<String>,
+}
+
+impl Row {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+        Ok(Row {
+            tenant: row.get(0)?,
+            id: row.get(1)?,
+            created: row.get(2)?,
+            last_active: row.get(3)?,
+            workdir: row.get(4)?,
+            owner: row.get(5)?,
+        })
+    }
+
+    fn into_record(self) -> Result<SessionRecord, SessionError> {
+        Ok(SessionRecord {
+            id: SessionId::new(self.id)?,
+            tenant: TenantId::new(self.tenant)?,
+            created: from_millis(self.created),
+            last_active: from_millis(self.last_active),
+            workdir: self.workdir.map(PathBuf::from),
+            owner: Owner::from_text(self.owner.as_deref()),
+        })
+    }
+}
+
+fn millis(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn from_millis(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
