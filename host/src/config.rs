@@ -81,6 +81,20 @@ pub struct Config {
     /// How `hookhost serve` makes its sessions.
     #[serde(default)]
     pub serve: ServeConfig,
+    /// Where the session table lives.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
+}
+
+/// The `[sessions]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// The session table: absent, the embedded SQLite file `{data}/sessions.db`; a
+    /// `postgres://user@host:port/database` URL, a PostgreSQL database that several hosts
+    /// sharing one data directory use as one fleet (see the README's "A fleet of hosts").
+    #[serde(default)]
+    pub store: Option<Secret>,
 }
 
 /// The `[serve]` table.

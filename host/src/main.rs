@@ -351,11 +351,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             unauthenticated_bash,
         } => {
             let mut runtime = start(&config, &data).await?;
-            let pid = std::process::id();
+            let server = hookhost::sessions::Server::this();
             runtime.sessions_mut().set_owner(if http.is_some() {
-                hookhost::sessions::Owner::Http(pid)
+                hookhost::sessions::Owner::Http(server)
             } else {
-                hookhost::sessions::Owner::Stdio(pid)
+                hookhost::sessions::Owner::Stdio(server)
             });
             let runtime = std::sync::Arc::new(runtime);
             let options = hookhost::mcp::ServeOptions {

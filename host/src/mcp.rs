@@ -21,8 +21,7 @@
 
 use crate::ids::{SessionId, TenantId};
 use crate::runtime::{CallError, Runtime};
-use crate::sessions::Session;
-use crate::sessions::{SessionError, SessionKey};
+use crate::sessions::{Owner, Session, SessionError, SessionKey};
 use crate::tools::upstream;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -36,6 +35,9 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use std::borrow::Cow;
@@ -330,13 +332,16 @@ pub async fn serve_stdio(
     served
 }
 
-/// Who may call the HTTP endpoint (the tenants' bearer tokens), which session belongs to
-/// which tenant, and the sessions this server made, to end them.
+/// Who may call the HTTP endpoint (the tenants' bearer tokens), and the sessions this
+/// server made, to end them. Which session is whose is the session table's to say, so
+/// that every host of a fleet answers alike.
 struct Gate {
     runtime: Arc<Runtime>,
     /// (token, tenant); empty: no authentication, every request is the default tenant.
     tokens: Vec<(Vec<u8>, TenantId)>,
-    owners: Mutex<HashMap<String, TenantId>>,
+    /// The MCP sessions this server opened that have not ended, by id: ended when it
+    /// shuts down, unless the session table is a fleet's (its other hosts go on).
+    opened: Mutex<HashMap<String, TenantId>>,
     sessions: Arc<LocalSessionManager>,
     options: ServeOptions,
 }
@@ -363,8 +368,8 @@ impl Gate {
         found
     }
 
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, TenantId>> {
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    fn opened(&self) -> std::sync::MutexGuard<'_, HashMap<String, TenantId>> {
+        self.opened.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes the hookhost session of a new MCP session.
@@ -374,19 +379,20 @@ impl Gate {
             .sessions()
             .create(tenant.clone(), Some(id.clone()), workdir.as_deref())
             .await?;
-        self.owners().insert(id.to_string(), tenant.clone());
+        self.opened().insert(id.to_string(), tenant.clone());
         tracing::info!(%tenant, session = %id, "MCP session started");
         Ok(())
     }
 
-    /// Forgets the MCP session of the hookhost session `key`, which ended, and closes it.
+    /// Closes the MCP session of the hookhost session `key`, which ended.
     fn forget(&self, key: &SessionKey) {
         let id = key.id.as_str();
-        let mut owners = self.owners();
-        if owners.get(id) != Some(&key.tenant) {
-            return;
+        {
+            let mut opened = self.opened();
+            if opened.get(id) == Some(&key.tenant) {
+                opened.remove(id);
+            }
         }
-        owners.remove(id);
         let sessions = self.sessions.clone();
         let id: Arc<str> = Arc::from(id);
         tokio::spawn(async move {
@@ -394,26 +400,46 @@ impl Gate {
         });
     }
 
-    /// Ends the MCP session `id` and its hookhost session (commands killed, files deleted
-    /// unless kept).
-    async fn end(&self, tenant: &TenantId, id: &str, why: &str) {
-        self.owners().remove(id);
-        let _ = self.sessions.close_session(&Arc::from(id)).await;
+    /// Ends the MCP session `id` of `tenant` and its hookhost session (commands killed,
+    /// files deleted unless kept).
+    async fn end(&self, tenant: &TenantId, id: &SessionId, why: &str) {
         if self.options.keep_session {
+            self.forget(&SessionKey::new(tenant, id));
             return;
         }
-        let Ok(session) = SessionId::new(id) else {
-            return;
-        };
-        match self.runtime.sessions().delete(tenant, &session).await {
+        // Its end closes the MCP session (see `forget`).
+        match self.runtime.sessions().delete(tenant, id).await {
             Ok(()) => {
-                tracing::info!(%tenant, session = id, why, "MCP session ended; session deleted")
+                tracing::info!(%tenant, session = %id, why, "MCP session ended; session deleted")
             }
-            Err(SessionError::NotFound { .. }) => {}
+            Err(SessionError::NotFound { .. }) => self.forget(&SessionKey::new(tenant, id)),
             Err(e) => {
-                tracing::warn!(%tenant, session = id, error = %e, "deleting the session failed")
+                tracing::warn!(%tenant, session = %id, error = %e, "deleting the session failed")
             }
         }
+    }
+}
+
+/// The MCP sessions' `initialize`, kept in the session table, so that a host of a fleet
+/// resumes an MCP session another host began (rmcp replays the handshake).
+struct McpStates(Arc<Runtime>);
+
+#[async_trait::async_trait]
+impl SessionStore for McpStates {
+    async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        match self.0.sessions().mcp_state(id).await? {
+            Some(text) => Ok(Some(serde_json::from_str(&text)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let text = serde_json::to_string(state)?;
+        Ok(self.0.sessions().set_mcp_state(id, &text).await?)
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
+        Ok(self.0.sessions().forget_mcp_state(id).await?)
     }
 }
 
@@ -454,24 +480,28 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let deleting = request.method() == Method::DELETE;
+    let session = match session.map(SessionId::new).transpose() {
+        Ok(session) => session,
+        Err(_) => return answer_unread((StatusCode::NOT_FOUND, "session not found\n")),
+    };
     if let Some(id) = &session {
-        let owner = gate.owners().get(id).cloned();
-        match owner {
-            // Another tenant's session does not exist, as far as this tenant can tell.
-            Some(owner) if owner != tenant => {
-                return answer_unread((StatusCode::NOT_FOUND, "session not found\n"));
-            }
-            Some(_) => {
-                let alive = match SessionId::new(id.as_str()) {
-                    Ok(sid) => gate.runtime.sessions().touch(&tenant, &sid).await.is_ok(),
-                    Err(_) => false,
-                };
-                if !alive {
-                    gate.end(&tenant, id, "its hookhost session is gone").await;
-                    return answer_unread((StatusCode::NOT_FOUND, "session ended\n"));
+        // The caller's tenant must have this session: another tenant's does not exist, as
+        // far as this tenant can tell, and an ended one is gone (its MCP session too).
+        match gate.runtime.sessions().touch(&tenant, id).await {
+            Ok(()) => {}
+            Err(SessionError::NotFound { .. }) => {
+                if gate.opened().get(id.as_str()) == Some(&tenant) {
+                    gate.forget(&SessionKey::new(&tenant, id));
                 }
+                return answer_unread((StatusCode::NOT_FOUND, "session not found or ended\n"));
             }
-            None => {}
+            Err(e) => {
+                tracing::error!(%tenant, session = %id, error = %e, "reading the session table failed");
+                return answer_unread((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "session table unavailable\n",
+                ));
+            }
         }
     }
 
@@ -616,7 +646,7 @@ pub async fn serve_http(
     let gate = Arc::new(Gate {
         runtime: runtime.clone(),
         tokens,
-        owners: Mutex::new(HashMap::new()),
+        opened: Mutex::new(HashMap::new()),
         sessions: sessions.clone(),
         options,
     });
@@ -630,6 +660,7 @@ pub async fn serve_http(
     let stop = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = stop.clone();
+    config.session_store = Some(Arc::new(McpStates(runtime.clone())));
     if !addr.ip().is_loopback() {
         // Host validation protects loopback servers from DNS rebinding; a public server is
         // protected by its tokens instead.
@@ -680,9 +711,15 @@ pub async fn serve_http(
         }
     };
     sweeper.abort();
-    let open: Vec<(String, TenantId)> = gate.owners().drain().collect();
-    for (id, tenant) in open {
-        gate.end(&tenant, &id, "server shut down").await;
+    // A fleet's sessions outlive one host: its other hosts go on serving them, and the
+    // idle sweep of any host collects them.
+    if !runtime.sessions().is_shared() {
+        let opened: Vec<(String, TenantId)> = gate.opened().drain().collect();
+        for (id, tenant) in opened {
+            if let Ok(id) = SessionId::new(id) {
+                gate.end(&tenant, &id, "server shut down").await;
+            }
+        }
     }
     Ok(served??)
 }
@@ -693,24 +730,24 @@ async fn sweep_idle(gate: Arc<Gate>, idle: Duration) {
     let mut tick = tokio::time::interval(
         (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60)),
     );
+    let sessions = gate.runtime.sessions();
     loop {
         tick.tick().await;
+        // Running calls keep their sessions fresh in the table, for every host's sweep.
+        sessions.heartbeat().await;
+        if gate.options.keep_session {
+            continue;
+        }
         let cutoff = SystemTime::now()
             .checked_sub(idle)
             .unwrap_or(SystemTime::UNIX_EPOCH);
-        let owned: Vec<(String, TenantId)> = gate
-            .owners()
-            .iter()
-            .map(|(id, t)| (id.clone(), t.clone()))
-            .collect();
-        for (id, tenant) in owned {
-            let Ok(sid) = SessionId::new(id.as_str()) else {
-                continue;
-            };
-            let key = SessionKey::new(&tenant, &sid);
-            if gate.runtime.sessions().is_idle(&key, cutoff).await {
-                gate.end(&tenant, &id, "idle").await;
-            }
+        // Every HTTP server's sessions: in a fleet, a session begun on one host may be
+        // continued on another, and any host collects it once it is idle.
+        let swept = sessions
+            .sweep_idle(cutoff, |owner| matches!(owner, Owner::Http(_)))
+            .await;
+        if let Err(e) = swept {
+            tracing::warn!(error = %e, "the idle sweep failed");
         }
     }
 }

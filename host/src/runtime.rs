@@ -10,7 +10,8 @@ use crate::limits::Limits;
 use crate::mounts::{MountError, MountTable};
 use crate::sandbox::{Failure, Sandbox};
 use crate::sessions::{
-    MountDirs, Quota, Session, SessionError, Sessions, SqliteTable, TenantPolicy, Tenants,
+    MountDirs, PgTable, Quota, Session, SessionError, SessionTable, Sessions, SqliteTable,
+    TenantPolicy, Tenants,
 };
 use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
@@ -153,7 +154,10 @@ impl Runtime {
                 source,
             })?;
         let mounts = MountTable::new(config.mounts())?;
-        let table = SqliteTable::open(&data_root)?;
+        let table: Box<dyn SessionTable> = match &config.sessions.store {
+            Some(url) => Box::new(PgTable::connect(url.expose()).await?),
+            None => Box::new(SqliteTable::open(&data_root)?),
+        };
         let dirs = Arc::new(MountDirs::new(data_root.clone()));
         let loader = ComponentLoader::new(&EngineOptions {
             fuel: config.uses_fuel(),
@@ -307,7 +311,7 @@ impl Runtime {
             policies,
             config.serve.workdir.as_ref().map(workdir_template),
         );
-        let sessions = Sessions::new(Box::new(table), dirs, mounts, tenants);
+        let sessions = Sessions::new(table, dirs, mounts, tenants);
         // Every chain's layers are among these (tenant chains share them).
         for layer in &layers {
             let layer = Arc::downgrade(layer);

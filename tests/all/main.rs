@@ -11,5 +11,6 @@ mod offload;
 mod plans;
 mod read_file;
 mod sandbox;
+mod session_tables;
 mod sessions;
 mod versions;

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tempfile::TempDir;
 
 /// Paths of the fixture components, built by `build.rs`.
+pub mod postgres;
+
 pub mod fixtures {
     include!(concat!(env!("OUT_DIR"), "/fixtures.rs"));
 }

@@ -9,13 +9,15 @@
 //! sessions), then removes its session-scoped directories.
 
 pub mod dirs;
+pub mod postgres;
 pub mod quota;
 pub mod table;
 pub mod tenants;
 
 pub use dirs::MountDirs;
+pub use postgres::PgTable;
 pub use quota::{Quota, Usage};
-pub use table::{Owner, SessionError, SessionRecord, SessionTable, SqliteTable};
+pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
 pub use tenants::{TenantPolicy, Tenants};
 
 use crate::bindings::ToolResult;
@@ -181,6 +183,12 @@ impl Sessions {
             .push(on_end);
     }
 
+    /// Whether several hosts share the session table (a fleet): a session outlives the
+    /// host that made it.
+    pub fn is_shared(&self) -> bool {
+        self.table.is_shared()
+    }
+
     pub fn tenants(&self) -> &Tenants {
         &self.tenants
     }
@@ -215,7 +223,7 @@ impl Sessions {
         let id = id.unwrap_or_else(SessionId::generate);
         let record = self
             .table
-            .create(&tenant, &id, workdir.as_deref(), self.owner)
+            .create(&tenant, &id, workdir.as_deref(), self.owner.clone())
             .await?;
         self.resolve(&record)
     }
@@ -293,12 +301,7 @@ impl Sessions {
     /// Whether the session `key` has been idle since `cutoff`: no call running, none made
     /// (and no request touching it) since. A session that is gone counts as idle.
     pub async fn is_idle(&self, key: &SessionKey, cutoff: SystemTime) -> bool {
-        if self
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(key)
-        {
+        if self.is_running(key) {
             return false;
         }
         match self.record(&key.tenant, &key.id).await {
@@ -352,13 +355,71 @@ impl Sessions {
     /// when a directory cannot be removed (the row is gone: `gc` retries the directories).
     pub async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
         let session = self.resolve(&self.record(tenant, id).await?)?;
-        // Row first: a crash after this leaves orphaned directories, which gc removes.
+        // Row first: a crash after this leaves orphaned directories, which gc removes. Of
+        // hosts deleting it at once, the one whose statement removed the row goes on.
         if !self.table.delete(tenant, id).await? {
             return Err(SessionError::NotFound {
                 tenant: tenant.to_string(),
                 id: id.to_string(),
             });
         }
+        self.ended(&session).await
+    }
+
+    /// Deletes the idle sessions whose owner `sweep` accepts, each only if it is still
+    /// idle when its row is removed — a call that began meanwhile, on this host or
+    /// another, keeps it — and never one with a call running here. Returns how many.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the table or a removal.
+    pub async fn sweep_idle(
+        &self,
+        cutoff: SystemTime,
+        sweep: impl Fn(&Owner) -> bool,
+    ) -> Result<usize, SessionError> {
+        let mut swept = 0;
+        for record in self.table.idle_since(cutoff).await? {
+            let key = SessionKey::new(&record.tenant, &record.id);
+            if !sweep(&record.owner) || self.is_running(&key) {
+                continue;
+            }
+            let session = self.resolve(&record)?;
+            if self
+                .table
+                .delete_if_idle(&record.tenant, &record.id, cutoff)
+                .await?
+            {
+                self.ended(&session).await?;
+                tracing::info!(session = %key, "idle session collected");
+                swept += 1;
+            }
+        }
+        Ok(swept)
+    }
+
+    /// Marks the sessions with a call running here active, so that no host's sweep takes
+    /// them for idle however long the call runs. A server calls it at least once per
+    /// idle period.
+    pub async fn heartbeat(&self) {
+        let running: Vec<SessionKey> = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for key in running {
+            if let Err(e) = self.write_touch(&key.tenant, &key.id).await {
+                tracing::warn!(session = %key, error = %e, "could not mark a running session active");
+            }
+        }
+    }
+
+    /// What follows a session's row removal: what holds state for it is told, its MCP
+    /// state and its session-scoped directories are removed, and its tenant's kept disk
+    /// use loses what they held.
+    async fn ended(&self, session: &Session) -> Result<(), SessionError> {
         let key = session.key();
         self.touched
             .lock()
@@ -367,12 +428,41 @@ impl Sessions {
         for on_end in self.on_end.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             on_end(&key);
         }
-        // What the tenant's kept use loses: the session's own directories.
+        if let Err(e) = self.table.forget_mcp_state(key.id.as_str()).await {
+            tracing::warn!(session = %key, error = %e, "could not forget the MCP session's state");
+        }
         let freed = quota::measure_async(owned(session.own_dirs())).await;
         self.dirs.remove_session(&self.mounts, session.mounts())?;
-        self.usage.moved(tenant, freed, Usage::default());
-        tracing::info!(%tenant, session = %id, "session deleted");
+        self.usage.moved(&key.tenant, freed, Usage::default());
+        tracing::info!(session = %key, "session deleted");
         Ok(())
+    }
+
+    /// The MCP client's `initialize` of the MCP session `id`, kept for another host.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the table.
+    pub async fn mcp_state(&self, id: &str) -> Result<Option<String>, SessionError> {
+        self.table.mcp_state(id).await
+    }
+
+    /// Keeps the MCP session `id`'s `initialize` (see [`Sessions::mcp_state`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the table.
+    pub async fn set_mcp_state(&self, id: &str, state: &str) -> Result<(), SessionError> {
+        self.table.set_mcp_state(id, state).await
+    }
+
+    /// Forgets the MCP session `id`'s `initialize`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the table.
+    pub async fn forget_mcp_state(&self, id: &str) -> Result<(), SessionError> {
+        self.table.forget_mcp_state(id).await
     }
 
     /// Deletes the sessions last active before `idle_before` (none when `None`) — but not
@@ -387,18 +477,9 @@ impl Sessions {
     pub async fn gc(&self, idle_before: Option<SystemTime>) -> Result<GcReport, SessionError> {
         let mut report = GcReport::default();
         if let Some(cutoff) = idle_before {
-            for record in self.table.idle_since(cutoff).await? {
-                if let Some(pid) = record.owner.live_server() {
-                    tracing::debug!(session = %record.id, pid, "idle, but its server is running: left to it");
-                    continue;
-                }
-                match self.delete(&record.tenant, &record.id).await {
-                    Ok(()) => report.sessions += 1,
-                    // Deleted meanwhile by someone else.
-                    Err(SessionError::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
+            report.sessions = self
+                .sweep_idle(cutoff, |owner| owner.live_server().is_none())
+                .await?;
         }
         // Temporaries in every mount of the data directory (never in a user's workdir).
         let dirs = self.mount_dirs(None, |m| !m.in_workdir()).await?;
@@ -423,6 +504,14 @@ impl Sessions {
             tenant,
             quota: self.tenants.quota(&session.tenant),
         })
+    }
+
+    /// Whether a call of the session `key` runs here now.
+    fn is_running(&self, key: &SessionKey) -> bool {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(key)
     }
 
     /// Counts a call of `session` as running while the guard lives: the session is not

@@ -31,6 +31,10 @@ pub enum SessionError {
     Workdir { path: PathBuf, source: io::Error },
     #[error("session database: {0}")]
     Database(#[from] rusqlite::Error),
+    #[error("session database (PostgreSQL): {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("session database (PostgreSQL) connection pool: {0}")]
+    Pool(String),
     #[error("session database holds an invalid id: {0}")]
     CorruptId(#[from] IdError),
     #[error("removing {path}: {source}")]
@@ -41,42 +45,83 @@ pub enum SessionError {
 
 /// Who made a session, and so who may sweep it when idle: the command line (any
 /// `session gc --idle`), or a server process (only itself, or anyone once it is gone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Owner {
     #[default]
     Cli,
-    /// `serve` on stdio, by its process id.
-    Stdio(u32),
-    /// `serve --http`, by its process id.
-    Http(u32),
+    /// `serve` on stdio.
+    Stdio(Server),
+    /// `serve --http`.
+    Http(Server),
+}
+
+/// A server process: its id, on which host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    pub pid: u32,
+    /// The host's name (`uname -n`): a process id means something only there.
+    pub host: String,
+}
+
+impl Server {
+    /// This process.
+    pub fn this() -> Server {
+        Server {
+            pid: std::process::id(),
+            host: this_host(),
+        }
+    }
+}
+
+fn this_host() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 impl Owner {
-    fn to_text(self) -> String {
+    pub(super) fn to_text(&self) -> String {
         match self {
             Owner::Cli => "cli".into(),
-            Owner::Stdio(pid) => format!("stdio:{pid}"),
-            Owner::Http(pid) => format!("http:{pid}"),
+            Owner::Stdio(s) => format!("stdio:{}@{}", s.pid, s.host),
+            Owner::Http(s) => format!("http:{}@{}", s.pid, s.host),
         }
     }
 
     fn from_text(text: Option<&str>) -> Owner {
-        let parse = |pid: &str| pid.parse().unwrap_or(0);
+        // `KIND:PID@HOST`; rows written before hosts were recorded lack `@HOST`.
+        let server = |rest: &str| {
+            let (pid, host) = rest.split_once('@').unwrap_or((rest, ""));
+            Server {
+                pid: pid.parse().unwrap_or(0),
+                host: if host.is_empty() {
+                    this_host()
+                } else {
+                    host.to_string()
+                },
+            }
+        };
         match text.and_then(|t| t.split_once(':')) {
-            Some(("stdio", pid)) => Owner::Stdio(parse(pid)),
-            Some(("http", pid)) => Owner::Http(parse(pid)),
+            Some(("stdio", rest)) => Owner::Stdio(server(rest)),
+            Some(("http", rest)) => Owner::Http(server(rest)),
             _ => Owner::Cli,
         }
     }
 
-    /// The server process that owns the session, if it is still running.
-    pub fn live_server(self) -> Option<u32> {
-        let (Owner::Stdio(pid) | Owner::Http(pid)) = self else {
+    /// The server process that owns the session, if it may still be running: on this
+    /// host, if it is; on another host (a fleet sharing the table), always — that host's
+    /// servers collect it.
+    pub fn live_server(&self) -> Option<u32> {
+        let (Owner::Stdio(server) | Owner::Http(server)) = self else {
             return None;
         };
-        let alive = rustix::process::Pid::from_raw(pid as i32)
+        if server.host != this_host() {
+            return Some(server.pid);
+        }
+        let alive = rustix::process::Pid::from_raw(server.pid as i32)
             .is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
-        alive.then_some(pid)
+        alive.then_some(server.pid)
     }
 }
 
@@ -128,18 +173,37 @@ pub trait SessionTable: Send + Sync {
     /// Sessions, oldest first: the tenant's, or every tenant's.
     async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError>;
 
-    /// Removes the row; false when there was none.
+    /// Removes the row; false when there was none (another host removed it first).
     async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError>;
 
-    /// Sessions last active before `cutoff`.
-    async fn idle_since(&self, cutoff: SystemTime) -> Result<Vec<SessionRecord>, SessionError> {
-        Ok(self
-            .list(None)
-            .await?
-            .into_iter()
-            .filter(|s| s.last_active < cutoff)
-            .collect())
+    /// Removes the row if the session was last active before `cutoff`, in one statement:
+    /// a session touched meanwhile (a call began on another host) is kept. False when
+    /// nothing was removed.
+    async fn delete_if_idle(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        cutoff: SystemTime,
+    ) -> Result<bool, SessionError>;
+
+    /// What an MCP session's client said at `initialize` (rmcp's session state, JSON),
+    /// kept so that another host can resume the MCP session `id`.
+    async fn mcp_state(&self, id: &str) -> Result<Option<String>, SessionError>;
+
+    /// Keeps `state` for the MCP session `id`.
+    async fn set_mcp_state(&self, id: &str, state: &str) -> Result<(), SessionError>;
+
+    /// Forgets the MCP session `id`'s state.
+    async fn forget_mcp_state(&self, id: &str) -> Result<(), SessionError>;
+
+    /// Whether several hosts share this table (a fleet).
+    fn is_shared(&self) -> bool {
+        false
     }
+
+    /// Sessions last active before `cutoff` (compared to the millisecond), least recently
+    /// active first.
+    async fn idle_since(&self, cutoff: SystemTime) -> Result<Vec<SessionRecord>, SessionError>;
 }
 
 /// The session table in an SQLite file.
@@ -169,6 +233,10 @@ impl SqliteTable {
                  last_active INTEGER NOT NULL,
                  workdir     TEXT,
                  PRIMARY KEY (tenant, id)
+             );
+             CREATE TABLE IF NOT EXISTS mcp_sessions (
+                 id    TEXT NOT NULL PRIMARY KEY,
+                 state TEXT NOT NULL
              );",
         )?;
         // Tables made before sessions recorded their owner.
@@ -274,16 +342,67 @@ impl SessionTable for SqliteTable {
         )?;
         Ok(n > 0)
     }
+
+    async fn delete_if_idle(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        cutoff: SystemTime,
+    ) -> Result<bool, SessionError> {
+        let n = self.conn().execute(
+            "DELETE FROM sessions WHERE tenant = ?1 AND id = ?2 AND last_active < ?3",
+            params![tenant.as_str(), id.as_str(), millis(cutoff)],
+        )?;
+        Ok(n > 0)
+    }
+
+    async fn idle_since(&self, cutoff: SystemTime) -> Result<Vec<SessionRecord>, SessionError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
+             WHERE last_active < ?1 ORDER BY last_active",
+        )?;
+        let rows = stmt
+            .query_map(params![millis(cutoff)], Row::read)?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter().map(Row::into_record).collect()
+    }
+
+    async fn mcp_state(&self, id: &str) -> Result<Option<String>, SessionError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT state FROM mcp_sessions WHERE id = ?1",
+                params![id],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    async fn set_mcp_state(&self, id: &str, state: &str) -> Result<(), SessionError> {
+        self.conn().execute(
+            "INSERT INTO mcp_sessions (id, state) VALUES (?1, ?2)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+            params![id, state],
+        )?;
+        Ok(())
+    }
+
+    async fn forget_mcp_state(&self, id: &str) -> Result<(), SessionError> {
+        self.conn()
+            .execute("DELETE FROM mcp_sessions WHERE id = ?1", params![id])?;
+        Ok(())
+    }
 }
 
-/// A row as SQLite returns it, before its ids are validated.
-struct Row {
-    tenant: String,
-    id: String,
-    created: i64,
-    last_active: i64,
-    workdir: Option<String>,
-    owner: Option<String>,
+/// A row as the database returns it, before its ids are validated.
+pub(super) struct Row {
+    pub(super) tenant: String,
+    pub(super) id: String,
+    pub(super) created: i64,
+    pub(super) last_active: i64,
+    pub(super) workdir: Option<String>,
+    pub(super) owner: Option<String>,
 }
 
 impl Row {
@@ -298,7 +417,7 @@ impl Row {
         })
     }
 
-    fn into_record(self) -> Result<SessionRecord, SessionError> {
+    pub(super) fn into_record(self) -> Result<SessionRecord, SessionError> {
         Ok(SessionRecord {
             id: SessionId::new(self.id)?,
             tenant: TenantId::new(self.tenant)?,
@@ -310,7 +429,7 @@ impl Row {
     }
 }
 
-fn millis(t: SystemTime) -> i64 {
+pub(super) fn millis(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

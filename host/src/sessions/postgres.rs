@@ -1,0 +1,265 @@
+//! The session table in PostgreSQL, for a fleet: several hosts sharing one database (and
+//! one data directory) serve and collect the same sessions.
+//!
+//! Each operation is one statement, so hosts never see half a row; `delete` says whether
+//! this call removed the row, so when two hosts delete the same session only one of them
+//! removes its files, and an idle sweep deletes a row only if it is still idle at that
+//! instant (see [`SessionTable::delete_if_idle`]). The schema is made at connection,
+//! under an advisory lock, so hosts starting together do not race.
+//!
+//! Connections are pooled ([`deadpool_postgres`], at most [`POOL_SIZE`]) and not
+//! encrypted: the database is expected on a private network or a local socket.
+
+use super::table::{Owner, Row, SessionError, SessionRecord, SessionTable, millis};
+use crate::ids::{SessionId, TenantId};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::path::Path;
+use std::time::SystemTime;
+use tokio_postgres::NoTls;
+
+/// Connections a host keeps to the database at most.
+pub const POOL_SIZE: usize = 16;
+
+/// The key of the advisory lock under which the schema is made.
+const SCHEMA_LOCK: i64 = 0x686f_6f6b_686f_7374; // "hookhost"
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS hookhost_sessions (
+        tenant      TEXT   NOT NULL,
+        id          TEXT   NOT NULL,
+        created     BIGINT NOT NULL,
+        last_active BIGINT NOT NULL,
+        workdir     TEXT,
+        owner       TEXT,
+        PRIMARY KEY (tenant, id)
+    );
+    CREATE INDEX IF NOT EXISTS hookhost_sessions_last_active
+        ON hookhost_sessions (last_active);
+    CREATE TABLE IF NOT EXISTS hookhost_mcp_sessions (
+        id    TEXT NOT NULL PRIMARY KEY,
+        state TEXT NOT NULL
+    );
+";
+
+const COLUMNS: &str = "tenant, id, created, last_active, workdir, owner";
+
+/// The session table in a PostgreSQL database.
+pub struct PgTable {
+    pool: Pool,
+}
+
+impl PgTable {
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database`) and makes the
+    /// table if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Postgres`] when the URL is not one, or the database cannot be
+    /// reached or refuses the schema.
+    pub async fn connect(url: &str) -> Result<PgTable, SessionError> {
+        let config: tokio_postgres::Config = url.parse()?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| SessionError::Pool(e.to_string()))?;
+        let table = PgTable { pool };
+        let mut client = table.client().await?;
+        let schema = client.transaction().await?;
+        schema
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+            .await?;
+        schema.batch_execute(SCHEMA).await?;
+        schema.commit().await?;
+        Ok(table)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, SessionError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| SessionError::Pool(e.to_string()))
+    }
+
+    async fn rows(
+        &self,
+        query: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<SessionRecord>, SessionError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(query).await?;
+        client
+            .query(&statement, params)
+            .await?
+            .iter()
+            .map(|row| {
+                Row {
+                    tenant: row.try_get(0)?,
+                    id: row.try_get(1)?,
+                    created: row.try_get(2)?,
+                    last_active: row.try_get(3)?,
+                    workdir: row.try_get(4)?,
+                    owner: row.try_get(5)?,
+                }
+                .into_record()
+            })
+            .collect()
+    }
+
+    async fn execute(
+        &self,
+        query: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, SessionError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(query).await?;
+        Ok(client.execute(&statement, params).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionTable for PgTable {
+    async fn create(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        workdir: Option<&Path>,
+        owner: Owner,
+    ) -> Result<SessionRecord, SessionError> {
+        let now = SystemTime::now();
+        let workdir_text = workdir.map(|w| w.to_string_lossy().into_owned());
+        let inserted = self
+            .execute(
+                "INSERT INTO hookhost_sessions (tenant, id, created, last_active, workdir, owner)
+                 VALUES ($1, $2, $3, $3, $4, $5) ON CONFLICT DO NOTHING",
+                &[
+                    &tenant.as_str(),
+                    &id.as_str(),
+                    &millis(now),
+                    &workdir_text,
+                    &owner.to_text(),
+                ],
+            )
+            .await?;
+        if inserted == 0 {
+            return Err(SessionError::Exists {
+                tenant: tenant.to_string(),
+                id: id.to_string(),
+            });
+        }
+        Ok(SessionRecord {
+            id: id.clone(),
+            tenant: tenant.clone(),
+            created: now,
+            last_active: now,
+            workdir: workdir.map(Path::to_path_buf),
+            owner,
+        })
+    }
+
+    async fn get(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+    ) -> Result<Option<SessionRecord>, SessionError> {
+        let query =
+            format!("SELECT {COLUMNS} FROM hookhost_sessions WHERE tenant = $1 AND id = $2");
+        Ok(self
+            .rows(&query, &[&tenant.as_str(), &id.as_str()])
+            .await?
+            .pop())
+    }
+
+    async fn touch(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        now: SystemTime,
+    ) -> Result<(), SessionError> {
+        self.execute(
+            "UPDATE hookhost_sessions SET last_active = GREATEST(last_active, $3)
+             WHERE tenant = $1 AND id = $2",
+            &[&tenant.as_str(), &id.as_str(), &millis(now)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError> {
+        let query = format!(
+            "SELECT {COLUMNS} FROM hookhost_sessions
+             WHERE $1::TEXT IS NULL OR tenant = $1 ORDER BY created, id"
+        );
+        self.rows(&query, &[&tenant.map(TenantId::as_str)]).await
+    }
+
+    async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError> {
+        let n = self
+            .execute(
+                "DELETE FROM hookhost_sessions WHERE tenant = $1 AND id = $2",
+                &[&tenant.as_str(), &id.as_str()],
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    async fn delete_if_idle(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        cutoff: SystemTime,
+    ) -> Result<bool, SessionError> {
+        let n = self
+            .execute(
+                "DELETE FROM hookhost_sessions WHERE tenant = $1 AND id = $2 AND last_active < $3",
+                &[&tenant.as_str(), &id.as_str(), &millis(cutoff)],
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    async fn mcp_state(&self, id: &str) -> Result<Option<String>, SessionError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT state FROM hookhost_mcp_sessions WHERE id = $1")
+            .await?;
+        Ok(client
+            .query_opt(&statement, &[&id])
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()?)
+    }
+
+    async fn set_mcp_state(&self, id: &str, state: &str) -> Result<(), SessionError> {
+        self.execute(
+            "INSERT INTO hookhost_mcp_sessions (id, state) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+            &[&id, &state],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn forget_mcp_state(&self, id: &str) -> Result<(), SessionError> {
+        self.execute("DELETE FROM hookhost_mcp_sessions WHERE id = $1", &[&id])
+            .await?;
+        Ok(())
+    }
+
+    async fn idle_since(&self, cutoff: SystemTime) -> Result<Vec<SessionRecord>, SessionError> {
+        let query = format!(
+            "SELECT {COLUMNS} FROM hookhost_sessions WHERE last_active < $1 ORDER BY last_active"
+        );
+        self.rows(&query, &[&millis(cutoff)]).await
+    }
+}
