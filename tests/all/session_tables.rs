@@ -61,7 +61,7 @@ async fn the_contract(table: Arc<dyn SessionTable>) {
         .into_iter()
         .map(|r| r.tenant)
         .collect();
-    assert_eq!(idle, [u.clone()], "only the untouched one is idle");
+    assert_eq!(idle, std::slice::from_ref(&u), "only the untouched one is idle");
     assert!(
         !table.delete_if_idle(&t, &s, later).await.unwrap(),
         "touched since the cutoff: kept"
