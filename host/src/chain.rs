@@ -118,6 +118,16 @@ impl HookLayer {
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
     }
+
+    /// The sessions it keeps an instance for.
+    pub fn kept_sessions(&self) -> Vec<SessionKey> {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
 }
 
 /// What a 0.2.0 hook exporting `hook-info` says of itself: instantiated once, with no

@@ -733,8 +733,14 @@ async fn sweep_idle(gate: Arc<Gate>, idle: Duration) {
     let sessions = gate.runtime.sessions();
     loop {
         tick.tick().await;
-        // Running calls keep their sessions fresh in the table, for every host's sweep.
+        // Running calls keep their sessions fresh in the table, for every host's sweep;
+        // what this host holds for sessions another host ended is dropped.
         sessions.heartbeat().await;
+        if sessions.is_shared()
+            && let Err(e) = gate.runtime.forget_ended_elsewhere().await
+        {
+            tracing::warn!(error = %e, "checking for sessions ended elsewhere failed");
+        }
         if gate.options.keep_session {
             continue;
         }

@@ -348,6 +348,23 @@ impl Runtime {
         &mut self.sessions
     }
 
+    /// Drops the per-session instances (and what tools hold) of sessions another host of
+    /// a fleet deleted (see [`Sessions::forget_ended_elsewhere`]); a server calls it
+    /// periodically.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the table.
+    pub async fn forget_ended_elsewhere(&self) -> Result<(), SessionError> {
+        let held: std::collections::BTreeSet<_> = self
+            .chain
+            .layers()
+            .iter()
+            .flat_map(|layer| layer.kept_sessions())
+            .collect();
+        self.sessions.forget_ended_elsewhere(held).await
+    }
+
     /// Tells `tool` when a session ends, so that it stops what it runs for it.
     fn ends_with_sessions(&self, tool: &Arc<dyn Tool>) {
         let tool = Arc::downgrade(tool);

@@ -610,3 +610,245 @@ fn kill_9_in_a_burst_of_offloads_leaves_no_torn_file() {
         .count();
     assert!(started >= 3, "{log}");
 }
+
+#[path = "../../tests/src/postgres.rs"]
+mod postgres;
+
+/// A `serve --http` whose stderr lines are kept, for what its log says.
+struct LoggedServer {
+    child: Child,
+    url: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl LoggedServer {
+    fn start(data: &Path, config: &Path, idle: &str) -> LoggedServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(data)
+            .arg("--config")
+            .arg(config)
+            .args(["-v", "serve", "--http", "127.0.0.1:0", "--idle", idle])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("hookhost starts");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut url = None;
+        for line in lines.by_ref().map_while(Result::ok) {
+            log.lock().unwrap().push(line.clone());
+            if let Some(at) = line.find("http://") {
+                url = Some(line[at..].trim().to_string());
+                break;
+            }
+        }
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        LoggedServer {
+            child,
+            url: url.expect("hookhost announced its address"),
+            log,
+        }
+    }
+
+    /// The lines of its log that say `what` about session `id`.
+    fn said(&self, what: &str, id: &str) -> usize {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(what) && l.contains(id))
+            .count()
+    }
+}
+
+impl Drop for LoggedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The session directories under `data` (`tenants/*/sessions/*`).
+fn session_dirs(data: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for tenant in std::fs::read_dir(data.join("tenants"))
+        .into_iter()
+        .flatten()
+    {
+        let sessions = tenant.unwrap().path().join("sessions");
+        for session in std::fs::read_dir(sessions).into_iter().flatten() {
+            found.push(session.unwrap().path());
+        }
+    }
+    found
+}
+
+/// Runs the Python client with `args`; returns what it printed, or panics with it.
+fn client_output(args: &[&str]) -> String {
+    let script = workspace().join("tests/mcp/client.py");
+    let out = Command::new(python())
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "the MCP client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The ids the client printed after `prefix`.
+fn printed<'a>(stdout: &'a str, prefix: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .collect()
+}
+
+/// A PostgreSQL database, a data directory and a config for a fleet sharing them.
+struct Fleet {
+    pg: postgres::PgServer,
+    data: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let pg = postgres::PgServer::start();
+        let url = pg.database("fleet");
+        let data = tempfile::tempdir().unwrap();
+        let config = data.path().join("hookhost.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "{}\n[sessions]\nstore = {url:?}\n",
+                hookhost::config::DEFAULT_CONFIG.replace("enabled = true", "enabled = false")
+            ),
+        )
+        .unwrap();
+        Fleet { pg, data, config }
+    }
+
+    fn host(&self, idle: &str) -> LoggedServer {
+        LoggedServer::start(self.data.path(), &self.config, idle)
+    }
+
+    fn rows(&self) -> String {
+        self.pg
+            .query("fleet", "SELECT count(*) FROM hookhost_sessions")
+    }
+
+    fn hookhost(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+        command
+            .arg("--data")
+            .arg(self.data.path())
+            .arg("--config")
+            .arg(&self.config)
+            .args(args);
+        command
+    }
+}
+
+#[test]
+fn two_hosts_on_one_postgres_database_serve_and_collect_the_same_sessions() {
+    let fleet = Fleet::new();
+    let (a, b) = (fleet.host("3s"), fleet.host("3s"));
+
+    // One MCP session through a balancer without affinity; one begun on A, deleted on B.
+    let stdout = client_output(&["fleet", &a.url, &b.url]);
+    let deleted = printed(&stdout, "deleted ")[0];
+    assert_eq!(
+        a.said("session deleted session=", deleted) + b.said("session deleted session=", deleted),
+        1,
+        "deleted once"
+    );
+
+    // Sessions begun on either host and written on the other, then left idle.
+    let stdout = client_output(&["open-sessions", &a.url, &b.url, "8"]);
+    let idle = printed(&stdout, "opened ");
+    assert_eq!(idle.len(), 8);
+    // The command line, a third process on the same table, lists them.
+    let listed = fleet.hookhost(&["session", "list"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(idle.iter().all(|id| listed.contains(id)), "{listed}");
+
+    // Both hosts sweep; every idle session is collected exactly once, its files with it.
+    let started = std::time::Instant::now();
+    while fleet.rows() != "0" {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "idle sessions were not collected: {} left",
+            fleet.rows()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for id in &idle {
+        let collected = a.said("idle session collected", id) + b.said("idle session collected", id);
+        assert_eq!(collected, 1, "{id} collected {collected} times");
+    }
+    assert_eq!(session_dirs(fleet.data.path()), Vec::<PathBuf>::new());
+    assert_eq!(
+        fleet
+            .pg
+            .query("fleet", "SELECT count(*) FROM hookhost_mcp_sessions"),
+        "0",
+        "nor their MCP state"
+    );
+}
+
+#[test]
+fn after_kill_9_of_both_hosts_two_racing_gcs_remove_each_session_once() {
+    let fleet = Fleet::new();
+    let (mut a, mut b) = (fleet.host("1h"), fleet.host("1h"));
+    let stdout = client_output(&["open-sessions", &a.url, &b.url, "40"]);
+    assert_eq!(printed(&stdout, "opened ").len(), 40);
+    for host in [&mut a, &mut b] {
+        // SAFETY: killing the child this test started.
+        unsafe { libc::kill(host.child.id() as i32, libc::SIGKILL) };
+        let _ = host.child.wait();
+    }
+    assert_eq!(session_dirs(fleet.data.path()).len(), 40);
+
+    // Their servers are gone, so any gc may collect their sessions: two race to.
+    let racers: Vec<Child> = (0..2)
+        .map(|_| {
+            fleet
+                .hookhost(&["session", "gc", "--idle", "0s"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut deleted = Vec::new();
+    for racer in racers {
+        let out = racer.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let said = String::from_utf8_lossy(&out.stdout).to_string();
+        let n: usize = said
+            .strip_prefix("deleted ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("gc said: {said}"));
+        deleted.push(n);
+    }
+    eprintln!("sessions deleted by each gc: {deleted:?}");
+    assert_eq!(
+        deleted.iter().sum::<usize>(),
+        40,
+        "each session deleted by exactly one gc: {deleted:?}"
+    );
+    assert_eq!(fleet.rows(), "0");
+    assert_eq!(session_dirs(fleet.data.path()), Vec::<PathBuf>::new());
+}

@@ -61,7 +61,11 @@ async fn the_contract(table: Arc<dyn SessionTable>) {
         .into_iter()
         .map(|r| r.tenant)
         .collect();
-    assert_eq!(idle, std::slice::from_ref(&u), "only the untouched one is idle");
+    assert_eq!(
+        idle,
+        std::slice::from_ref(&u),
+        "only the untouched one is idle"
+    );
     assert!(
         !table.delete_if_idle(&t, &s, later).await.unwrap(),
         "touched since the cutoff: kept"
@@ -182,4 +186,44 @@ async fn a_runtime_keeps_its_sessions_in_postgres() {
             .await
             .is_err()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_drops_its_instances_of_a_session_another_host_deleted() {
+    let server = PgServer::start();
+    let url = server.database("instances");
+    let config = format!(
+        "[[hooks]]\nname = \"counter\"\ncomponent = {:?}\ninstance = \"per-session\"\n\
+         settings = {{ tag = \"c\", mode = \"count\" }}\n[sessions]\nstore = {url:?}\n",
+        hookhost_tests::fixtures::PROBE_HOOK
+    );
+    // Two hosts: two runtimes on one database and one data directory.
+    let a = TestHost::new(&config).await;
+    let mut b = hookhost::Runtime::new(
+        &hookhost::Config::parse(&config, "b.toml").unwrap(),
+        a.data.path(),
+    )
+    .await
+    .unwrap();
+    b.register_tool(Arc::new(hookhost_tests::EchoTool::default()))
+        .unwrap();
+    let count = |result: hookhost::ToolResult| {
+        let after = result.output.rsplit_once("count:").unwrap().1.to_string();
+        after.split('|').next().unwrap().to_string()
+    };
+    let s = a.session().await;
+    let on_b = b.sessions().open(&s.tenant, &s.id).await.unwrap();
+    for expected in ["1", "2"] {
+        assert_eq!(count(b.call(&on_b, "echo", "{}").await.unwrap()), expected);
+    }
+    // A deletes it, and the same id is made again: B must not serve the old instance.
+    a.runtime.sessions().delete(&s.tenant, &s.id).await.unwrap();
+    b.forget_ended_elsewhere().await.unwrap();
+    a.runtime
+        .sessions()
+        .create(s.tenant.clone(), Some(s.id.clone()), None)
+        .await
+        .unwrap();
+    let again = b.sessions().open(&s.tenant, &s.id).await.unwrap();
+    assert_eq!(count(b.call(&again, "echo", "{}").await.unwrap()), "1");
 }

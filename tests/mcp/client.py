@@ -8,6 +8,8 @@ assertion, so a failure exits non-zero with the reason.
     client.py http-checks URL TOKEN LIMITED_TOKEN
     client.py http-shutdown URL PIDFILE HOOKHOST_PID
     client.py upstream HOOKHOST DATA CONFIG
+    client.py fleet URL_A URL_B
+    client.py open-sessions URL_A URL_B COUNT
 """
 
 import asyncio
@@ -318,8 +320,77 @@ async def upstream(hookhost, data, config):
     print("upstream ok", flush=True)
 
 
+class Alternating(httpx2.AsyncBaseTransport):
+    """A load balancer without session affinity in front of a fleet: request n goes to
+    the n-th host in turn, whatever its Mcp-Session-Id."""
+
+    def __init__(self, urls):
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.ports = [httpx2.URL(u).port for u in urls]
+        self.sent = []
+
+    async def handle_async_request(self, request):
+        port = self.ports[len(self.sent) % len(self.ports)]
+        self.sent.append(port)
+        request.url = request.url.copy_with(port=port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+async def fleet(url_a, url_b):
+    """One MCP session served by two hosts in turn; one begun on A and deleted on B."""
+    balancer = Alternating([url_a, url_b])
+    client = httpx2.AsyncClient(transport=balancer, timeout=60)
+    async with client:
+        async with streamable_http_client(url_a, http_client=client) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = {t.name for t in (await session.list_tools()).tools}
+                assert "write_file" in tools, tools
+                for n in range(6):
+                    w = await session.call_tool("write_file", {"path": f"f{n}.txt", "content": f"v{n}"})
+                    assert not is_error(w), text(w)
+                    r = await session.call_tool("read_file", {"path": f"f{n}.txt"})
+                    assert text(r) == f"v{n}", text(r)
+                big = await session.call_tool("read_file", {"path": "f0.txt"})
+                assert text(big) == "v0", text(big)
+    assert set(balancer.sent) == set(balancer.ports), balancer.sent
+    print("fleet session ok", len(balancer.sent), "requests", flush=True)
+
+    # A session begun on A and deleted on B; then A does not know it any more.
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        session_id = await open_session(raw, url_a, None)
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}}}
+        written = sse_result(await raw_post(raw, url_b, None, call, session_id))
+        assert "error" not in written and not written["result"].get("isError"), written
+        deleted = await raw.delete(url_b, headers={"Mcp-Session-Id": session_id})
+        assert deleted.status_code == 200, deleted.status_code
+        after = await raw_post(raw, url_a, None, {"jsonrpc": "2.0", "id": 6, "method": "tools/list"},
+                               session_id)
+        assert after.status_code == 404, (after.status_code, after.text)
+        print("deleted", session_id, flush=True)
+    print("fleet ok", flush=True)
+
+
+async def open_sessions(url_a, url_b, count):
+    """Opens `count` MCP sessions, on either host in turn, writes a file in each and leaves
+    them open; prints their ids."""
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        for n in range(int(count)):
+            session_id = await open_session(raw, [url_a, url_b][n % 2], None)
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "write_file", "arguments": {"path": "f.txt", "content": "f"}}}
+            written = sse_result(await raw_post(raw, [url_b, url_a][n % 2], None, call, session_id))
+            assert not written["result"].get("isError"), written
+            print("opened", session_id, flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
-             "http-shutdown": http_shutdown, "upstream": upstream}
+             "http-shutdown": http_shutdown, "upstream": upstream, "fleet": fleet,
+             "open-sessions": open_sessions}
     asyncio.run(modes[mode](*rest))

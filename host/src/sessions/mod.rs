@@ -416,6 +416,41 @@ impl Sessions {
         }
     }
 
+    /// Tells what holds state for those of `held` (sessions this host holds state for)
+    /// that are gone from the table — deleted by another host of a fleet — so that it
+    /// drops it. Their files are the deleting host's to remove.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the table.
+    pub async fn forget_ended_elsewhere(
+        &self,
+        held: impl IntoIterator<Item = SessionKey>,
+    ) -> Result<(), SessionError> {
+        let held: Vec<SessionKey> = held.into_iter().collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let live: std::collections::HashSet<SessionKey> = self
+            .table
+            .list(None)
+            .await?
+            .into_iter()
+            .map(|r| SessionKey::new(&r.tenant, &r.id))
+            .collect();
+        for key in held.iter().filter(|k| !live.contains(k)) {
+            tracing::info!(session = %key, "session ended on another host; its state here dropped");
+            self.tell_ended(key);
+        }
+        Ok(())
+    }
+
+    fn tell_ended(&self, key: &SessionKey) {
+        for on_end in self.on_end.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            on_end(key);
+        }
+    }
+
     /// What follows a session's row removal: what holds state for it is told, its MCP
     /// state and its session-scoped directories are removed, and its tenant's kept disk
     /// use loses what they held.
@@ -425,9 +460,7 @@ impl Sessions {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
-        for on_end in self.on_end.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            on_end(&key);
-        }
+        self.tell_ended(&key);
         if let Err(e) = self.table.forget_mcp_state(key.id.as_str()).await {
             tracing::warn!(session = %key, error = %e, "could not forget the MCP session's state");
         }
