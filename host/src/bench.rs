@@ -15,7 +15,7 @@
 //! layer, not the disk's writeback.
 
 use anyhow::{Context, Result};
-use hookhost::sandbox::Failure;
+use hookhost::failure::Failure;
 use hookhost::tools::Tool;
 use hookhost::{
     CallContext, Config, Runtime, Session, TenantId, ToolCall, ToolDescriptor, ToolResult,

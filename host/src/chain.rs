@@ -22,8 +22,9 @@ use crate::bindings::v0_2_0;
 use crate::bindings::v0_2_0::described::DescribedHookPre;
 use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
 use crate::component::{ComponentRef, HookPres, SettingType};
+use crate::failure::{Failure, FailureKind};
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
-use crate::sandbox::{self, Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
+use crate::sandbox::{self, Grants, Sandbox, Settings, StoreState};
 use crate::sessions::{Session, SessionKey};
 use crate::tools::Tool;
 use serde::Deserialize;
@@ -91,6 +92,19 @@ impl ToolMatch {
 
     pub fn matches(&self, tool: &str) -> bool {
         self.patterns.iter().any(|p| p.matches(tool))
+    }
+}
+
+impl fmt::Display for ToolMatch {
+    /// The patterns, as configured: `read_file, fs__*`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, pattern) in self.patterns.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{pattern}")?;
+        }
+        Ok(())
     }
 }
 

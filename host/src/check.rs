@@ -11,8 +11,8 @@
 use crate::bindings::{CallContext, ToolCall, ToolResult};
 use crate::chain::{RESERVED_PREFIX, Record};
 use crate::component::{ComponentLoader, ComponentRef, HookPres, Import, SettingType};
+use crate::failure::Failure;
 use crate::limits::Limits;
-use crate::sandbox::Failure;
 use crate::sessions::Session;
 use crate::tools::guest::GuestTool;
 use crate::{Config, Runtime, TenantId};
@@ -615,7 +615,7 @@ async fn check_tool(
 /// Whether the suite stops after `failure`: after a timeout, every later case would wait
 /// for the deadline too.
 fn stop_after(failure: &Failure, report: &mut Report) -> bool {
-    let stop = failure.kind == crate::sandbox::FailureKind::Timeout;
+    let stop = failure.kind == crate::failure::FailureKind::Timeout;
     if stop {
         report.add(
             Verdict::Note,
@@ -677,7 +677,7 @@ fn case_failed(report: &mut Report, what: &str, why: String) {
 
 /// Why a phase failed, with what to do about it.
 fn failed(phase: &str, failure: &Failure, limits: &Limits) -> String {
-    use crate::sandbox::FailureKind::*;
+    use crate::failure::FailureKind::*;
     let fix = match failure.kind {
         Timeout => format!(
             "it did not return within the deadline of {}: does it loop, or wait on something?",

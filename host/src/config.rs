@@ -3,9 +3,11 @@
 //! key is documented there and in the README.
 //!
 //! Every table refuses unknown keys, so a typo is an error, not a silently ignored line;
-//! every error names the file, the line and the key.
+//! every error names the file, the line and the key. What the checks find is kept as a
+//! [`Plan`] (typed: component references, grants, settings, tool matches, tenant ids,
+//! templates), which the runtime is built from.
 
-use crate::chain::{FailurePolicy, InstanceMode};
+use crate::chain::{FailurePolicy, InstanceMode, ToolMatch};
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::TenantId;
 use crate::limits::{
@@ -13,10 +15,12 @@ use crate::limits::{
 };
 use crate::mounts::{MountError, MountSpec, MountTable};
 use crate::sandbox::{Access, Grants, Settings};
+use crate::sessions::{Quota, TenantPolicy};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use toml::Spanned;
 
 /// The text of the built-in configuration.
@@ -84,6 +88,66 @@ pub struct Config {
     /// Where the session table lives.
     #[serde(default)]
     pub sessions: SessionsConfig,
+}
+
+/// The config, checked and typed: what a [`crate::Runtime`] is built from, so that nothing
+/// is parsed twice and no `toml::Spanned` leaves this module. Made by [`Config::plan`].
+pub struct Plan {
+    pub mounts: MountTable,
+    pub tools: Vec<ComponentPlan>,
+    /// The hook chain, outermost first.
+    pub hooks: Vec<HookPlan>,
+    pub tenants: Vec<TenantPlan>,
+    pub serve_workdir: Option<WorkdirTemplate>,
+    /// The `bash` tool, when enabled.
+    pub bash: Option<BashPlan>,
+    pub upstreams: Vec<(String, UpstreamConfig)>,
+    pub engine: EngineConfig,
+    /// Whether any limits set fuel: the engine meters fuel only then.
+    pub fuel: bool,
+    /// The largest linear memory any component may get: what a pool slot must hold.
+    pub max_memory_bytes: u64,
+    /// The session table's URL; the SQLite file when `None`.
+    pub session_store: Option<Secret>,
+}
+
+/// A tool's or hook's component, as configured.
+pub struct ComponentPlan {
+    /// The tool's name, or the hook's.
+    pub name: String,
+    pub component: ComponentRef,
+    pub grants: Grants,
+    /// As `wasi:config/store` hands them over.
+    pub settings: Settings,
+    /// As written, to check against the settings a component declares when it loads.
+    pub setting_values: BTreeMap<String, toml::Value>,
+    pub limits: LimitOverrides,
+    pub allow_unknown_imports: bool,
+}
+
+/// One layer of the hook chain.
+pub struct HookPlan {
+    pub component: ComponentPlan,
+    pub on_failure: FailurePolicy,
+    pub tools: ToolMatch,
+    pub instance: InstanceMode,
+}
+
+/// A declared tenant.
+pub struct TenantPlan {
+    pub id: TenantId,
+    /// Its chain, by hook name, outermost first; the whole chain when `None`.
+    pub hooks: Option<Vec<String>>,
+    pub policy: TenantPolicy,
+    /// The tools it may call; every tool when `None`.
+    pub tools: Option<ToolMatch>,
+}
+
+/// The `bash` tool.
+pub struct BashPlan {
+    /// The mount it runs in.
+    pub mount: String,
+    pub timeout: Option<Duration>,
 }
 
 /// The `[sessions]` table.
@@ -368,6 +432,22 @@ impl Config {
         Ok(config)
     }
 
+    /// The config checked and typed, for a [`crate::Runtime`]. A config from
+    /// [`Config::parse`] or [`Config::load`] passed these checks already (with the line of
+    /// any error); one changed since may fail them.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Invalid`] (at line 0) naming the key to fix.
+    pub fn plan(&self) -> Result<Plan, ConfigError> {
+        self.validate()
+            .map_err(|Invalid { what, .. }| ConfigError::Invalid {
+                file: "<config>".into(),
+                line: 0,
+                what,
+            })
+    }
+
     /// The mounts in force: the file's, or the built-in ones.
     pub fn mounts(&self) -> BTreeMap<String, MountSpec> {
         match &self.mounts {
@@ -397,20 +477,22 @@ impl Config {
     }
 
     /// The largest linear memory any component may get: what a pool slot must hold.
-    pub fn max_memory_bytes(&self) -> u64 {
+    fn max_memory_bytes(&self) -> u64 {
         self.all_limits()
             .filter_map(|l| l.memory_bytes)
             .fold(Limits::default().memory_bytes, u64::max)
     }
 
     /// Whether any limits set fuel: the engine meters fuel only then.
-    pub fn uses_fuel(&self) -> bool {
+    fn uses_fuel(&self) -> bool {
         self.all_limits().any(|l| l.fuel.is_some())
     }
 
-    fn validate(&self) -> Result<(), Invalid> {
+    /// Checks everything and makes the [`Plan`].
+    fn validate(&self) -> Result<Plan, Invalid> {
         let mounts = self.mounts();
-        if let Err(e) = MountTable::new(mounts.clone()) {
+        let table = MountTable::new(mounts.clone());
+        if let Err(e) = &table {
             let span = match (&e, &self.mounts) {
                 (
                     MountError::BadVirtualPath(path)
@@ -425,6 +507,19 @@ impl Config {
             };
             return Err(Invalid::at(span, format!("mounts: {e}")));
         }
+        let mut plan = Plan {
+            mounts: table.expect("checked above"),
+            tools: Vec::new(),
+            hooks: Vec::new(),
+            tenants: Vec::new(),
+            serve_workdir: None,
+            bash: None,
+            upstreams: Vec::new(),
+            engine: self.engine.clone(),
+            fuel: self.uses_fuel(),
+            max_memory_bytes: self.max_memory_bytes(),
+            session_store: self.sessions.store.clone(),
+        };
         let check_grants = |owner: &str, grants: &BTreeMap<Spanned<String>, Access>| {
             for path in grants.keys() {
                 if !mounts.contains_key(path.get_ref()) {
@@ -459,6 +554,14 @@ impl Config {
             check_component(&format!("{owner}.component"), &tool.component)?;
             check_grants(&owner, &tool.grants)?;
             check_settings(&owner, &tool.component, &tool.settings)?;
+            plan.tools.push(ComponentPlan::of(
+                name.get_ref(),
+                &tool.component,
+                &tool.grants,
+                &tool.settings,
+                tool.limits,
+                tool.allow_unknown_imports,
+            ));
         }
         let mut names = BTreeSet::new();
         for hook in &self.hooks {
@@ -481,11 +584,26 @@ impl Config {
             check_component(&format!("{owner}.component"), &hook.component)?;
             check_grants(&owner, &hook.grants)?;
             check_settings(&owner, &hook.component, &hook.settings)?;
+            plan.hooks.push(HookPlan {
+                component: ComponentPlan::of(
+                    hook.name.get_ref(),
+                    &hook.component,
+                    &hook.grants,
+                    &hook.settings,
+                    hook.limits,
+                    hook.allow_unknown_imports,
+                ),
+                on_failure: hook.on_failure,
+                tools: hook
+                    .tools
+                    .as_deref()
+                    .map_or_else(ToolMatch::all, ToolMatch::new),
+                instance: hook.instance,
+            });
         }
         for (id, tenant) in &self.tenants {
-            if let Err(e) = TenantId::new(id.get_ref().as_str()) {
-                return Err(Invalid::at(id.span(), format!("tenants: {e}")));
-            }
+            let tenant_id = TenantId::new(id.get_ref().as_str())
+                .map_err(|e| Invalid::at(id.span(), format!("tenants: {e}")))?;
             for hook in tenant.hooks.iter().flatten() {
                 if !names.contains(hook.get_ref().as_str()) {
                     return Err(Invalid::at(
@@ -499,6 +617,33 @@ impl Config {
                     ));
                 }
             }
+            let workdir = tenant
+                .workdir
+                .as_ref()
+                .map(|t| {
+                    WorkdirTemplate::new(t.get_ref()).map_err(|why| {
+                        Invalid::at(t.span(), format!("tenants.{}.workdir: {why}", id.get_ref()))
+                    })
+                })
+                .transpose()?;
+            plan.tenants.push(TenantPlan {
+                id: tenant_id,
+                hooks: tenant
+                    .hooks
+                    .as_ref()
+                    .map(|names| names.iter().map(|n| n.get_ref().clone()).collect()),
+                policy: TenantPolicy {
+                    token: tenant.token.clone(),
+                    max_sessions: tenant.max_sessions,
+                    quota: Quota {
+                        bytes: tenant.disk_quota_bytes,
+                        entries: tenant.disk_quota_files,
+                    },
+                    limits: tenant.limits,
+                    workdir,
+                },
+                tools: tenant.tools.as_deref().map(ToolMatch::new),
+            });
         }
         let mut tokens = BTreeSet::new();
         for (id, tenant) in &self.tenants {
@@ -529,22 +674,15 @@ impl Config {
                 ));
             }
         }
-        let templates = self
+        plan.serve_workdir = self
             .serve
             .workdir
-            .iter()
-            .map(|t| ("serve.workdir".to_string(), t))
-            .chain(self.tenants.iter().filter_map(|(id, t)| {
-                Some((
-                    format!("tenants.{}.workdir", id.get_ref()),
-                    t.workdir.as_ref()?,
-                ))
-            }));
-        for (key, template) in templates {
-            if let Err(why) = WorkdirTemplate::new(template.get_ref()) {
-                return Err(Invalid::at(template.span(), format!("{key}: {why}")));
-            }
-        }
+            .as_ref()
+            .map(|t| {
+                WorkdirTemplate::new(t.get_ref())
+                    .map_err(|why| Invalid::at(t.span(), format!("serve.workdir: {why}")))
+            })
+            .transpose()?;
         if let Some(shared) = &self.serve.workdir
             && !shared.get_ref().contains("{tenant}")
             && self
@@ -575,7 +713,16 @@ impl Config {
                 ),
             ));
         }
-        Ok(())
+        plan.bash = self.bash.enabled.then(|| BashPlan {
+            mount: self.bash_mount().to_string(),
+            timeout: self.bash.timeout_secs.map(Duration::from_secs),
+        });
+        plan.upstreams = self
+            .upstreams
+            .iter()
+            .map(|(name, spec)| (name.get_ref().clone(), spec.clone()))
+            .collect();
+        Ok(plan)
     }
 }
 
@@ -723,8 +870,32 @@ pub fn setting_problem<K: AsRef<str>>(
     }
 }
 
+impl ComponentPlan {
+    fn of(
+        name: &str,
+        component: &Spanned<String>,
+        grants: &BTreeMap<Spanned<String>, Access>,
+        settings: &BTreeMap<Spanned<String>, toml::Value>,
+        limits: LimitOverrides,
+        allow_unknown_imports: bool,
+    ) -> ComponentPlan {
+        ComponentPlan {
+            name: name.to_string(),
+            component: ComponentRef::parse(component.get_ref()),
+            grants: self::grants(grants),
+            settings: self::settings(settings),
+            setting_values: settings
+                .iter()
+                .map(|(k, v)| (k.get_ref().clone(), v.clone()))
+                .collect(),
+            limits,
+            allow_unknown_imports,
+        }
+    }
+}
+
 /// Grants as the sandbox takes them.
-pub fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
+fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
     grants
         .iter()
         .map(|(p, a)| (p.get_ref().clone(), *a))
@@ -733,7 +904,7 @@ pub fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
 
 /// Settings as `wasi:config/store` hands them over: strings as they are, anything else as
 /// its JSON text (so `exclude_tools = ["a", "b"]` arrives as `["a","b"]`).
-pub fn settings(settings: &BTreeMap<Spanned<String>, toml::Value>) -> Settings {
+fn settings(settings: &BTreeMap<Spanned<String>, toml::Value>) -> Settings {
     settings
         .iter()
         .map(|(k, v)| (k.get_ref().clone(), setting_text(v)))
@@ -764,6 +935,43 @@ mod tests {
             r#"["read_file","write_file","edit_file"]"#
         );
         assert_eq!(s["threshold"], "10000");
+    }
+
+    #[test]
+    fn the_plan_is_the_config_checked_and_typed() {
+        let text = format!(
+            "{DEFAULT_CONFIG}\n[tenants.acme]\nhooks = [\"audit\"]\ntools = [\"read_*\"]\n\
+             workdir = \"/srv/{{tenant}}\"\ndisk_quota_bytes = 10\n"
+        );
+        let plan = Config::parse(&text, "t.toml").unwrap().plan().unwrap();
+        let names: Vec<&str> = plan
+            .hooks
+            .iter()
+            .map(|h| h.component.name.as_str())
+            .collect();
+        assert_eq!(names, ["offload", "audit", "plan-writer"]);
+        assert_eq!(
+            plan.hooks[0].component.component,
+            ComponentRef::Builtin("offload".into())
+        );
+        assert_eq!(plan.hooks[0].component.settings["threshold"], "10000");
+        assert!(plan.hooks[2].tools.matches("todo_write") && !plan.hooks[2].tools.matches("bash"));
+        let acme = &plan.tenants[0];
+        assert_eq!(acme.id.as_str(), "acme");
+        assert_eq!(acme.hooks.as_deref(), Some(&["audit".to_string()][..]));
+        assert_eq!(acme.policy.quota.bytes, Some(10));
+        assert_eq!(
+            acme.policy.workdir.as_ref().unwrap().as_str(),
+            "/srv/{tenant}"
+        );
+        let tools = acme.tools.as_ref().unwrap();
+        assert!(tools.matches("read_file") && !tools.matches("bash"));
+        assert_eq!(plan.bash.as_ref().unwrap().mount, "/workspace");
+
+        // A config changed after it was parsed is checked again.
+        let mut changed = Config::builtin();
+        changed.bash.mount = Some(Spanned::new(0..0, "/nowhere".into()));
+        assert!(changed.plan().is_err());
     }
 
     #[test]

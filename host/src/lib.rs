@@ -26,6 +26,7 @@ pub mod chain;
 pub mod check;
 pub mod component;
 pub mod config;
+pub mod failure;
 pub mod guest_log;
 pub mod ids;
 pub mod limits;

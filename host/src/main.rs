@@ -483,7 +483,8 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
         None => (Config::builtin(), "<built-in config>".to_string()),
     };
     let scratch = hookhost::check::Scratch::new(data).context("checking the config")?;
-    let components = inspect_components(&config, scratch.path())?;
+    let plan = config.plan()?;
+    let components = inspect_components(&plan, scratch.path())?;
     let runtime = Runtime::new(&config, scratch.path())
         .await
         .with_context(|| format!("{name}: loading the components"))?;
@@ -511,16 +512,20 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
         let upstream = tool
             .name
             .split_once(hookhost::tools::upstream::SEPARATOR)
-            .filter(|(u, _)| config.upstreams.keys().any(|k| k.get_ref() == u));
-        let detail = match (config.tools.get(tool.name.as_str()), upstream) {
-            (Some(spec), _) => format!(
+            .filter(|(u, _)| plan.upstreams.iter().any(|(name, _)| name == u));
+        let configured = plan.tools.iter().find(|t| t.name == tool.name);
+        let detail = match (configured, upstream, &plan.bash) {
+            (Some(spec), _, _) => format!(
                 "{}{}{}",
-                spec.component.get_ref(),
-                grants_text(&hookhost::config::grants(&spec.grants)),
-                component_lines(spec.component.get_ref())
+                spec.component,
+                grants_text(&spec.grants),
+                component_lines(&spec.component.to_string())
             ),
-            (None, Some((name, remote))) => format!("upstream {name}, its tool {remote}"),
-            (None, None) => format!("host-native, runs in {}", config.bash_mount()),
+            (None, Some((name, remote)), _) => format!("upstream {name}, its tool {remote}"),
+            (None, None, Some(bash)) if tool.name == "bash" => {
+                format!("host-native, runs in {}", bash.mount)
+            }
+            (None, None, _) => "host-native".to_string(),
         };
         println!("  {}\t{detail}", tool.name);
     }
@@ -534,23 +539,21 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
         println!("\nupstreams that did not start: {}", down.join(", "));
     }
     println!("\nchain (before-execute top to bottom, after-execute bottom to top):");
-    for (i, hook) in config.hooks.iter().enumerate() {
-        let tools = hook
-            .tools
-            .as_ref()
-            .map_or("*".to_string(), |t| t.join(", "));
+    for (i, hook) in plan.hooks.iter().enumerate() {
+        let spec = &hook.component;
         println!(
-            "  {}. {}\t{}\ton_failure={}\ttools={tools}{}",
+            "  {}. {}\t{}\ton_failure={}\ttools={}{}",
             i + 1,
-            hook.name.get_ref(),
-            hook.component.get_ref(),
+            spec.name,
+            spec.component,
             hook.on_failure,
-            grants_text(&hookhost::config::grants(&hook.grants))
+            hook.tools,
+            grants_text(&spec.grants)
         );
-        for (key, value) in hookhost::config::settings(&hook.settings) {
+        for (key, value) in &spec.settings {
             println!("       {key} = {value}");
         }
-        print!("{}", component_lines(hook.component.get_ref()));
+        print!("{}", component_lines(&spec.component.to_string()));
     }
     if !down.is_empty() {
         eprintln!(
@@ -564,22 +567,24 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
 
 /// Compiles every component of `config` once (into the cache of `data`, so that the
 /// runtime then loads them from it) and describes each: `(component, lines to print)`.
-fn inspect_components(config: &Config, data: &Path) -> Result<Vec<(String, Vec<String>)>> {
-    use hookhost::component::ComponentRef;
+fn inspect_components(
+    plan: &hookhost::config::Plan,
+    data: &Path,
+) -> Result<Vec<(String, Vec<String>)>> {
     let loader = hookhost::check::inspector(data)?;
     let mut described: Vec<(String, Vec<String>)> = Vec::new();
-    let refs = config
+    let refs = plan
         .hooks
         .iter()
-        .map(|h| h.component.get_ref())
-        .chain(config.tools.values().map(|t| t.component.get_ref()));
+        .map(|h| &h.component.component)
+        .chain(plan.tools.iter().map(|t| &t.component));
     for component in refs {
-        if described.iter().any(|(c, _)| c == component) {
+        let name = component.to_string();
+        if described.iter().any(|(c, _)| *c == name) {
             continue;
         }
         // A component that does not load is reported by the runtime, with its place.
-        let Ok(inspection) = hookhost::check::inspect(&loader, &ComponentRef::parse(component))
-        else {
+        let Ok(inspection) = hookhost::check::inspect(&loader, component) else {
             continue;
         };
         let mut lines = vec![format!("       {}\n", inspection.summary())];
@@ -588,7 +593,7 @@ fn inspect_components(config: &Config, data: &Path) -> Result<Vec<(String, Vec<S
                 .import_lines()
                 .map(|line| format!("       imports {line}\n")),
         );
-        described.push((component.to_string(), lines));
+        described.push((name, lines));
     }
     Ok(described)
 }

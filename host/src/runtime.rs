@@ -4,14 +4,14 @@
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer, ToolMatch};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, HookPres, LoadError};
-use crate::config::{self, Config, WorkdirTemplate};
+use crate::config::{self, ComponentPlan, Config, ConfigError, Plan};
+use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::limits::Limits;
-use crate::mounts::{MountError, MountTable};
-use crate::sandbox::{Failure, Sandbox};
+use crate::mounts::MountError;
+use crate::sandbox::Sandbox;
 use crate::sessions::{
-    MountDirs, PgTable, Quota, Session, SessionError, SessionTable, Sessions, SqliteTable,
-    TenantPolicy, Tenants,
+    MountDirs, PgTable, Session, SessionError, SessionTable, Sessions, SqliteTable, Tenants,
 };
 use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 use tracing::Instrument;
 
 /// The compiled-code cache's directory, in the data directory.
@@ -51,40 +50,34 @@ pub enum StartError {
     DuplicateTool { tool: String },
     #[error("{0}")]
     Sessions(#[from] SessionError),
-    #[error("tenants: {0}")]
-    Tenant(crate::ids::IdError),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
 }
 
 /// Refuses the settings a 0.2.0 hook that describes itself does not declare, or of
 /// another type than it declares, as the config refuses them for a built-in.
 async fn check_declared_settings(
-    spec: &config::HookConfig,
+    hook: &ComponentPlan,
     describe: &crate::bindings::v0_2_0::described::DescribedHookPre<crate::sandbox::StoreState>,
     sandbox: &Sandbox,
 ) -> Result<(), StartError> {
-    let hook = spec.name.get_ref();
-    let description = crate::chain::describe_hook(
-        describe,
-        sandbox,
-        &config::settings(&spec.settings),
-        &spec.limits,
-    )
-    .await
-    .map_err(|source| StartError::DescribeHook {
-        hook: hook.clone(),
-        source,
-    })?;
+    let description = crate::chain::describe_hook(describe, sandbox, &hook.settings, &hook.limits)
+        .await
+        .map_err(|source| StartError::DescribeHook {
+            hook: hook.name.clone(),
+            source,
+        })?;
     let declared: Vec<(String, crate::component::SettingType)> = description
         .settings
         .into_iter()
         .map(|s| (s.name, s.type_.into()))
         .collect();
-    for (key, value) in &spec.settings {
-        if let Some(problem) =
-            config::setting_problem(spec.component.get_ref(), &declared, key.get_ref(), value)
-        {
+    let component = hook.component.to_string();
+    for (key, value) in &hook.setting_values {
+        if let Some(problem) = config::setting_problem(&component, &declared, key, value) {
             return Err(StartError::Settings(format!(
-                "hooks.{hook}.settings{problem}"
+                "hooks.{}.settings{problem}",
+                hook.name
             )));
         }
     }
@@ -128,7 +121,16 @@ struct TenantCalls {
 
 impl Runtime {
     /// Loads every component of `config` and builds the chain, with `data_root` as
-    /// `{data}`.
+    /// `{data}` (see [`Runtime::from_plan`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`StartError`] naming the part of the config that failed.
+    pub async fn new(config: &Config, data_root: &Path) -> Result<Runtime, StartError> {
+        Runtime::from_plan(config.plan()?, data_root).await
+    }
+
+    /// Loads every component of `plan` and builds the chain, with `data_root` as `{data}`.
     ///
     /// Security: sets the process umask to 077, so that every file and directory a guest
     /// creates is private to the host's user (0600 / 0700): WASI has no way for a guest to
@@ -137,7 +139,7 @@ impl Runtime {
     /// # Errors
     ///
     /// A [`StartError`] naming the part of the config that failed.
-    pub async fn new(config: &Config, data_root: &Path) -> Result<Runtime, StartError> {
+    pub async fn from_plan(plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
         rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -153,61 +155,57 @@ impl Runtime {
                 path: data_root.to_path_buf(),
                 source,
             })?;
-        let mounts = MountTable::new(config.mounts())?;
-        let table: Box<dyn SessionTable> = match &config.sessions.store {
+        let table: Box<dyn SessionTable> = match &plan.session_store {
             Some(url) => Box::new(PgTable::connect(url.expose()).await?),
             None => Box::new(SqliteTable::open(&data_root)?),
         };
         let dirs = Arc::new(MountDirs::new(data_root.clone()));
         let loader = ComponentLoader::new(&EngineOptions {
-            fuel: config.uses_fuel(),
-            pool_instances: config
-                .engine
-                .pooling
-                .then_some(config.engine.pool_instances),
-            max_memory_bytes: config.max_memory_bytes(),
-            keep_resident_bytes: config.engine.keep_resident_bytes,
-            cache_dir: config.engine.cache.then(|| data_root.join(CACHE_DIR)),
+            fuel: plan.fuel,
+            pool_instances: plan.engine.pooling.then_some(plan.engine.pool_instances),
+            max_memory_bytes: plan.max_memory_bytes,
+            keep_resident_bytes: plan.engine.keep_resident_bytes,
+            cache_dir: plan.engine.cache.then(|| data_root.join(CACHE_DIR)),
         })
         .map_err(|e| StartError::Engine(format!("{e:#}")))?;
         let sandbox = Arc::new(Sandbox::new(
             loader.engine().clone(),
             dirs.clone(),
-            config.uses_fuel(),
+            plan.fuel,
         ));
 
         let mut tools = ToolRegistry::default();
-        for (name, spec) in &config.tools {
-            let name = name.get_ref();
-            let owner = format!("tools.{name}");
+        for spec in &plan.tools {
             let pre = loader
-                .tool(
-                    &ComponentRef::parse(spec.component.get_ref()),
-                    spec.allow_unknown_imports,
-                )
-                .map_err(|source| StartError::Load { owner, source })?;
+                .tool(&spec.component, spec.allow_unknown_imports)
+                .map_err(|source| StartError::Load {
+                    owner: format!("tools.{}", spec.name),
+                    source,
+                })?;
             let tool = GuestTool::new(
                 pre,
-                name,
+                &spec.name,
                 sandbox.clone(),
-                config::grants(&spec.grants),
-                config::settings(&spec.settings),
+                spec.grants.clone(),
+                spec.settings.clone(),
                 spec.limits,
             )
             .await
             .map_err(|source| StartError::Describe {
-                tool: name.clone(),
+                tool: spec.name.clone(),
                 source,
             })?;
             if !tools.insert(Arc::new(tool)) {
-                return Err(StartError::DuplicateTool { tool: name.clone() });
+                return Err(StartError::DuplicateTool {
+                    tool: spec.name.clone(),
+                });
             }
         }
-        if config.bash.enabled {
+        if let Some(bash) = &plan.bash {
             let bash = BashTool::new(
                 sandbox.clone(),
-                config.bash_mount().to_string(),
-                config.bash.timeout_secs.map(Duration::from_secs),
+                bash.mount.clone(),
+                bash.timeout,
                 Limits::default().max_output_bytes,
             );
             if !tools.insert(Arc::new(bash)) {
@@ -219,8 +217,8 @@ impl Runtime {
 
         let mut upstreams = Vec::new();
         let (tools_changed, _) = tokio::sync::watch::channel(0u64);
-        for (name, spec) in &config.upstreams {
-            match upstream::connect(name.get_ref(), spec).await {
+        for (name, spec) in &plan.upstreams {
+            match upstream::connect(name, spec).await {
                 Ok(server) => {
                     // One signal for all upstreams: any change of their tools.
                     let mut changes = server.changes();
@@ -230,25 +228,23 @@ impl Runtime {
                             all.send_modify(|n| *n += 1);
                         }
                     });
-                    upstreams.push((name.get_ref().clone(), Some(server)));
+                    upstreams.push((name.clone(), Some(server)));
                 }
                 // Its tools stay unlisted; the rest of the host serves on.
                 Err(e) => {
                     tracing::error!(error = %e, "upstream unavailable");
-                    upstreams.push((name.get_ref().clone(), None));
+                    upstreams.push((name.clone(), None));
                 }
             }
         }
 
-        let mut layers = Vec::with_capacity(config.hooks.len());
-        for spec in &config.hooks {
+        let mut layers = Vec::with_capacity(plan.hooks.len());
+        for hook in plan.hooks {
+            let spec = &hook.component;
             let pre = loader
-                .hook(
-                    &ComponentRef::parse(spec.component.get_ref()),
-                    spec.allow_unknown_imports,
-                )
+                .hook(&spec.component, spec.allow_unknown_imports)
                 .map_err(|source| StartError::Load {
-                    owner: format!("hooks.{}", spec.name.get_ref()),
+                    owner: format!("hooks.{}", spec.name),
                     source,
                 })?;
             if let HookPres::V0_2 {
@@ -258,60 +254,41 @@ impl Runtime {
             {
                 check_declared_settings(spec, describe, &sandbox).await?;
             }
+            let spec = hook.component;
             layers.push(Arc::new(HookLayer {
-                name: spec.name.get_ref().clone(),
-                component: ComponentRef::parse(spec.component.get_ref()),
+                name: spec.name,
+                component: spec.component,
                 pre,
-                grants: config::grants(&spec.grants),
-                settings: config::settings(&spec.settings),
+                grants: spec.grants,
+                settings: spec.settings,
                 limits: spec.limits,
-                on_failure: spec.on_failure,
-                tools: spec
-                    .tools
-                    .as_deref()
-                    .map(ToolMatch::new)
-                    .unwrap_or_else(ToolMatch::all),
-                instance: spec.instance,
+                on_failure: hook.on_failure,
+                tools: hook.tools,
+                instance: hook.instance,
                 kept: Default::default(),
             }));
         }
         let mut policies = BTreeMap::new();
         let mut calls = BTreeMap::new();
-        for (id, spec) in &config.tenants {
-            let chain = spec.hooks.as_ref().map(|names| {
+        for tenant in plan.tenants {
+            let chain = tenant.hooks.map(|names| {
                 let picked = names
                     .iter()
-                    .filter_map(|n| layers.iter().find(|l| &l.name == n.get_ref()).cloned())
+                    .filter_map(|n| layers.iter().find(|l| &l.name == n).cloned())
                     .collect();
                 HookChain::new(picked, sandbox.clone())
             });
-            let id = TenantId::new(id.get_ref().as_str()).map_err(StartError::Tenant)?;
-            policies.insert(
-                id.clone(),
-                TenantPolicy {
-                    token: spec.token.clone(),
-                    max_sessions: spec.max_sessions,
-                    quota: Quota {
-                        bytes: spec.disk_quota_bytes,
-                        entries: spec.disk_quota_files,
-                    },
-                    limits: spec.limits,
-                    workdir: spec.workdir.as_ref().map(workdir_template),
-                },
-            );
+            policies.insert(tenant.id.clone(), tenant.policy);
             calls.insert(
-                id,
+                tenant.id,
                 TenantCalls {
                     chain,
-                    tools: spec.tools.as_deref().map(ToolMatch::new),
+                    tools: tenant.tools,
                 },
             );
         }
-        let tenants = Tenants::new(
-            policies,
-            config.serve.workdir.as_ref().map(workdir_template),
-        );
-        let sessions = Sessions::new(table, dirs, mounts, tenants);
+        let tenants = Tenants::new(policies, plan.serve_workdir);
+        let sessions = Sessions::new(table, dirs, plan.mounts, tenants);
         // Every chain's layers are among these (tenant chains share them).
         for layer in &layers {
             let layer = Arc::downgrade(layer);
@@ -577,9 +554,4 @@ impl Runtime {
         );
         Ok((result, target.take_extras(&call_id)))
     }
-}
-
-/// A template the config has validated.
-fn workdir_template(spanned: &toml::Spanned<String>) -> WorkdirTemplate {
-    WorkdirTemplate::new(spanned.get_ref()).expect("validated with the config")
 }

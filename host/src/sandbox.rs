@@ -12,13 +12,13 @@
 //! tick, so a busy guest does not hold a worker thread), optional fuel, a cap on resource
 //! handles, and a cap on returned output.
 
+use crate::failure::{Failure, FailureKind};
 use crate::guest_log::GuestLog;
 use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
 use crate::mounts::{MountError, ResolvedMount};
 use crate::sessions::MountDirs;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -321,59 +321,7 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
-/// Why a call into a component failed; each is handled by the layer's failure policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The call passed its deadline.
-    Timeout,
-    /// The call used up its fuel.
-    Fuel,
-    /// The component tried to grow its memory past the cap.
-    Memory,
-    /// The component returned more than the output cap.
-    OutputTooLarge,
-    /// The component returned something the ABI allows but the host does not, such as
-    /// rewritten arguments that are not a JSON object.
-    InvalidOutput,
-    /// The component trapped (a panic, an unreachable, a failed import...).
-    Trap,
-    /// The component could not be instantiated or given its grants.
-    Setup,
-    /// The component said it failed (a 0.2.0 hook's `after::fail`).
-    Declared,
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FailureKind::Timeout => "timeout",
-            FailureKind::Fuel => "fuel",
-            FailureKind::Memory => "memory",
-            FailureKind::OutputTooLarge => "output-too-large",
-            FailureKind::InvalidOutput => "invalid-output",
-            FailureKind::Trap => "trap",
-            FailureKind::Setup => "setup",
-            FailureKind::Declared => "declared",
-        })
-    }
-}
-
-/// A failed call into a component: what kind of failure, and what is known about it.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{kind}: {detail}")]
-pub struct Failure {
-    pub kind: FailureKind,
-    pub detail: String,
-}
-
 impl Failure {
-    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Failure {
-        Failure {
-            kind,
-            detail: detail.into(),
-        }
-    }
-
     /// Names the failure of a call that returned `error` in `store`.
     pub fn from_call(store: &Store<StoreState>, error: wasmtime::Error) -> Failure {
         let state = store.data();
@@ -425,31 +373,6 @@ impl Failure {
                 }
                 Err(Failure::new(FailureKind::Timeout, detail))
             }
-        }
-    }
-
-    /// Fails with [`FailureKind::OutputTooLarge`] when a returned result, its media type
-    /// included, exceeds the cap.
-    pub fn check_result(
-        result: &crate::bindings::ToolResult,
-        limits: &Limits,
-    ) -> Result<(), Failure> {
-        let media_type = result.media_type.as_deref().map_or(0, str::len);
-        Failure::check_output(result.output.len().saturating_add(media_type), limits)
-    }
-
-    /// Fails with [`FailureKind::OutputTooLarge`] when `len` bytes exceed the cap.
-    pub fn check_output(len: usize, limits: &Limits) -> Result<(), Failure> {
-        if len as u64 > limits.max_output_bytes {
-            Err(Failure::new(
-                FailureKind::OutputTooLarge,
-                format!(
-                    "returned {len} bytes, over the limit of {}",
-                    limits.max_output_bytes
-                ),
-            ))
-        } else {
-            Ok(())
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Helpers for the integration tests: the fixture components, a runtime in a temporary
 //! data directory, and a host-native `echo` tool that shows what reached it.
 
-use hookhost::sandbox::Failure;
+use hookhost::failure::Failure;
 use hookhost::tools::Tool;
 use hookhost::{CallContext, Config, Runtime, Session, TenantId, ToolCall};
 use hookhost::{ToolDescriptor, ToolResult};

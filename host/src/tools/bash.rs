@@ -14,8 +14,9 @@
 
 use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::failure::Failure;
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
-use crate::sandbox::{Failure, Sandbox};
+use crate::sandbox::Sandbox;
 use crate::sessions::{Session, SessionKey};
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use serde_json::Value;

@@ -3,8 +3,9 @@
 use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult, tool, v0_2_0};
 use crate::component::ToolPres;
+use crate::failure::{Failure, FailureKind};
 use crate::limits::{LimitOverrides, Limits};
-use crate::sandbox::{Failure, FailureKind, Grants, Sandbox, Settings, StoreState};
+use crate::sandbox::{Grants, Sandbox, Settings, StoreState};
 use crate::sessions::Session;
 use std::sync::Arc;
 use wasmtime::Store;

@@ -9,7 +9,7 @@ pub mod guest;
 pub mod upstream;
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::sandbox::Failure;
+use crate::failure::Failure;
 use crate::sessions::{Session, SessionKey};
 use std::collections::BTreeMap;
 use std::sync::Arc;

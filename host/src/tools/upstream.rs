@@ -18,7 +18,7 @@
 use super::{Extras, Tool};
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, expand_env, is_tool_name};
-use crate::sandbox::Failure;
+use crate::failure::Failure;
 use crate::sessions::Session;
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{

@@ -1,0 +1,86 @@
+//! How a call into a component (or a tool) fails: the kind, which each layer's failure
+//! policy handles, and what is known about it. Tools that are not sandboxed fail this way
+//! too; the sandbox names the failures of component calls (see
+//! [`crate::sandbox`]).
+
+use crate::limits::Limits;
+use std::fmt;
+
+/// Why a call into a component failed; each is handled by the layer's failure policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The call passed its deadline.
+    Timeout,
+    /// The call used up its fuel.
+    Fuel,
+    /// The component tried to grow its memory past the cap.
+    Memory,
+    /// The component returned more than the output cap.
+    OutputTooLarge,
+    /// The component returned something the ABI allows but the host does not, such as
+    /// rewritten arguments that are not a JSON object.
+    InvalidOutput,
+    /// The component trapped (a panic, an unreachable, a failed import...).
+    Trap,
+    /// The component could not be instantiated or given its grants.
+    Setup,
+    /// The component said it failed (a 0.2.0 hook's `after::fail`).
+    Declared,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::Fuel => "fuel",
+            FailureKind::Memory => "memory",
+            FailureKind::OutputTooLarge => "output-too-large",
+            FailureKind::InvalidOutput => "invalid-output",
+            FailureKind::Trap => "trap",
+            FailureKind::Setup => "setup",
+            FailureKind::Declared => "declared",
+        })
+    }
+}
+
+/// A failed call into a component: what kind of failure, and what is known about it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{kind}: {detail}")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, detail: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    /// Fails with [`FailureKind::OutputTooLarge`] when a returned result, its media type
+    /// included, exceeds the cap.
+    pub fn check_result(
+        result: &crate::bindings::ToolResult,
+        limits: &Limits,
+    ) -> Result<(), Failure> {
+        let media_type = result.media_type.as_deref().map_or(0, str::len);
+        Failure::check_output(result.output.len().saturating_add(media_type), limits)
+    }
+
+    /// Fails with [`FailureKind::OutputTooLarge`] when `len` bytes exceed the cap.
+    pub fn check_output(len: usize, limits: &Limits) -> Result<(), Failure> {
+        if len as u64 > limits.max_output_bytes {
+            Err(Failure::new(
+                FailureKind::OutputTooLarge,
+                format!(
+                    "returned {len} bytes, over the limit of {}",
+                    limits.max_output_bytes
+                ),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
