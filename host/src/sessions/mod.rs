@@ -193,10 +193,6 @@ impl Sessions {
         &self.tenants
     }
 
-    pub fn mounts(&self) -> &MountTable {
-        &self.mounts
-    }
-
     /// Creates a session of `tenant`: with `id`, or a new UUID; `workdir` is `{workdir}`
     /// in mount templates. Directories are made when a component first uses them.
     ///
