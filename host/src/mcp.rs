@@ -29,8 +29,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
-    ServerConfig,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -107,7 +107,7 @@ pub struct McpServer {
     runtime: Arc<Runtime>,
     /// stdio: the connection's session. HTTP: `None`, the session comes with each request.
     session: Option<Arc<Session>>,
-    /// Whose chain `initialize` describes.
+    /// The tenant of a stdio connection; over HTTP each request names its own.
     tenant: TenantId,
 }
 
@@ -129,30 +129,18 @@ impl McpServer {
         }
     }
 
-    async fn session_for(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Arc<Session>, McpError> {
+    fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Session>, McpError> {
         if let Some(session) = &self.session {
             return Ok(session.clone());
         }
-        let (parts, tenant) = http_tenant(context)
+        // The gate opened it for this request (see `guard`).
+        let (parts, _) = http_tenant(context)
             .ok_or_else(|| McpError::internal_error("no authenticated HTTP request", None))?;
-        let id = parts
-            .headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| McpError::invalid_request("no Mcp-Session-Id", None))?;
-        let id = SessionId::new(id).map_err(|e| McpError::invalid_request(e.to_string(), None))?;
-        // Made at `initialize`; gone means ended, never silently made again empty.
-        match self.runtime.sessions().open(&tenant, &id).await {
-            Ok(session) => Ok(Arc::new(session)),
-            Err(SessionError::NotFound { .. }) => Err(McpError::invalid_request(
-                format!("session {id} has ended; start a new one"),
-                None,
-            )),
-            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
-        }
+        parts
+            .extensions
+            .get::<Arc<Session>>()
+            .cloned()
+            .ok_or_else(|| McpError::invalid_request("no Mcp-Session-Id", None))
     }
 }
 
@@ -169,6 +157,22 @@ impl ServerHandler for McpServer {
         } else {
             info
         }
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        // The caller's chain (over HTTP, the tenant its token names) decides, not the
+        // default tenant's that `get_info` knows.
+        result.instructions = self
+            .runtime
+            .offloads(&self.tenant_of(&context))
+            .then(|| OFFLOAD_INSTRUCTIONS.to_string());
+        Ok(result)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -213,7 +217,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let session = self.session_for(&context).await?;
+        let session = self.session_for(&context)?;
         let arguments =
             serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
         // An upstream's progress goes to this client, under its own token.
@@ -478,17 +482,19 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+        .map(SessionId::new)
+        .transpose();
     let deleting = request.method() == Method::DELETE;
-    let session = match session.map(SessionId::new).transpose() {
-        Ok(session) => session,
-        Err(_) => return answer_unread((StatusCode::NOT_FOUND, "session not found\n")),
+    let Ok(session) = session else {
+        return answer_unread((StatusCode::NOT_FOUND, "session not found\n"));
     };
+    let mut opened = None;
     if let Some(id) = &session {
         // The caller's tenant must have this session: another tenant's does not exist, as
         // far as this tenant can tell, and an ended one is gone (its MCP session too).
-        match gate.runtime.sessions().touch(&tenant, id).await {
-            Ok(()) => {}
+        // Opened once here (marked active), it goes with the request to the handler.
+        match gate.runtime.sessions().open(&tenant, id).await {
+            Ok(session) => opened = Some(Arc::new(session)),
             Err(SessionError::NotFound { .. }) => {
                 if gate.opened().get(id.as_str()) == Some(&tenant) {
                     gate.forget(&SessionKey::new(&tenant, id));
@@ -506,6 +512,10 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     }
 
     let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(tenant.clone());
+    if let Some(opened) = opened {
+        parts.extensions.insert(opened);
+    }
     let mut rpc_id = serde_json::Value::Null;
     if parts.method == Method::POST {
         let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
@@ -527,7 +537,6 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
                 );
             }
         }
-        parts.extensions.insert(tenant.clone());
         let request = Request::from_parts(parts, axum::body::Body::from(bytes));
         let response = next.run(request).await;
         return match session {
@@ -535,7 +544,6 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
             None => open_new_session(&gate, tenant, rpc_id, response).await,
         };
     }
-    parts.extensions.insert(tenant.clone());
     let mut response = next.run(Request::from_parts(parts, body)).await;
     if deleting
         && let Some(id) = &session

@@ -259,6 +259,7 @@ workdir = "{projects}/{{tenant}}"
 
 [tenants.limited]
 token = "limited-token-0123456789"
+hooks = ["audit"]
 tools = ["read_*"]
 max_sessions = 1
 "#,

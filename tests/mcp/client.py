@@ -230,9 +230,19 @@ async def http_checks(url, token, limited_token):
         lower = dict(headers, Authorization=f"bearer {token}")
         response = await raw.post(url, headers=lower, content=json.dumps(INITIALIZE))
         assert response.status_code == 200, (response.status_code, response.text)
+        # Each tenant is told about its own chain: this one offloads.
+        assert "read_file" in sse_result(response)["result"].get("instructions", ""), response.text
+
+        # The limited tenant's chain does not offload, so it is told nothing of it.
+        response = await raw_post(raw, url, limited_token, INITIALIZE)
+        assert response.status_code == 200, (response.status_code, response.text)
+        assert "instructions" not in sse_result(response)["result"], response.text
+        session_id = response.headers["mcp-session-id"]
+        notified = await raw_post(raw, url, limited_token,
+                                  {"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id)
+        assert notified.status_code in (200, 202), notified.status_code
 
         # The limited tenant sees only its tools, and may hold one session.
-        session_id = await open_session(raw, url, limited_token)
         listing = await raw_post(raw, url, limited_token, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
                                  session_id)
         names = sorted(t["name"] for t in sse_result(listing)["result"]["tools"])

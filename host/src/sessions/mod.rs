@@ -258,16 +258,6 @@ impl Sessions {
         }
     }
 
-    /// Marks `tenant`'s session `id` active, as a request of it does.
-    ///
-    /// # Errors
-    ///
-    /// [`SessionError::NotFound`] when the session does not exist (any more).
-    pub async fn touch(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
-        self.record(tenant, id).await?;
-        self.write_touch(tenant, id).await
-    }
-
     /// Writes that the session is active now, unless that was written less than
     /// [`TOUCH_INTERVAL`] ago.
     async fn write_touch(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
