@@ -5,11 +5,10 @@
 //! put together are checked against the file byte for byte.
 
 use anyhow::{Context, Result, bail, ensure};
-use hookhost::tools::split_read_file_page;
 use hookhost::{Runtime, TenantId};
+use hookhost_formats::{PAGE_BYTES, split_page};
 
 const COMMAND: &str = "seq 1 5000";
-const PAGE_BYTES: u64 = 4096;
 
 pub async fn run(runtime: &Runtime) -> Result<()> {
     let session = runtime
@@ -26,10 +25,7 @@ pub async fn run(runtime: &Runtime) -> Result<()> {
     let offloaded = runtime.call(&session, "bash", &arguments).await?;
     println!("{}", offloaded.output);
     ensure!(!offloaded.is_error, "bash failed");
-    let path = offloaded
-        .output
-        .lines()
-        .find_map(|l| l.strip_prefix("Full output: "))
+    let path = hookhost_formats::offloaded_path(&offloaded.output)
         .context("the output was not offloaded (is the offload hook in the chain?)")?
         .to_string();
 
@@ -48,7 +44,7 @@ pub async fn run(runtime: &Runtime) -> Result<()> {
             );
             print_abridged(&page.output);
         }
-        match split_read_file_page(&page.output) {
+        match split_page(&page.output) {
             (text, Some(next)) => {
                 pages.push(text.to_string());
                 offset = next;

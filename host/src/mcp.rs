@@ -48,18 +48,6 @@ use std::time::{Duration, SystemTime};
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
-/// What the model is told when offload is in the chain (the `initialize` instructions).
-pub const OFFLOAD_INSTRUCTIONS: &str = "\
-Tool outputs longer than the context can take are offloaded: the full output is saved to a \
-file under /artifacts/tool-results/ and the result you receive is a reference instead. It \
-starts with \"[Output offloaded: …]\", then gives the file's path (\"Full output: PATH\"), \
-its size in bytes and lines, and a preview of its first lines (and, for JSON, a summary of \
-its structure). The preview may be enough; when it is not, read the file with the read_file \
-tool: {\"path\": PATH, \"offset\": 0, \"limit\": 4096} returns the first 4096 bytes, and each \
-page that does not reach the end closes with \"[bytes A-B of T; to continue reading use \
-offset=B]\": call read_file again with that offset. Read only the pages you need; prefer a \
-larger limit (up to 262144) over many small pages when you need much of the file.";
-
 /// The path the Streamable HTTP endpoint is served at.
 pub const HTTP_PATH: &str = "/mcp";
 
@@ -153,7 +141,7 @@ impl ServerHandler for McpServer {
         let info = InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("hookhost", env!("CARGO_PKG_VERSION")));
         if self.runtime.offloads(&self.tenant) {
-            info.with_instructions(OFFLOAD_INSTRUCTIONS)
+            info.with_instructions(hookhost_formats::instructions())
         } else {
             info
         }
@@ -171,7 +159,7 @@ impl ServerHandler for McpServer {
         result.instructions = self
             .runtime
             .offloads(&self.tenant_of(&context))
-            .then(|| OFFLOAD_INSTRUCTIONS.to_string());
+            .then(hookhost_formats::instructions);
         Ok(result)
     }
 

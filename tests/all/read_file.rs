@@ -1,6 +1,6 @@
 //! The built-in read_file tool: paging, boundaries, and staying inside its grants.
 
-use hookhost::tools::split_read_file_page;
+use hookhost_formats::split_page;
 use hookhost_tests::TestHost;
 use serde_json::json;
 
@@ -22,7 +22,7 @@ async fn page_back(
             .await;
         assert!(!r.is_error, "{}", r.output);
         pages += 1;
-        let (text, next) = split_read_file_page(&r.output);
+        let (text, next) = split_page(&r.output);
         whole.push_str(text);
         match next {
             Some(n) => offset = n,

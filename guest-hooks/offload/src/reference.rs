@@ -1,6 +1,7 @@
 //! The reference text that replaces an offloaded output. Pure functions, so the exact text
 //! is tested natively as well as through the host.
 
+use hookhost_formats as formats;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -12,8 +13,6 @@ pub const DEFAULT_PREVIEW_LINES: usize = 20;
 pub const DEFAULT_EXCLUDED: &[&str] = &["read_file", "write_file", "edit_file"];
 /// Where offloaded files go, as the model sees the path.
 pub const DEFAULT_DIR: &str = "/artifacts/tool-results";
-/// The page size suggested to the model; `read_file`'s own default.
-pub const PAGE_BYTES: usize = 4096;
 /// A preview line longer than this is cut, so one minified line cannot flood the context.
 pub const PREVIEW_LINE_CHARS: usize = 200;
 /// How deep the JSON structure summary descends.
@@ -147,18 +146,10 @@ impl Offloaded {
         let Shape { chars, lines } = shape;
         let path = &self.path;
         let mut r = String::new();
-        let _ = writeln!(
-            r,
-            "[Output offloaded: {chars} characters, more than the {} that fit in the context.]",
-            settings.threshold
-        );
-        let _ = writeln!(r, "Full output: {path}");
+        let _ = writeln!(r, "{}", formats::offload_header(chars, settings.threshold));
+        let _ = writeln!(r, "{}{path}", formats::FULL_OUTPUT);
         let _ = writeln!(r, "Size: {} bytes, {lines} lines", output.len());
-        let _ = writeln!(
-            r,
-            "To read it, call read_file with {{\"path\": \"{path}\", \"offset\": 0, \"limit\": {PAGE_BYTES}}}, \
-             then again with the offset each page reports, until the end."
-        );
+        let _ = writeln!(r, "{}", formats::read_hint(path));
         if let Some(value) = &self.json {
             let _ = write!(r, "\nStructure (JSON): ");
             summarize_top(&mut r, value);

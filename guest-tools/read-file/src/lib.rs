@@ -19,16 +19,20 @@ use tool_support::{CallContext, Guest, ToolCall, ToolDescriptor, ToolResult};
 
 struct ReadFile;
 
-const SCHEMA: &str = r#"{
+fn schema() -> String {
+    format!(
+        r#"{{
   "type": "object",
-  "properties": {
-    "path": {"type": "string", "description": "File to read: an absolute path such as /artifacts/tool-results/bash/<id>.txt, or a path relative to /workspace"},
-    "offset": {"type": "integer", "minimum": 0, "description": "Byte offset to start at (default 0)"},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 262144, "description": "Bytes to read at most (default 4096)"}
-  },
+  "properties": {{
+    "path": {{"type": "string", "description": "File to read: an absolute path such as /artifacts/tool-results/bash/<id>.txt, or a path relative to /workspace"}},
+    "offset": {{"type": "integer", "minimum": 0, "description": "Byte offset to start at (default 0)"}},
+    "limit": {{"type": "integer", "minimum": 1, "maximum": {MAX_LIMIT}, "description": "Bytes to read at most (default {DEFAULT_LIMIT})"}}
+  }},
   "required": ["path"],
   "additionalProperties": false
-}"#;
+}}"#
+    )
+}
 
 impl Guest for ReadFile {
     fn describe() -> ToolDescriptor {
@@ -37,7 +41,7 @@ impl Guest for ReadFile {
             description: "Read a file a page at a time, by byte offset and limit. Use it to \
                           page through outputs that were offloaded to /artifacts."
                 .into(),
-            input_schema: SCHEMA.into(),
+            input_schema: schema(),
         }
     }
 

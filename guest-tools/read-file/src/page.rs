@@ -3,9 +3,9 @@
 use tool_support::{Args, resolve_path};
 
 /// Bytes read when the call gives no `limit`.
-pub const DEFAULT_LIMIT: u64 = 4096;
+pub const DEFAULT_LIMIT: u64 = hookhost_formats::PAGE_BYTES;
 /// The largest `limit` accepted: one page must fit comfortably in a model's context.
-pub const MAX_LIMIT: u64 = 256 * 1024;
+pub const MAX_LIMIT: u64 = hookhost_formats::MAX_PAGE_BYTES;
 
 /// A parsed `read_file` call.
 #[derive(Debug, PartialEq)]
@@ -59,9 +59,7 @@ pub fn page_text(offset: u64, size: u64, bytes: &[u8]) -> String {
     };
     let end = offset + used as u64;
     if end < size {
-        text.push_str(&format!(
-            "\n\n[bytes {offset}-{end} of {size}; to continue reading use offset={end}]"
-        ));
+        text.push_str(&hookhost_formats::page_trailer(offset, end, size));
     }
     text
 }

@@ -87,19 +87,3 @@ impl ToolRegistry {
         self.tools.values().map(|t| t.descriptor())
     }
 }
-
-/// Splits a page of the built-in `read_file` into its text and the offset its last line says
-/// to continue from (`[bytes A-B of T; to continue reading use offset=B]`); `None` on the
-/// last page. A page whose text merely looks like a trailer but does not end with a
-/// well-formed one is all text.
-pub fn split_read_file_page(page: &str) -> (&str, Option<u64>) {
-    if let Some(at) = page.rfind("\n\n[bytes ")
-        && let Some(next) = page[at..]
-            .strip_suffix(']')
-            .and_then(|t| t.rsplit_once("use offset="))
-            .and_then(|(_, n)| n.parse().ok())
-    {
-        return (&page[..at], Some(next));
-    }
-    (page, None)
-}

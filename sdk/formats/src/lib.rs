@@ -1,0 +1,108 @@
+//! What the model reads that several parts of hookhost write or read, in one place so that
+//! they change together: the offload hook's reference to an offloaded output, the
+//! `read_file` tool's page trailer, and the MCP instructions that describe both. The offload
+//! hook and `read_file` (guests) and the host depend on this crate; the Python test client
+//! parses the same texts and is checked against them by the MCP tests.
+
+/// The page size `read_file` uses when a call gives no `limit`, and that a reference
+/// suggests.
+pub const PAGE_BYTES: u64 = 4096;
+
+/// The largest page `read_file` returns.
+pub const MAX_PAGE_BYTES: u64 = 256 * 1024;
+
+/// How the line of an offload reference that names the file begins.
+pub const FULL_OUTPUT: &str = "Full output: ";
+
+/// The first line of an offload reference: `chars` characters did not fit in `threshold`.
+pub fn offload_header(chars: usize, threshold: usize) -> String {
+    format!(
+        "[Output offloaded: {chars} characters, more than the {threshold} that fit in the context.]"
+    )
+}
+
+/// The path an offload reference names, if `text` is one.
+pub fn offloaded_path(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| l.strip_prefix(FULL_OUTPUT))
+}
+
+/// How a reference tells the model to read the file at `path`.
+pub fn read_hint(path: &str) -> String {
+    format!(
+        "To read it, call read_file with {{\"path\": \"{path}\", \"offset\": 0, \"limit\": {PAGE_BYTES}}}, \
+         then again with the offset each page reports, until the end."
+    )
+}
+
+/// The end of a `read_file` page of bytes `start..end` of a file of `size` bytes that does
+/// not reach its end: where to continue.
+pub fn page_trailer(start: u64, end: u64, size: u64) -> String {
+    format!("\n\n[bytes {start}-{end} of {size}; to continue reading use offset={end}]")
+}
+
+/// Splits a page of the built-in `read_file` into its text and the offset its last line says
+/// to continue from (`[bytes A-B of T; to continue reading use offset=B]`); `None` on the
+/// last page. A page whose text merely looks like a trailer but does not end with a
+/// well-formed one is all text.
+pub fn split_page(page: &str) -> (&str, Option<u64>) {
+    if let Some(at) = page.rfind("\n\n[bytes ")
+        && let Some(next) = page[at..]
+            .strip_suffix(']')
+            .and_then(|t| t.rsplit_once("use offset="))
+            .and_then(|(_, n)| n.parse().ok())
+    {
+        return (&page[..at], Some(next));
+    }
+    (page, None)
+}
+
+/// What the model is told at MCP `initialize` when offload is in its chain.
+pub fn instructions() -> String {
+    format!(
+        "Tool outputs longer than the context can take are offloaded: the full output is saved \
+         to a file under /artifacts/tool-results/ and the result you receive is a reference \
+         instead. It starts with \"[Output offloaded: …]\", then gives the file's path \
+         (\"{FULL_OUTPUT}PATH\"), its size in bytes and lines, and a preview of its first lines \
+         (and, for JSON, a summary of its structure). The preview may be enough; when it is \
+         not, read the file with the read_file tool: {{\"path\": PATH, \"offset\": 0, \"limit\": \
+         {PAGE_BYTES}}} returns the first {PAGE_BYTES} bytes, and each page that does not reach \
+         the end closes with \"[bytes A-B of T; to continue reading use offset=B]\": call \
+         read_file again with that offset. Read only the pages you need; prefer a larger limit \
+         (up to {MAX_PAGE_BYTES}) over many small pages when you need much of the file."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_names_its_path_and_a_trailer_its_next_offset() {
+        let reference = format!(
+            "{}\n{FULL_OUTPUT}/artifacts/x.txt\n{}",
+            offload_header(20_000, 10_000),
+            read_hint("/artifacts/x.txt")
+        );
+        assert_eq!(offloaded_path(&reference), Some("/artifacts/x.txt"));
+        assert!(reference.starts_with("[Output offloaded: 20000 characters"));
+        assert_eq!(
+            page_trailer(0, 4096, 10_000),
+            "\n\n[bytes 0-4096 of 10000; to continue reading use offset=4096]"
+        );
+        let page = format!("text{}", page_trailer(0, 4, 10));
+        assert_eq!(split_page(&page), ("text", Some(4)));
+        assert_eq!(split_page("last page"), ("last page", None));
+        let lookalike = "x\n\n[bytes are fun]";
+        assert_eq!(split_page(lookalike), (lookalike, None));
+    }
+
+    #[test]
+    fn the_instructions_describe_the_texts_as_written() {
+        let said = instructions();
+        assert!(said.contains("[Output offloaded: "));
+        assert!(said.contains(FULL_OUTPUT));
+        assert!(said.contains("; to continue reading use offset="));
+        assert!(said.contains(&MAX_PAGE_BYTES.to_string()));
+        assert!(said.contains(&format!("\"limit\": {PAGE_BYTES}")));
+    }
+}
