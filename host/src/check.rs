@@ -122,8 +122,8 @@ impl Report {
 pub enum CheckError {
     #[error("cannot make a scratch directory: {0}")]
     Scratch(#[from] std::io::Error),
-    #[error("cannot make an engine: {0}")]
-    Engine(String),
+    #[error("cannot make an engine")]
+    Engine(#[source] wasmtime::Error),
 }
 
 /// What a component is, as compiled: its size, compile time, world and imports.
@@ -181,7 +181,7 @@ pub fn inspector(data: &Path) -> Result<ComponentLoader, CheckError> {
         keep_resident_bytes: 0,
         cache_dir: Some(data.join(crate::runtime::CACHE_DIR)),
     })
-    .map_err(|e| CheckError::Engine(format!("{e:#}")))
+    .map_err(CheckError::Engine)
 }
 
 /// Compiles `component` with `loader` and says what it is.
@@ -228,7 +228,10 @@ pub async fn check(
     let inspection = match inspect(&loader, component) {
         Ok(inspection) => inspection,
         Err(e) => {
-            report.add(Verdict::Fail, format!("does not load: {e}"));
+            report.add(
+                Verdict::Fail,
+                format!("does not load: {}", crate::error_line(&e)),
+            );
             return Ok(report);
         }
     };

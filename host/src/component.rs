@@ -161,13 +161,16 @@ pub enum LoadError {
         component: String,
         source: std::io::Error,
     },
-    #[error("{component}: not a valid WebAssembly component: {reason}")]
-    Compile { component: String, reason: String },
-    #[error("{component}: does not fit the `{world}` world: {reason}")]
+    #[error("{component}: not a valid WebAssembly component")]
+    Compile {
+        component: String,
+        source: wasmtime::Error,
+    },
+    #[error("{component}: does not fit the `{world}` world")]
     Link {
         component: String,
         world: &'static str,
-        reason: String,
+        source: wasmtime::Error,
     },
 }
 
@@ -357,7 +360,7 @@ impl ComponentLoader {
         let started = Instant::now();
         let (component, cached) = self.compile(&bytes).map_err(|e| LoadError::Compile {
             component: name,
-            reason: format!("{e:#}"),
+            source: e,
         })?;
         Ok(Compiled {
             component,
@@ -678,7 +681,7 @@ fn link_error(component: &ComponentRef, world: &'static str, e: wasmtime::Error)
     LoadError::Link {
         component: component.to_string(),
         world,
-        reason: format!("{e:#}"),
+        source: e,
     }
 }
 

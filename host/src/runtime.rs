@@ -36,8 +36,8 @@ pub enum StartError {
     },
     #[error("mounts: {0}")]
     Mounts(#[from] MountError),
-    #[error("cannot make the WebAssembly engine: {0}")]
-    Engine(String),
+    #[error("cannot make the WebAssembly engine")]
+    Engine(#[source] wasmtime::Error),
     #[error("{owner}: {source}")]
     Load { owner: String, source: LoadError },
     #[error("tools.{tool}: `describe` failed: {source}")]
@@ -167,7 +167,7 @@ impl Runtime {
             keep_resident_bytes: plan.engine.keep_resident_bytes,
             cache_dir: plan.engine.cache.then(|| data_root.join(CACHE_DIR)),
         })
-        .map_err(|e| StartError::Engine(format!("{e:#}")))?;
+        .map_err(StartError::Engine)?;
         let sandbox = Arc::new(Sandbox::new(
             loader.engine().clone(),
             dirs.clone(),

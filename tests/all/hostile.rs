@@ -412,8 +412,9 @@ async fn an_import_the_host_does_not_grant_fails_the_load_naming_it() {
     let e = hookhost::Runtime::new(&parsed, data.path())
         .await
         .err()
-        .expect("refused")
-        .to_string();
+        .expect("refused");
+    // The reason is the error's source, said on the line with its causes.
+    let e = hookhost::error_line(&e);
     assert!(
         e.contains("hooks.importer")
             && e.contains(
