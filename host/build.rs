@@ -1,6 +1,6 @@
 //! Compiles the built-in hooks and tools to components and embeds them in the binary, so
 //! that `cargo build` alone yields a `hookhost` that needs no `.wasm` files at run time.
-//! Also compiles the bench's heavy hook (10 MB), which is not embedded: `hookhost bench`
+//! Also compiles the bench's heavy hook (10 MB), which is not embedded: the benchmark
 //! loads it from the path written here.
 
 use guest_build::Guest;

@@ -1,6 +1,5 @@
 //! The `hookhost` command line.
 
-mod bench;
 mod demo;
 
 use anyhow::{Context, Result, bail};
@@ -67,17 +66,6 @@ enum Command {
     Component(ComponentCommand),
     /// Show the main job: a large bash output offloaded, then paged back with read_file.
     Demo,
-    /// Measure the hook layer against a native implementation of the same hooks; prints a
-    /// Markdown table.
-    Bench {
-        /// Measure this component as the heavy hook (e.g. one built with componentize-py)
-        /// instead of the built-in 10 MB stand-in.
-        #[arg(long, value_name = "FILE")]
-        heavy: Option<PathBuf>,
-        /// Run one group of rows only, e.g. under a profiler.
-        #[arg(long, value_name = "GROUP", value_parser = clap::builder::PossibleValuesParser::new(bench::GROUPS))]
-        only: Option<String>,
-    },
     /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
     /// Streamable HTTP with --http.
     Serve {
@@ -336,10 +324,6 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Demo => {
             let runtime = start(&config, &data).await?;
             demo::run(&runtime).await?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench { heavy, only } => {
-            bench::run(heavy, only.as_deref()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve {

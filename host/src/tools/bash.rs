@@ -284,7 +284,7 @@ impl Drop for GroupGuard {
 /// its path, with an environment of our own, lets the standard library use `posix_spawn`
 /// (a vfork-like spawn) instead of `fork()`: a program looked up in a `PATH` the child's
 /// environment replaces cannot be, and a `fork()` of a host holding the pooling allocator's
-/// large address-space reservation costs milliseconds (`hookhost bench` measures it).
+/// large address-space reservation costs milliseconds (the benchmark measures it).
 fn find_bash() -> std::path::PathBuf {
     std::env::var_os("PATH")
         .into_iter()

@@ -1,5 +1,8 @@
-//! `hookhost bench`: the cost of the hook layer, each figure beside a native-Rust
-//! implementation of the same hook logic called the same way, and the ratio.
+//! The cost of the hook layer, each figure beside a native-Rust implementation of the same
+//! hook logic called the same way, and the ratio: `cargo bench -p hookhost --bench
+//! hookhost` (about 15 s) prints one Markdown table; `-- --only GROUP` runs one group of
+//! rows (e.g. under a profiler), `-- --heavy FILE` measures another component as the heavy
+//! hook.
 //!
 //! The chain is the built-in one — offload → audit → plan-writer (plan-writer matches only
 //! `todo_write`, so it is skipped at no cost) — around host-native tools that return a
@@ -15,6 +18,7 @@
 //! layer, not the disk's writeback.
 
 use anyhow::{Context, Result};
+use clap::Parser;
 use hookhost::failure::Failure;
 use hookhost::tools::Tool;
 use hookhost::{
@@ -357,7 +361,7 @@ fn one_hook_config(component: &Path, per_session: bool) -> Result<Config> {
 }
 
 /// The groups of rows, in the order they run; `--only GROUP` runs one (to profile it).
-pub const GROUPS: &[&str] = &[
+const GROUPS: &[&str] = &[
     "fresh",
     "passthrough",
     "bash",
@@ -366,9 +370,38 @@ pub const GROUPS: &[&str] = &[
     "startup",
 ];
 
+/// Measure the hook layer against a native implementation of the same hooks; prints a
+/// Markdown table.
+#[derive(Parser)]
+struct Args {
+    /// Measure this component as the heavy hook (e.g. one built with componentize-py)
+    /// instead of the built-in 10 MB stand-in.
+    #[arg(long, value_name = "FILE")]
+    heavy: Option<PathBuf>,
+    /// Run one group of rows only, e.g. under a profiler.
+    #[arg(long, value_name = "GROUP", value_parser = clap::builder::PossibleValuesParser::new(GROUPS))]
+    only: Option<String>,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HOOKHOST_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    run(args.heavy, args.only.as_deref()).await
+}
+
 /// Runs the measurements (those of group `only`, or all) and prints the table (Markdown)
 /// on stdout. `heavy` replaces the built-in heavy hook for its two rows.
-pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
+async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
     let wanted = |group: &str| only.is_none_or(|only| only == group);
     let shm = Path::new("/dev/shm");
     let scratch = if shm.is_dir() {
@@ -560,11 +593,11 @@ pub async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
     }
 
     if wanted("startup") {
-        let exe = std::env::current_exe()?;
+        let exe = Path::new(env!("CARGO_BIN_EXE_hookhost"));
         let data = scratch.path().join("startup");
         let time = |args: &[&str]| -> Result<Duration> {
             let start = Instant::now();
-            let status = std::process::Command::new(&exe)
+            let status = std::process::Command::new(exe)
                 .arg("--data")
                 .arg(&data)
                 .args(args)
