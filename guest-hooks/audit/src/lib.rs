@@ -128,7 +128,7 @@ fn event(kind: &str, ctx: &CallContext, call: &ToolCall) -> Map<String, Value> {
 ///
 /// Why the line could not be appended.
 fn append(line: Map<String, Value>) -> Result<(), String> {
-    let file = settings::text("file").unwrap_or_else(|| DEFAULT_FILE.to_string());
+    let file = settings::text_or("file", DEFAULT_FILE);
     let mut text = Value::Object(line).to_string();
     text.push('\n');
     LOG.with_borrow_mut(|log| -> std::io::Result<()> {

@@ -24,10 +24,6 @@ use std::time::SystemTime;
 
 struct PlanWriter;
 
-fn setting(key: &str, default: &str) -> String {
-    settings::text(key).unwrap_or_else(|| default.to_string())
-}
-
 impl Hook for PlanWriter {
     fn after_execute(
         ctx: CallContext,
@@ -35,14 +31,19 @@ impl Hook for PlanWriter {
         _outcome: CallOutcome,
         result: ToolResult,
     ) -> After {
-        if call.name != setting("tool", "todo_write") || result.is_error {
+        if call.name != settings::text_or("tool", "todo_write") || result.is_error {
             return After::Keep;
         }
         let Some(todos) = parse_todos(&result.output) else {
             eprintln!("plan-writer: the {} result is not a todo list", call.name);
             return After::Keep;
         };
-        match write_plan(&setting("dir", "/plans"), &ctx.session_id, &call.id, &todos) {
+        match write_plan(
+            &settings::text_or("dir", "/plans"),
+            &ctx.session_id,
+            &call.id,
+            &todos,
+        ) {
             Ok(()) => After::Keep,
             Err(e) => After::Fail(format!("plan-writer: cannot write the plan: {e}")),
         }

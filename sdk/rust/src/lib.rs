@@ -143,6 +143,11 @@ pub mod settings {
         store::get(key).ok().flatten()
     }
 
+    /// The setting's text, or `default` when it is not set.
+    pub fn text_or(key: &str, default: &str) -> String {
+        text(key).unwrap_or_else(|| default.to_string())
+    }
+
     /// A non-negative integer, or `default` when it is not set.
     ///
     /// # Errors

@@ -12,7 +12,7 @@ struct Budget;
 impl Hook for Budget {
     fn before_execute(_ctx: CallContext, call: ToolCall) -> Result<Proceed, String> {
         let max = settings::count("max_calls", 200)?;
-        let file = settings::text("file").unwrap_or_else(|| "/budget/calls".into());
+        let file = settings::text_or("file", "/budget/calls");
         let used: u64 = std::fs::read_to_string(&file)
             .ok()
             .and_then(|text| text.trim().parse().ok())
