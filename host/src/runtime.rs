@@ -9,7 +9,7 @@ use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::limits::Limits;
 use crate::mounts::MountError;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{self, Sandbox};
 use crate::sessions::{
     MountDirs, PgTable, Session, SessionError, SessionTable, Sessions, SqliteTable, Tenants,
 };
@@ -17,7 +17,7 @@ use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
 use crate::tools::{Extras, Tool, ToolRegistry};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -532,15 +532,23 @@ impl Runtime {
         };
         let call_id = call.id.clone();
         let span = tracing::info_span!("call", tool, call_id = %call.id, session = %session.id);
-        let chain = self
-            .chain(&session.tenant)
+        let chain = self.chain(&session.tenant);
+        let run = chain
             .run(session, ctx, call, target.as_ref())
             .instrument(span);
-        // Only a tenant with a quota pays for measuring around its calls.
+        // Only a tenant with a quota pays for measuring around its calls, and only the
+        // mounts this call's hooks and tool may write in are measured.
         let result = if self.sessions.tenants().quota(&session.tenant).is_set() {
-            self.sessions.within_quota(session, chain).await
+            let writable: BTreeSet<&str> = chain
+                .layers()
+                .iter()
+                .filter(|layer| layer.tools.matches(tool))
+                .flat_map(|layer| sandbox::writable(&layer.grants))
+                .chain(target.writable_mounts())
+                .collect();
+            self.sessions.within_quota(session, &writable, run).await
         } else {
-            chain.await
+            run.await
         };
         self.sessions.mark_active(session).await;
         tracing::info!(

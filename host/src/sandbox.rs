@@ -41,6 +41,14 @@ pub enum Access {
 /// The mounts granted to one component: virtual path → access.
 pub type Grants = BTreeMap<String, Access>;
 
+/// The mounts among `grants` a component may write in.
+pub fn writable(grants: &Grants) -> impl Iterator<Item = &str> {
+    grants
+        .iter()
+        .filter(|(_, access)| **access == Access::ReadWrite)
+        .map(|(path, _)| path.as_str())
+}
+
 /// The operator's settings for one component, handed over through `wasi:config/store`.
 pub type Settings = BTreeMap<String, String>;
 

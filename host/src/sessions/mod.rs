@@ -96,12 +96,12 @@ impl Session {
             .map(|m| m.host.as_path())
     }
 
-    /// The host directories a call of this session can change and its tenant's quota
-    /// counts: its session- and tenant-scoped mounts.
-    fn quota_dirs(&self) -> impl Iterator<Item = &Path> {
+    /// The host directories of the mounts among `writable` (virtual paths) that its
+    /// tenant's quota counts: session- and tenant-scoped ones.
+    fn quota_dirs<'a>(&'a self, writable: &'a BTreeSet<&str>) -> impl Iterator<Item = &'a Path> {
         self.mounts
             .iter()
-            .filter(|m| m.scope != Scope::Persistent)
+            .filter(|m| m.scope != Scope::Persistent && writable.contains(m.virtual_path.as_str()))
             .map(|m| m.host.as_path())
     }
 }
@@ -551,11 +551,13 @@ impl Sessions {
 
     /// Runs `call` (a call of `session`) within its tenant's disk quota, if it has one:
     /// refused when the tenant is at its quota; stopped as soon as it takes the tenant over
-    /// it (see [`quota`]); its output withheld when it ends over it. Only the call's own
-    /// directories are measured around it; the tenant's use is kept, not walked.
+    /// it (see [`quota`]); its output withheld when it ends over it. Only the mounts the
+    /// call may write in (`writable`, virtual paths) are measured around it; the tenant's
+    /// use is kept, not walked.
     pub async fn within_quota(
         &self,
         session: &Session,
+        writable: &BTreeSet<&str>,
         call: impl Future<Output = ToolResult>,
     ) -> ToolResult {
         let quota = self.tenants.quota(&session.tenant);
@@ -575,7 +577,7 @@ impl Sessions {
                 "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
             ));
         }
-        let dirs = owned(session.quota_dirs());
+        let dirs = owned(session.quota_dirs(writable));
         let before = quota::measure_async(dirs.clone()).await;
         let watch = async {
             loop {

@@ -3,13 +3,15 @@
 //!
 //! A tenant's use is measured once (a walk of all its session and tenant directories, on
 //! the blocking pool) and then kept up to date from what each call changes: a call walks
-//! only its own session's directories (and the tenant's), before, during and after it.
+//! only the session and tenant directories its hooks and tool may write in (their `rw`
+//! grants, `bash`'s mount), before, during and after it; a deleted session's use is
+//! subtracted.
 //! While a call of a tenant with a quota runs, its directories are measured every
 //! [`QUOTA_CHECK_INTERVAL`]; a call that takes the tenant over its quota is stopped there
 //! (its components dropped, its commands killed) and its output withheld. So a tenant can
-//! overshoot by what one call writes in that interval plus one walk of its session — not by
-//! what it writes until its deadline. Deleting a session or `session gc` makes the next call
-//! measure the tenant afresh.
+//! overshoot by what one call writes in that interval plus one walk of those directories —
+//! not by what it writes until its deadline. `session gc` makes the next call measure the
+//! tenant afresh.
 //!
 //! Walks never follow symlinks (a link counts as an entry; what it points to is not the
 //! tenant's) and count every entry — files, directories, links — so empty files are not

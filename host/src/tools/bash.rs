@@ -249,6 +249,10 @@ impl Tool for BashTool {
         })
     }
 
+    fn writable_mounts(&self) -> Vec<&str> {
+        vec![self.mount.as_str()]
+    }
+
     fn end_session(&self, key: &SessionKey) {
         for pid in self.groups().remove(key).unwrap_or_default() {
             // ESRCH: the group is gone already.

@@ -90,6 +90,10 @@ impl Tool for GuestTool {
         &self.descriptor
     }
 
+    fn writable_mounts(&self) -> Vec<&str> {
+        crate::sandbox::writable(&self.grants).collect()
+    }
+
     async fn execute(
         &self,
         session: &Session,

@@ -33,6 +33,12 @@ pub trait Tool: Send + Sync {
     /// still runs for it (a command and its background children).
     fn end_session(&self, _key: &SessionKey) {}
 
+    /// The mounts (virtual paths) a call of it may write in: what a disk quota measures
+    /// around it. None by default (an upstream server's files are not the session's).
+    fn writable_mounts(&self) -> Vec<&str> {
+        Vec::new()
+    }
+
     /// How MCP lists the tool when it has more to say than its descriptor (an upstream
     /// server's title, annotations and output schema).
     fn mcp_listing(&self) -> Option<&rmcp::model::Tool> {
