@@ -289,6 +289,7 @@ impl Runtime {
         }
         let tenants = Tenants::new(policies, plan.serve_workdir);
         let sessions = Sessions::new(table, dirs, plan.mounts, tenants);
+        sessions.measure_quotas().await?;
         // Every chain's layers are among these (tenant chains share them).
         for layer in &layers {
             let layer = Arc::downgrade(layer);

@@ -506,8 +506,24 @@ impl Sessions {
             .dirs
             .sweep(&self.mounts, self.table.as_ref(), &dirs, STALE_PARTIAL_AGE)
             .await?;
-        self.usage.clear();
+        self.measure_quotas().await?;
         Ok(report)
+    }
+
+    /// Measures the disk use of every tenant with a quota afresh (a walk of its session and
+    /// tenant directories each, off the executor) and keeps it: at start and after a sweep,
+    /// so that calls only apply what they change.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when the table cannot be read.
+    pub async fn measure_quotas(&self) -> Result<(), SessionError> {
+        self.usage.clear();
+        for tenant in self.tenants.with_quota() {
+            let usage = self.measure_tenant(tenant).await?;
+            self.usage.set(tenant, usage);
+        }
+        Ok(())
     }
 
     /// Disk used by `session` and by its tenant, against the tenant's quota, measured now
@@ -611,8 +627,8 @@ impl Sessions {
         }
     }
 
-    /// `tenant`'s use as kept, measured (off the executor) when not known yet: at its first
-    /// call, and after a sweep.
+    /// `tenant`'s use as kept; measured (off the executor) if it was not (another process
+    /// swept, or measuring failed at start).
     async fn tenant_usage(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
         if let Some(usage) = self.usage.get(tenant) {
             return Ok(usage);

@@ -1,8 +1,8 @@
 //! Disk quotas: how many bytes and entries a tenant's directories hold, kept per tenant,
 //! measured off the executor, and enforced while a call runs.
 //!
-//! A tenant's use is measured once (a walk of all its session and tenant directories, on
-//! the blocking pool) and then kept up to date from what each call changes: a call walks
+//! A tenant's use is measured at start (a walk of all its session and tenant directories,
+//! on the blocking pool) and then kept up to date from what each call changes: a call walks
 //! only the session and tenant directories its hooks and tool may write in (their `rw`
 //! grants, `bash`'s mount), before, during and after it; a deleted session's use is
 //! subtracted.
@@ -10,8 +10,7 @@
 //! [`QUOTA_CHECK_INTERVAL`]; a call that takes the tenant over its quota is stopped there
 //! (its components dropped, its commands killed) and its output withheld. So a tenant can
 //! overshoot by what one call writes in that interval plus one walk of those directories —
-//! not by what it writes until its deadline. `session gc` makes the next call measure the
-//! tenant afresh.
+//! not by what it writes until its deadline. `session gc` measures every tenant afresh.
 //!
 //! Walks never follow symlinks (a link counts as an entry; what it points to is not the
 //! tenant's) and count every entry — files, directories, links — so empty files are not
@@ -102,11 +101,6 @@ impl QuotaBook {
         if let Some(usage) = self.tenants().get_mut(tenant) {
             *usage = usage.moved(before, after);
         }
-    }
-
-    /// Forgets `tenant`'s use (its files were removed): the next call measures it.
-    pub fn forget(&self, tenant: &TenantId) {
-        self.tenants().remove(tenant);
     }
 
     /// Forgets every tenant's use.

@@ -71,6 +71,14 @@ impl Tenants {
             .unwrap_or_default()
     }
 
+    /// The tenants that have a disk quota.
+    pub fn with_quota(&self) -> impl Iterator<Item = &TenantId> {
+        self.declared
+            .iter()
+            .filter(|(_, t)| t.quota.is_set())
+            .map(|(id, _)| id)
+    }
+
     /// The tenants' bearer tokens, for the HTTP front end.
     pub fn tokens(&self) -> Vec<(Vec<u8>, TenantId)> {
         self.declared
