@@ -35,20 +35,26 @@ fn everything() -> PathBuf {
     )
 }
 
-/// Runs the Python client with `args`; panics with its output when it fails.
-fn client(args: &[&str]) {
+/// Runs the Python client with `args`; returns what it printed, or panics with it.
+fn client_output(args: &[&str]) -> String {
     let script = workspace().join("tests/mcp/client.py");
     let out = Command::new(python())
         .arg(script)
         .args(args)
         .output()
         .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
-        "the MCP client failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
+        "the MCP client failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+/// Runs the Python client with `args`; panics with its output when it fails.
+fn client(args: &[&str]) {
+    client_output(args);
 }
 
 /// The entries of `dir` that are not hidden (plan-writer keeps a hidden pointer per session).
@@ -689,23 +695,6 @@ fn session_dirs(data: &Path) -> Vec<PathBuf> {
         }
     }
     found
-}
-
-/// Runs the Python client with `args`; returns what it printed, or panics with it.
-fn client_output(args: &[&str]) -> String {
-    let script = workspace().join("tests/mcp/client.py");
-    let out = Command::new(python())
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "the MCP client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// The ids the client printed after `prefix`.

@@ -10,7 +10,7 @@
 //! Connections are pooled ([`deadpool_postgres`], at most [`POOL_SIZE`]) and not
 //! encrypted: the database is expected on a private network or a local socket.
 
-use super::table::{Owner, Row, SessionError, SessionRecord, SessionTable, millis};
+use super::table::{Owner, Row, SessionError, SessionRecord, SessionTable, created, millis};
 use crate::ids::{SessionId, TenantId};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::path::Path;
@@ -147,20 +147,7 @@ impl SessionTable for PgTable {
                 ],
             )
             .await?;
-        if inserted == 0 {
-            return Err(SessionError::Exists {
-                tenant: tenant.to_string(),
-                id: id.to_string(),
-            });
-        }
-        Ok(SessionRecord {
-            id: id.clone(),
-            tenant: tenant.clone(),
-            created: now,
-            last_active: now,
-            workdir: workdir.map(Path::to_path_buf),
-            owner,
-        })
+        created(inserted > 0, tenant, id, now, workdir, owner)
     }
 
     async fn get(

@@ -277,20 +277,7 @@ impl SessionTable for SqliteTable {
                 owner.to_text()
             ],
         )?;
-        if inserted == 0 {
-            return Err(SessionError::Exists {
-                tenant: tenant.to_string(),
-                id: id.to_string(),
-            });
-        }
-        Ok(SessionRecord {
-            id: id.clone(),
-            tenant: tenant.clone(),
-            created: now,
-            last_active: now,
-            workdir: workdir.map(Path::to_path_buf),
-            owner,
-        })
+        created(inserted > 0, tenant, id, now, workdir, owner)
     }
 
     async fn get(
@@ -427,6 +414,32 @@ impl Row {
             owner: Owner::from_text(self.owner.as_deref()),
         })
     }
+}
+
+/// The record of a session just inserted at `now`, or [`SessionError::Exists`] when the
+/// insert found the (tenant, id) taken: how every store answers `create`.
+pub(super) fn created(
+    inserted: bool,
+    tenant: &TenantId,
+    id: &SessionId,
+    now: SystemTime,
+    workdir: Option<&Path>,
+    owner: Owner,
+) -> Result<SessionRecord, SessionError> {
+    if !inserted {
+        return Err(SessionError::Exists {
+            tenant: tenant.to_string(),
+            id: id.to_string(),
+        });
+    }
+    Ok(SessionRecord {
+        id: id.clone(),
+        tenant: tenant.clone(),
+        created: now,
+        last_active: now,
+        workdir: workdir.map(Path::to_path_buf),
+        owner,
+    })
 }
 
 pub(super) fn millis(t: SystemTime) -> i64 {
