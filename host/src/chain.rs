@@ -24,14 +24,14 @@ use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
 use crate::component::{ComponentRef, HookPres, SettingType};
 use crate::failure::{Failure, FailureKind};
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
-use crate::sandbox::{self, Grants, Sandbox, Settings, StoreState};
+use crate::sandbox::{self, Access, Grants, Sandbox, Settings, StoreState};
 use crate::sessions::{Session, SessionKey};
 use crate::tools::Tool;
+use crate::trace::{CallTrace, Phase, PhaseEnd};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use wasmtime::Store;
 use wildmatch::WildMatch;
 
@@ -239,20 +239,25 @@ impl HookChain {
         &self.layers
     }
 
-    /// Runs `call` through the chain around `tool`.
+    /// Runs `call` through the chain around `tool`; each layer's phase is observed by
+    /// `trace`. Returns the result and the call's outcome (`done`, `tool-error`, `refused`
+    /// or `failed`).
     pub async fn run(
         &self,
         session: &Session,
         mut ctx: CallContext,
         mut call: ToolCall,
         tool: &dyn Tool,
-    ) -> ToolResult {
+        trace: &mut CallTrace<'_>,
+    ) -> (ToolResult, &'static str) {
         let mut record = Record::default();
         let mut entered: Vec<Entered<'_>> = Vec::new();
         let mut refusal = None;
         for layer in self.layers.iter().filter(|l| l.tools.matches(&call.name)) {
             let limits = session.limits().with(&layer.limits);
-            let started = Instant::now();
+            let watch = trace
+                .enter(&layer.name, Phase::Before, &granted(&layer.grants))
+                .await;
             let step = match self.start(layer, session, &limits).await {
                 Ok(mut instance) => instance
                     .before(&layer.name, &limits, &ctx, &call)
@@ -260,13 +265,15 @@ impl HookChain {
                     .map(|outcome| (instance, outcome)),
                 Err(failure) => Err(failure),
             };
-            layer_event(
-                layer,
-                "before-execute",
-                &call,
-                started,
-                &step.as_ref().map(|(_, o)| o.is_ok()),
-            );
+            let end = match &step {
+                Ok((_, Ok(proceed))) => PhaseEnd::Passed {
+                    rewrote: proceed.arguments.is_some(),
+                    took_out: 0,
+                },
+                Ok((_, Err(message))) => PhaseEnd::Refused { message },
+                Err(failure) => PhaseEnd::Failed { failure },
+            };
+            trace.leave(watch, end).await;
             match step {
                 Ok((instance, Ok(proceed))) => {
                     if let Some(mut values) = proceed.values {
@@ -307,7 +314,9 @@ impl HookChain {
         let mut result = match refusal {
             Some(refused) => refused,
             None => {
-                let result = self.execute(tool, session, &ctx, &call, &mut record).await;
+                let result = self
+                    .execute(tool, session, &ctx, &call, &mut record, trace)
+                    .await;
                 record.tool_error = result.is_error;
                 result
             }
@@ -320,17 +329,22 @@ impl HookChain {
             call,
         } in entered.into_iter().rev()
         {
-            let started = Instant::now();
+            let watch = trace
+                .enter(&layer.name, Phase::After, &granted(&layer.grants))
+                .await;
             let after = instance
                 .after(&layer.name, &limits, &ctx, &call, &record, &result)
                 .await;
-            layer_event(
-                layer,
-                "after-execute",
-                &call,
-                started,
-                &after.as_ref().map(|_| true),
-            );
+            let end = match &after {
+                Ok(replaced) => PhaseEnd::Passed {
+                    rewrote: replaced.is_some(),
+                    took_out: replaced.as_ref().map_or(0, |r| {
+                        result.output.len().saturating_sub(r.output.len()) as u64
+                    }),
+                },
+                Err(failure) => PhaseEnd::Failed { failure },
+            };
+            trace.leave(watch, end).await;
             match after {
                 Ok(Some(replaced)) => result = replaced,
                 Ok(None) => {}
@@ -346,7 +360,7 @@ impl HookChain {
                 }
             }
         }
-        result
+        (result, record.outcome_name())
     }
 
     /// Runs the tool at the centre; its failure becomes an error result, recorded.
@@ -357,18 +371,25 @@ impl HookChain {
         ctx: &CallContext,
         call: &ToolCall,
         record: &mut Record,
+        trace: &mut CallTrace<'_>,
     ) -> ToolResult {
-        let started = Instant::now();
+        let name = &tool.descriptor().name;
+        let writable: Vec<(&str, bool)> = tool
+            .writable_mounts()
+            .into_iter()
+            .map(|m| (m, true))
+            .collect();
+        let watch = trace.enter(name, Phase::Execute, &writable).await;
         let executed = tool.execute(session, ctx, call).await;
-        tracing::debug!(
-            tool = %call.name,
-            call_id = %call.id,
-            duration_us = started.elapsed().as_micros() as u64,
-            ok = executed.is_ok(),
-            "tool executed"
-        );
+        let end = match &executed {
+            Ok(result) => PhaseEnd::Executed {
+                is_error: result.is_error,
+                output_bytes: result.output.len(),
+            },
+            Err(failure) => PhaseEnd::Failed { failure },
+        };
+        trace.leave(watch, end).await;
         executed.unwrap_or_else(|failure| {
-            let name = &tool.descriptor().name;
             tracing::warn!(tool = %name, call_id = %call.id, %failure, "tool failed");
             record.outcome = Outcome::Failed;
             record.failures.push(LayerFailure {
@@ -461,29 +482,12 @@ impl HookChain {
     }
 }
 
-/// The `debug` event of one layer's phase: how long it took and how it ended (`Ok(true)`
-/// let the call through, `Ok(false)` refused it, `Err` failed).
-fn layer_event(
-    layer: &HookLayer,
-    phase: &str,
-    call: &ToolCall,
-    started: Instant,
-    outcome: &Result<bool, &Failure>,
-) {
-    let outcome: std::borrow::Cow<'_, str> = match outcome {
-        Ok(true) => "passed".into(),
-        Ok(false) => "refused".into(),
-        Err(failure) => failure.kind.to_string().into(),
-    };
-    tracing::debug!(
-        hook = %layer.name,
-        phase,
-        tool = %call.name,
-        call_id = %call.id,
-        duration_us = started.elapsed().as_micros() as u64,
-        %outcome,
-        "hook phase"
-    );
+/// A hook's grants as (virtual path, writable).
+fn granted(grants: &Grants) -> Vec<(&str, bool)> {
+    grants
+        .iter()
+        .map(|(path, access)| (path.as_str(), *access == Access::ReadWrite))
+        .collect()
 }
 
 /// Context values the host sets for `after-execute`; a hook cannot set them itself.
@@ -567,6 +571,16 @@ impl Record {
         });
         if layer.on_failure == FailurePolicy::Closed {
             self.outcome = Outcome::Failed;
+        }
+    }
+
+    /// The outcome so far: `done`, `tool-error`, `refused` or `failed`.
+    fn outcome_name(&self) -> &'static str {
+        match self.outcome {
+            Outcome::Done if self.tool_error => "tool-error",
+            Outcome::Done => "done",
+            Outcome::Refused => "refused",
+            Outcome::Failed => "failed",
         }
     }
 

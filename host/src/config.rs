@@ -11,13 +11,15 @@ use crate::chain::{FailurePolicy, InstanceMode, ToolMatch};
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::TenantId;
 use crate::limits::{
-    DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, LimitOverrides, Limits, MAX_ID_BYTES,
+    DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, DEFAULT_TRACE_DIFF_BYTES, LimitOverrides,
+    Limits, MAX_ID_BYTES,
 };
-use crate::mounts::{MountError, MountSpec, MountTable};
+use crate::mounts::{MountError, MountSpec, MountTable, Scope};
 use crate::sandbox::{Access, Grants, Settings};
 use crate::sessions::{Quota, TenantPolicy};
+use crate::trace::TraceSettings;
 use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -88,6 +90,12 @@ pub struct Config {
     /// Where the session table lives.
     #[serde(default)]
     pub sessions: SessionsConfig,
+    /// The host's trace of each session.
+    #[serde(default)]
+    pub trace: TraceConfig,
+    /// Where spans go.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
 }
 
 /// The config, checked and typed: what a [`crate::Runtime`] is built from, so that nothing
@@ -109,6 +117,9 @@ pub struct Plan {
     pub max_memory_bytes: u64,
     /// The session table's URL; the SQLite file when `None`.
     pub session_store: Option<Secret>,
+    pub trace: TraceSettings,
+    /// The OTLP/HTTP endpoint spans go to.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A tool's or hook's component, as configured.
@@ -148,6 +159,55 @@ pub struct BashPlan {
     /// The mount it runs in.
     pub mount: String,
     pub timeout: Option<Duration>,
+}
+
+/// The `[trace]` table: the host's trace of each session (see [`crate::trace`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceConfig {
+    /// Whether sessions are traced; a tenant's `trace` overrides it.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The mount whose directory holds `trace/events.jsonl` (a session-scoped mount, so the
+    /// trace goes with its session); no trace file when the mount is not declared.
+    #[serde(default = "default_trace_mount")]
+    pub mount: String,
+    /// The largest unified diff written inline in a `file.*` event; larger ones are
+    /// written under `trace/diffs/` and referenced.
+    #[serde(default = "default_diff_bytes")]
+    pub diff_bytes: usize,
+}
+
+impl Default for TraceConfig {
+    fn default() -> TraceConfig {
+        TraceConfig {
+            enabled: true,
+            mount: default_trace_mount(),
+            diff_bytes: DEFAULT_TRACE_DIFF_BYTES,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_trace_mount() -> String {
+    "/artifacts".into()
+}
+
+fn default_diff_bytes() -> usize {
+    DEFAULT_TRACE_DIFF_BYTES
+}
+
+/// The `[telemetry]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// An OTLP/HTTP endpoint (`http://collector:4318`): each call is exported as a span
+    /// with a child per layer phase. `OTEL_EXPORTER_OTLP_ENDPOINT` is used when left out.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The `[sessions]` table.
@@ -286,6 +346,9 @@ pub struct TenantConfig {
     /// The bearer token its MCP clients present over HTTP.
     #[serde(default)]
     pub token: Option<Secret>,
+    /// Whether its sessions are traced (`[trace] enabled` when left out).
+    #[serde(default)]
+    pub trace: Option<bool>,
     /// The tools it may call, names with `*`/`?` wildcards (`["read_file", "fs__*"]`);
     /// every tool when left out. Others are unknown to it and missing from its list.
     #[serde(default)]
@@ -519,6 +582,16 @@ impl Config {
             fuel: self.uses_fuel(),
             max_memory_bytes: self.max_memory_bytes(),
             session_store: self.sessions.store.clone(),
+            trace: TraceSettings {
+                enabled: self.trace.enabled,
+                mount: mounts
+                    .get(&self.trace.mount)
+                    .filter(|m| m.scope == Scope::Session)
+                    .map(|_| self.trace.mount.clone()),
+                diff_bytes: self.trace.diff_bytes,
+                tenants: HashMap::new(),
+            },
+            otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
         };
         let check_grants = |owner: &str, grants: &BTreeMap<Spanned<String>, Access>| {
             for path in grants.keys() {
@@ -626,6 +699,9 @@ impl Config {
                     })
                 })
                 .transpose()?;
+            if let Some(traced) = tenant.trace {
+                plan.trace.tenants.insert(tenant_id.clone(), traced);
+            }
             plan.tenants.push(TenantPlan {
                 id: tenant_id,
                 hooks: tenant

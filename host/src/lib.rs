@@ -31,11 +31,13 @@ pub mod guest_log;
 pub mod ids;
 pub mod limits;
 pub mod mcp;
+pub mod metrics;
 pub mod mounts;
 pub mod runtime;
 pub mod sandbox;
 pub mod sessions;
 pub mod tools;
+pub mod trace;
 
 pub use bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 pub use config::Config;

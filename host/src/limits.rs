@@ -76,6 +76,27 @@ pub const DEFAULT_KEEP_RESIDENT_BYTES: u64 = 4 * 1024 * 1024;
 /// host calls that need a handle trap (wasmtime-wasi turns a full table into a trap).
 pub const DEFAULT_MAX_RESOURCES: usize = 1_000;
 
+/// Entries a trace walk of one mount visits: past it, changes go unseen and the walk says
+/// it was cut short (`truncated` in `filesystem.mounted`).
+pub const MAX_TRACED_ENTRIES: usize = 200_000;
+
+/// Directory levels a trace walk descends.
+pub const MAX_TRACED_DEPTH: usize = 64;
+
+/// The largest text file whose content the trace keeps, to diff its next change.
+pub const MAX_KEPT_TEXT: usize = 64 * 1024;
+
+/// Text the trace keeps per mount of a session, for diffs; files past it are hashed only.
+pub const MAX_KEPT_TEXT_PER_MOUNT: usize = 4 * 1024 * 1024;
+
+/// The default largest unified diff written inline in a `file.*` trace event; a larger one
+/// is written under the session's `/artifacts/trace/diffs/` and referenced
+/// (`[trace] diff_bytes`).
+pub const DEFAULT_TRACE_DIFF_BYTES: usize = 4 * 1024;
+
+/// A guest's stderr, a refusal's message or a failure's detail in a trace event.
+pub const TRACE_TEXT_BYTES: usize = 2 * 1024;
+
 /// Limits for calls into one component.
 ///
 /// What applies to a call is layered, the most specific last: these defaults, then the

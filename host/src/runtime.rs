@@ -17,6 +17,7 @@ use crate::tools::bash::BashTool;
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
 use crate::tools::{Extras, Tool, ToolRegistry};
+use crate::trace::Tracer;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -110,6 +111,8 @@ pub struct Runtime {
     sandbox: Arc<Sandbox>,
     data_root: PathBuf,
     loader: ComponentLoader,
+    /// Traces, metrics and spans of every call.
+    tracer: Arc<Tracer>,
 }
 
 /// What a declared tenant may call, and through which chain.
@@ -299,7 +302,15 @@ impl Runtime {
                 }
             }));
         }
+        let tracer = Arc::new(Tracer::new(plan.trace));
+        let held = Arc::downgrade(&tracer);
+        sessions.on_end(Box::new(move |key| {
+            if let Some(tracer) = held.upgrade() {
+                tracer.forget(key);
+            }
+        }));
         let runtime = Runtime {
+            tracer,
             chain: HookChain::new(layers, sandbox.clone()),
             sandbox,
             calls,
@@ -314,6 +325,11 @@ impl Runtime {
             runtime.ends_with_sessions(tool);
         }
         Ok(Runtime { tools, ..runtime })
+    }
+
+    /// What observes its calls: traces, metrics, spans.
+    pub fn tracer(&self) -> &Tracer {
+        &self.tracer
     }
 
     /// The sessions this runtime serves.
@@ -532,14 +548,23 @@ impl Runtime {
             arguments: arguments.to_string(),
         };
         let call_id = call.id.clone();
-        let span = tracing::info_span!("call", tool, call_id = %call.id, session = %session.id);
+        let span = tracing::info_span!(
+            "call",
+            otel.name = %format_args!("call {tool}"),
+            tool,
+            call_id = %call.id,
+            tenant = %session.tenant,
+            session = %session.id,
+            outcome = tracing::field::Empty,
+        );
         let chain = self.chain(&session.tenant);
+        let mut trace = self.tracer.begin(session, &call_id, tool);
         let run = chain
-            .run(session, ctx, call, target.as_ref())
-            .instrument(span);
+            .run(session, ctx, call, target.as_ref(), &mut trace)
+            .instrument(span.clone());
         // Only a tenant with a quota pays for measuring around its calls, and only the
         // mounts this call's hooks and tool may write in are measured.
-        let result = if self.sessions.tenants().quota(&session.tenant).is_set() {
+        let (result, outcome) = if self.sessions.tenants().quota(&session.tenant).is_set() {
             let writable: BTreeSet<&str> = chain
                 .layers()
                 .iter()
@@ -547,17 +572,27 @@ impl Runtime {
                 .flat_map(|layer| sandbox::writable(&layer.grants))
                 .chain(target.writable_mounts())
                 .collect();
-            self.sessions.within_quota(session, &writable, run).await
+            // A call the quota stopped did not finish: it failed.
+            let mut outcome = "failed";
+            let run = async {
+                let (result, finished) = run.await;
+                outcome = finished;
+                result
+            };
+            let result = self.sessions.within_quota(session, &writable, run).await;
+            (result, outcome)
         } else {
             run.await
         };
+        span.record("outcome", outcome);
+        trace.finish(outcome, result.output.len(), started.elapsed());
         self.sessions.mark_active(session).await;
         tracing::info!(
             tool,
             tenant = %session.tenant,
             session = %session.id,
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-            outcome = if result.is_error { "error" } else { "ok" },
+            outcome,
             output_bytes = result.output.len(),
             "call"
         );

@@ -1,0 +1,240 @@
+//! Prometheus metrics of a runtime, in the OpenMetrics text format (`GET /metrics` on
+//! `serve --http`, or `serve --metrics ADDR`).
+//!
+//! Counted as calls go: calls by tenant, tool and outcome; layer failures by layer and
+//! kind; call and per-layer-phase latency histograms; output bytes hooks took out of
+//! results (what offload moved to files). Read at each scrape: sessions by tenant,
+//! per-session instances kept, disk use against quota by tenant, upstream health.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The content type of [`Metrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tenant: String,
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    layer: String,
+    phase: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LayerLabels {
+    layer: String,
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabels {
+    tenant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OffloadLabels {
+    tenant: String,
+    hook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabels {
+    upstream: String,
+    state: String,
+}
+
+/// Latency buckets: 50 µs to ~105 s, doubling.
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 22))
+}
+
+/// A runtime's metrics.
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    call_seconds: Family<ToolLabels, Histogram, fn() -> Histogram>,
+    layer_seconds: Family<LayerLabels, Histogram, fn() -> Histogram>,
+    offloaded: Family<OffloadLabels, Counter>,
+    sessions: Family<TenantLabels, Gauge>,
+    instances: Gauge,
+    disk_bytes: Family<TenantLabels, Gauge>,
+    quota_bytes: Family<TenantLabels, Gauge>,
+    upstreams: Family<UpstreamLabels, Gauge>,
+}
+
+/// What a scrape reads from the runtime.
+pub struct Scraped {
+    /// Sessions by tenant.
+    pub sessions: Vec<(String, i64)>,
+    /// Per-session instances kept.
+    pub instances: i64,
+    /// Disk use and quota (bytes) of each tenant with a quota.
+    pub disk: Vec<(String, i64, Option<i64>)>,
+    /// Each upstream and its state (`up`, `down`, `unavailable`).
+    pub upstreams: Vec<(String, &'static str)>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let mut registry = Registry::with_prefix("hookhost");
+        let metrics = Metrics {
+            registry: Registry::default(),
+            calls: Family::default(),
+            failures: Family::default(),
+            call_seconds: Family::new_with_constructor(latency),
+            layer_seconds: Family::new_with_constructor(latency),
+            offloaded: Family::default(),
+            sessions: Family::default(),
+            instances: Gauge::default(),
+            disk_bytes: Family::default(),
+            quota_bytes: Family::default(),
+            upstreams: Family::default(),
+        };
+        registry.register(
+            "calls",
+            "Tool calls, by tenant, tool and outcome (done, tool-error, refused, failed, unknown-tool)",
+            metrics.calls.clone(),
+        );
+        registry.register(
+            "layer_failures",
+            "Failures of hooks and tools, by layer, phase and kind (trap, timeout, memory, fuel, output-too-large, invalid-output, setup, declared)",
+            metrics.failures.clone(),
+        );
+        registry.register(
+            "call_duration_seconds",
+            "Time of whole calls through the chain, by tool",
+            metrics.call_seconds.clone(),
+        );
+        registry.register(
+            "layer_duration_seconds",
+            "Time of each hook phase and tool execution, by layer and phase",
+            metrics.layer_seconds.clone(),
+        );
+        registry.register(
+            "offloaded_bytes",
+            "Output bytes a hook's after-execute took out of results (offload: moved to a file)",
+            metrics.offloaded.clone(),
+        );
+        registry.register("sessions", "Sessions, by tenant", metrics.sessions.clone());
+        registry.register(
+            "kept_instances",
+            "Per-session hook instances kept",
+            metrics.instances.clone(),
+        );
+        registry.register(
+            "disk_used_bytes",
+            "Bytes in each tenant's session and tenant directories (tenants with a quota)",
+            metrics.disk_bytes.clone(),
+        );
+        registry.register(
+            "disk_quota_bytes",
+            "Each tenant's disk quota in bytes",
+            metrics.quota_bytes.clone(),
+        );
+        registry.register(
+            "upstream_up",
+            "1 for an upstream MCP server's current state (up, down, unavailable)",
+            metrics.upstreams.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+}
+
+impl Metrics {
+    /// A call finished.
+    pub fn call(&self, tenant: &str, tool: &str, outcome: &str, seconds: f64) {
+        self.calls
+            .get_or_create(&CallLabels {
+                tenant: tenant.into(),
+                tool: tool.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+        self.call_seconds
+            .get_or_create(&ToolLabels { tool: tool.into() })
+            .observe(seconds);
+    }
+
+    /// A layer's phase ended, failed with `failure` (its kind) or not.
+    pub fn phase(&self, layer: &str, phase: &str, seconds: f64, failure: Option<&str>) {
+        self.layer_seconds
+            .get_or_create(&LayerLabels {
+                layer: layer.into(),
+                phase: phase.into(),
+            })
+            .observe(seconds);
+        if let Some(kind) = failure {
+            self.failures
+                .get_or_create(&FailureLabels {
+                    layer: layer.into(),
+                    phase: phase.into(),
+                    kind: kind.into(),
+                })
+                .inc();
+        }
+    }
+
+    /// A hook's after-execute took `bytes` out of a result.
+    pub fn offloaded(&self, tenant: &str, hook: &str, bytes: u64) {
+        self.offloaded
+            .get_or_create(&OffloadLabels {
+                tenant: tenant.into(),
+                hook: hook.into(),
+            })
+            .inc_by(bytes);
+    }
+
+    /// The metrics as OpenMetrics text, with `scraped`'s gauges.
+    pub fn encode(&self, scraped: Scraped) -> String {
+        self.sessions.clear();
+        for (tenant, count) in scraped.sessions {
+            self.sessions
+                .get_or_create(&TenantLabels { tenant })
+                .set(count);
+        }
+        self.instances.set(scraped.instances);
+        self.disk_bytes.clear();
+        self.quota_bytes.clear();
+        for (tenant, used, quota) in scraped.disk {
+            let labels = TenantLabels { tenant };
+            self.disk_bytes.get_or_create(&labels).set(used);
+            if let Some(quota) = quota {
+                self.quota_bytes.get_or_create(&labels).set(quota);
+            }
+        }
+        self.upstreams.clear();
+        for (upstream, state) in scraped.upstreams {
+            for candidate in ["up", "down", "unavailable"] {
+                self.upstreams
+                    .get_or_create(&UpstreamLabels {
+                        upstream: upstream.clone(),
+                        state: candidate.into(),
+                    })
+                    .set(i64::from(candidate == state));
+            }
+        }
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}

@@ -1,0 +1,425 @@
+//! What changed in a mount: a snapshot of its metadata before a phase and one after,
+//! compared; only what changed is read and hashed.
+//!
+//! A [`Snapshot`] is one walk of a mount's directory: for every entry its type, size,
+//! inode and change times (one `statx` per entry, no reads). Two snapshots are compared by
+//! that metadata; an entry whose metadata moved is read and hashed (SHA-256), so a call
+//! that wrote nothing reads no file. An entry written so soon after the earlier snapshot
+//! that the file system's coarse clock could leave its times unchanged is hashed again
+//! anyway (git's "racily clean" rule), so a same-size rewrite in the same tick is seen.
+//!
+//! Security rules:
+//! - nothing is followed: directories are opened `O_NOFOLLOW` from their parent's handle,
+//!   files through `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` from the mount's
+//!   handle, so a symlink a guest planted (or swapped in meanwhile) is reported as a
+//!   symlink, with its target text, and never read through;
+//! - a walk stops at [`MAX_TRACED_ENTRIES`] entries and [`MAX_TRACED_DEPTH`] levels: a guest
+//!   cannot make the host walk without bound;
+//! - text is kept (for diffs) only for files up to [`MAX_KEPT_TEXT`], within
+//!   [`MAX_KEPT_TEXT_PER_MOUNT`] per mount.
+
+use crate::limits::{MAX_KEPT_TEXT, MAX_KEPT_TEXT_PER_MOUNT, MAX_TRACED_DEPTH, MAX_TRACED_ENTRIES};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How far a file system's timestamps may lag the clock: an entry changed less than this
+/// before a snapshot may keep its times when written again, so it is hashed to be sure.
+const RACY_WINDOW: Duration = Duration::from_millis(20);
+
+/// What kind of entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryType {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// One entry of a snapshot.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub kind: EntryType,
+    pub bytes: u64,
+    ino: u64,
+    mtime: (i64, u32),
+    ctime: (i64, u32),
+    /// SHA-256 of a regular file's content, once read.
+    pub sha256: Option<[u8; 32]>,
+    /// Whether a regular file's content is text (UTF-8 without NUL), once read.
+    pub text: Option<bool>,
+    /// The content of a small text file, kept for diffs.
+    pub kept: Option<Arc<str>>,
+    /// A symlink's target, as text (never followed).
+    pub link: Option<String>,
+}
+
+impl EntryType {
+    fn of(stat: &Stat) -> EntryType {
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => EntryType::File,
+            FileType::Directory => EntryType::Dir,
+            FileType::Symlink => EntryType::Symlink,
+            _ => EntryType::Other,
+        }
+    }
+}
+
+impl Entry {
+    /// An entry with `stat`'s metadata, not read yet.
+    pub fn from_stat(stat: &Stat) -> Entry {
+        Entry {
+            kind: EntryType::of(stat),
+            bytes: stat.st_size.max(0) as u64,
+            ino: stat.st_ino,
+            mtime: (stat.st_mtime, stat.st_mtime_nsec as u32),
+            ctime: (stat.st_ctime, stat.st_ctime_nsec as u32),
+            sha256: None,
+            text: None,
+            kept: None,
+            link: None,
+        }
+    }
+
+    /// Whether `other` has the same type, size, inode and times.
+    pub fn same_metadata(&self, other: &Entry) -> bool {
+        self.kind == other.kind
+            && self.bytes == other.bytes
+            && self.ino == other.ino
+            && self.mtime == other.mtime
+            && self.ctime == other.ctime
+    }
+
+    fn changed_at(&self) -> SystemTime {
+        let (secs, nanos) = self.mtime.max(self.ctime);
+        SystemTime::UNIX_EPOCH + Duration::new(secs.max(0) as u64, nanos)
+    }
+}
+
+/// One walk of a mount directory.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Entries by path relative to the mount, `/`-separated.
+    pub entries: BTreeMap<String, Entry>,
+    /// When the walk began.
+    taken: SystemTime,
+    /// The walk stopped at a bound; entries past it are not seen.
+    pub truncated: bool,
+}
+
+impl Snapshot {
+    /// Nothing: what a mount is compared against before its first snapshot.
+    pub fn empty() -> Snapshot {
+        Snapshot {
+            entries: BTreeMap::new(),
+            taken: SystemTime::UNIX_EPOCH,
+            truncated: false,
+        }
+    }
+
+    /// Regular files and their bytes.
+    pub fn totals(&self) -> (u64, u64) {
+        self.entries
+            .values()
+            .filter(|e| e.kind == EntryType::File)
+            .fold((0, 0), |(files, bytes), e| (files + 1, bytes + e.bytes))
+    }
+
+    /// Walks `root`.
+    ///
+    /// # Errors
+    ///
+    /// When `root` cannot be opened as a directory (missing, or a symlink).
+    pub fn take(root: &Path) -> io::Result<Snapshot> {
+        let taken = SystemTime::now();
+        let dir = open_dir(rustix::fs::CWD, root)?;
+        let mut snapshot = Snapshot {
+            entries: BTreeMap::new(),
+            taken,
+            truncated: false,
+        };
+        let mut pending = vec![(dir, String::new(), 0usize)];
+        while let Some((dir, prefix, depth)) = pending.pop() {
+            let mut listing = rustix::fs::Dir::read_from(&dir)?;
+            for item in &mut listing {
+                let item = item?;
+                let name = item.file_name().to_bytes();
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                let name = String::from_utf8_lossy(name).into_owned();
+                if snapshot.entries.len() >= MAX_TRACED_ENTRIES {
+                    snapshot.truncated = true;
+                    return Ok(snapshot);
+                }
+                let Ok(stat) =
+                    rustix::fs::statat(&dir, item.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                else {
+                    continue; // gone meanwhile
+                };
+                let kind = EntryType::of(&stat);
+                let path = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                let link = (kind == EntryType::Symlink)
+                    .then(|| rustix::fs::readlinkat(&dir, item.file_name(), Vec::new()).ok())
+                    .flatten()
+                    .map(|target| target.to_string_lossy().into_owned());
+                if kind == EntryType::Dir {
+                    if depth + 1 < MAX_TRACED_DEPTH {
+                        if let Ok(child) = open_dir(&dir, item.file_name()) {
+                            pending.push((child, path.clone(), depth + 1));
+                        }
+                    } else {
+                        snapshot.truncated = true;
+                    }
+                }
+                let mut entry = Entry::from_stat(&stat);
+                entry.link = link;
+                snapshot.entries.insert(path, entry);
+            }
+        }
+        Ok(snapshot)
+    }
+}
+
+/// One entry that changed between two snapshots.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub path: String,
+    pub before: Option<Entry>,
+    pub after: Option<Entry>,
+}
+
+/// Compares `after` (taken of `root`) with `before`: what was created, changed or deleted.
+/// Entries of `after` whose metadata did not move take their hash and kept text from
+/// `before`; the others are read and hashed. Directories are walked, not reported; nor are
+/// entries `host_wrote` (the host's own trace files, as it last left them).
+pub fn compare(
+    root: &Path,
+    before: &Snapshot,
+    after: &mut Snapshot,
+    host_wrote: &dyn Fn(&str, &Entry) -> bool,
+) -> Vec<Change> {
+    let racy_since = before
+        .taken
+        .checked_sub(RACY_WINDOW)
+        .unwrap_or(before.taken);
+    let mount = open_dir(rustix::fs::CWD, root).ok();
+    let mut kept_bytes = 0usize;
+    let mut changes = Vec::new();
+    for (path, entry) in &mut after.entries {
+        if host_wrote(path, entry) {
+            continue;
+        }
+        let old = before.entries.get(path);
+        if let Some(old) = old
+            && old.same_metadata(entry)
+            && (entry.kind != EntryType::File || old.sha256.is_some())
+        {
+            entry.sha256 = old.sha256;
+            entry.text = old.text;
+            entry.kept = old.kept.clone();
+            if entry.kind != EntryType::File || entry.changed_at() < racy_since {
+                kept_bytes += entry.kept.as_ref().map_or(0, |k| k.len());
+                continue;
+            }
+        }
+        if entry.kind == EntryType::File
+            && let Some(mount) = &mount
+        {
+            let budget = MAX_KEPT_TEXT_PER_MOUNT.saturating_sub(kept_bytes);
+            match read_file(mount, path, budget.min(MAX_KEPT_TEXT)) {
+                Ok(read) => {
+                    entry.sha256 = Some(read.sha256);
+                    entry.text = Some(read.text);
+                    entry.kept = read.kept;
+                }
+                Err(e) => tracing::debug!(path, error = %e, "cannot read a changed file"),
+            }
+        }
+        kept_bytes += entry.kept.as_ref().map_or(0, |k| k.len());
+        let unchanged = old.is_some_and(|old| {
+            old.kind == entry.kind
+                && old.sha256 == entry.sha256
+                && old.link == entry.link
+                && (entry.kind != EntryType::File || old.bytes == entry.bytes)
+        });
+        if entry.kind != EntryType::Dir && !unchanged {
+            changes.push(Change {
+                path: path.clone(),
+                before: old.cloned().filter(|o| o.kind != EntryType::Dir),
+                after: Some(entry.clone()),
+            });
+        }
+    }
+    for (path, old) in &before.entries {
+        if old.kind != EntryType::Dir && !after.entries.contains_key(path) {
+            changes.push(Change {
+                path: path.clone(),
+                before: Some(old.clone()),
+                after: None,
+            });
+        }
+    }
+    changes
+}
+
+/// What reading a file found.
+struct Contents {
+    sha256: [u8; 32],
+    text: bool,
+    kept: Option<Arc<str>>,
+}
+
+/// Reads `path` below `mount` without following any symlink: its hash, whether it is text,
+/// and its content when it is text of at most `keep` bytes.
+fn read_file(mount: &OwnedFd, path: &str, keep: usize) -> io::Result<Contents> {
+    let fd = rustix::fs::openat2(
+        mount,
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    let mut hasher = Sha256::new();
+    let mut head = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut text = true;
+    let mut total = 0usize;
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buffer[..n];
+        hasher.update(chunk);
+        text &= !chunk.contains(&0);
+        if total + n <= keep.max(TEXT_SNIFF) {
+            head.extend_from_slice(chunk);
+        }
+        total += n;
+    }
+    let valid = std::str::from_utf8(&head);
+    // A file longer than what was kept is judged by its head; a cut inside a character is
+    // not a reason to call it binary.
+    text &= match valid {
+        Ok(_) => true,
+        Err(e) => total > head.len() && e.error_len().is_none(),
+    };
+    let kept = match valid {
+        Ok(s) if text && total == head.len() && total <= keep => Some(Arc::from(s)),
+        _ => None,
+    };
+    Ok(Contents {
+        sha256: hasher.finalize().into(),
+        text,
+        kept,
+    })
+}
+
+/// How much of a file too large to keep is read to judge whether it is text.
+const TEXT_SNIFF: usize = 8 * 1024;
+
+/// Opens the directory `path` relative to `at`, not following a symlink.
+fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::openat(
+        at,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// SHA-256 as lowercase hex.
+pub fn hex(hash: &[u8; 32]) -> String {
+    use std::fmt::Write;
+    hash.iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes(root: &Path, before: &Snapshot) -> (Snapshot, Vec<Change>) {
+        let mut after = Snapshot::take(root).unwrap();
+        let changes = compare(root, before, &mut after, &|_, _| false);
+        (after, changes)
+    }
+
+    #[test]
+    fn sees_created_rewritten_and_deleted_files_and_reports_symlinks_unfollowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let secret = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(secret.path(), "secret").unwrap();
+        let (first, created) = {
+            std::fs::create_dir(root.join("sub")).unwrap();
+            std::fs::write(root.join("sub/a.txt"), "one\n").unwrap();
+            changes(root, &Snapshot::empty())
+        };
+        assert_eq!(created.len(), 1);
+        assert_eq!(created[0].path, "sub/a.txt");
+        let a = created[0].after.as_ref().unwrap();
+        assert_eq!(a.kept.as_deref(), Some("one\n"));
+        assert_eq!(
+            a.sha256.unwrap(),
+            <[u8; 32]>::from(Sha256::digest(b"one\n"))
+        );
+
+        // Same size, same tick: still seen (racy rule).
+        std::fs::write(root.join("sub/a.txt"), "two\n").unwrap();
+        std::os::unix::fs::symlink(secret.path(), root.join("link")).unwrap();
+        std::fs::write(root.join("bin"), [0u8, 1, 2]).unwrap();
+        let (second, changed) = changes(root, &first);
+        let by_path: BTreeMap<_, _> = changed.iter().map(|c| (c.path.as_str(), c)).collect();
+        assert_eq!(by_path.len(), 3, "{changed:?}");
+        assert_eq!(
+            by_path["sub/a.txt"]
+                .before
+                .as_ref()
+                .unwrap()
+                .kept
+                .as_deref(),
+            Some("one\n")
+        );
+        assert_eq!(
+            by_path["sub/a.txt"].after.as_ref().unwrap().kept.as_deref(),
+            Some("two\n")
+        );
+        let link = by_path["link"].after.as_ref().unwrap();
+        assert_eq!(link.kind, EntryType::Symlink);
+        assert_eq!(link.link.as_deref(), secret.path().to_str());
+        assert!(link.sha256.is_none(), "a symlink is never read through");
+        assert_eq!(by_path["bin"].after.as_ref().unwrap().text, Some(false));
+
+        std::fs::remove_file(root.join("sub/a.txt")).unwrap();
+        let (_, deleted) = changes(root, &second);
+        assert_eq!(deleted.len(), 1);
+        assert!(deleted[0].after.is_none());
+    }
+
+    #[test]
+    fn a_quiet_mount_reports_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "a").unwrap();
+        let (first, _) = changes(dir.path(), &Snapshot::empty());
+        std::thread::sleep(RACY_WINDOW * 2);
+        let (second, _) = changes(dir.path(), &first);
+        std::thread::sleep(RACY_WINDOW * 2);
+        let (_, none) = changes(dir.path(), &second);
+        assert!(none.is_empty());
+    }
+}

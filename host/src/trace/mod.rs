@@ -1,0 +1,724 @@
+//! The host's trace of each session: every layer's outcome and every file a component
+//! changed, observed from the host side so that a hook cannot hide what it did.
+//!
+//! Each call's events go, one JSON object per line ([`SCHEMA_VERSION`]), to the session's
+//! trace file (`trace/events.jsonl` in the trace mount, `/artifacts` by default: a
+//! component sees it only where the config grants that mount), and to `tracing` (target
+//! `hookhost::trace`, at debug level). Kinds:
+//!
+//! - `filesystem.mounted`: a mount granted for the first time in the session (on this
+//!   host): its scope, whether writable, and for a writable one its files and bytes;
+//! - `hook.before`, `hook.after`, `hook.refused`, `hook.failed` (with the failure's kind
+//!   and the guest's stderr, bounded), `tool.executed`: one per layer phase, with its
+//!   duration; `call.finished` with the outcome and output bytes;
+//! - `file.created`, `file.updated`, `file.deleted`: what a phase changed in the mounts
+//!   its layer may write in, attributed to that layer (`layer` is null for a change made
+//!   between phases, by something outside the chain: the user editing the project, a
+//!   command left running); sizes and SHA-256 before and after; for a text change a
+//!   unified diff, inline up to `[trace] diff_bytes`, else written under
+//!   `trace/diffs/` and referenced; a binary file's metadata only; a symlink as a symlink
+//!   with its target, never followed.
+//!
+//! Cost: each phase walks its layer's writable mounts' metadata before and after (see
+//! [`files`]); only changed files are read. A tenant with `trace = false` pays none of it.
+//! The host's own trace files are not reported as changes, unless a component changed
+//! them after the host (then they are, as that component's).
+
+pub mod files;
+
+use crate::failure::Failure;
+use crate::limits::TRACE_TEXT_BYTES;
+use crate::metrics::Metrics;
+use crate::mounts::{ResolvedMount, Scope};
+use crate::sessions::{Session, SessionKey};
+use files::{Change, Entry, EntryType, Snapshot};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The `v` of every event: bumped when a field changes meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The trace file, relative to the trace mount's directory.
+pub const EVENTS_FILE: &str = "trace/events.jsonl";
+
+/// The directory of the host's trace files in the trace mount.
+const TRACE_DIR: &str = "trace";
+
+/// A walk above this many entries runs on the blocking pool rather than the executor.
+const INLINE_WALK_ENTRIES: usize = 256;
+
+/// How the host traces sessions (`[trace]`).
+#[derive(Debug, Clone)]
+pub struct TraceSettings {
+    pub enabled: bool,
+    /// The mount whose directory holds `trace/`; no trace file when `None`.
+    pub mount: Option<String>,
+    /// The largest diff written inline.
+    pub diff_bytes: usize,
+    /// Tenants that say whether they are traced, over `enabled`.
+    pub tenants: HashMap<crate::TenantId, bool>,
+}
+
+/// Which phase of a layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Before,
+    After,
+    Execute,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Before => "before-execute",
+            Phase::After => "after-execute",
+            Phase::Execute => "execute",
+        }
+    }
+}
+
+/// How a phase ended.
+pub enum PhaseEnd<'a> {
+    /// A hook let the call through. `rewrote`: it changed the arguments or the output;
+    /// `took_out`: output bytes its after-execute took out of the result.
+    Passed {
+        rewrote: bool,
+        took_out: u64,
+    },
+    Refused {
+        message: &'a str,
+    },
+    Failed {
+        failure: &'a Failure,
+    },
+    /// The tool ran.
+    Executed {
+        is_error: bool,
+        output_bytes: usize,
+    },
+}
+
+/// One event of a trace file.
+#[derive(Debug, Serialize)]
+struct Event<'a> {
+    v: u32,
+    time: String,
+    tenant: &'a str,
+    session: &'a str,
+    call: &'a str,
+    seq: u64,
+    kind: &'static str,
+    layer: Option<&'a str>,
+    phase: Option<&'static str>,
+    #[serde(flatten)]
+    detail: serde_json::Value,
+}
+
+/// The trace state of one session on this host.
+struct SessionTrace {
+    /// The last snapshot of each writable mount, by virtual path.
+    snapshots: Mutex<HashMap<String, Arc<Snapshot>>>,
+    /// Mounts already announced.
+    mounted: Mutex<HashSet<String>>,
+    /// The trace mount's directory.
+    trace_root: Option<PathBuf>,
+    /// What the host last left in its trace files, by path in the trace mount.
+    host_wrote: Mutex<HashMap<String, Entry>>,
+    seq: AtomicU64,
+}
+
+/// Observes every call of a runtime: its trace, its metrics, its spans.
+pub struct Tracer {
+    settings: TraceSettings,
+    sessions: Mutex<HashMap<SessionKey, Arc<SessionTrace>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Tracer {
+    pub fn new(settings: TraceSettings) -> Tracer {
+        Tracer {
+            settings,
+            sessions: Mutex::new(HashMap::new()),
+            metrics: Arc::default(),
+        }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn settings(&self) -> &TraceSettings {
+        &self.settings
+    }
+
+    /// Whether `session`'s calls are traced.
+    pub fn traces(&self, tenant: &crate::TenantId) -> bool {
+        self.settings
+            .tenants
+            .get(tenant)
+            .copied()
+            .unwrap_or(self.settings.enabled)
+    }
+
+    /// Starts tracing one call of `session`.
+    pub fn begin<'a>(&self, session: &'a Session, call: &'a str, tool: &'a str) -> CallTrace<'a> {
+        let state = self.traces(&session.tenant).then(|| {
+            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            sessions
+                .entry(session.key())
+                .or_insert_with(|| {
+                    Arc::new(SessionTrace {
+                        snapshots: Mutex::default(),
+                        mounted: Mutex::default(),
+                        trace_root: self
+                            .settings
+                            .mount
+                            .as_deref()
+                            .and_then(|m| session.host_dir(m))
+                            .map(Path::to_path_buf),
+                        host_wrote: Mutex::default(),
+                        seq: AtomicU64::new(0),
+                    })
+                })
+                .clone()
+        });
+        CallTrace {
+            state,
+            metrics: self.metrics.clone(),
+            session,
+            call,
+            tool,
+            diff_bytes: self.settings.diff_bytes,
+            lines: Vec::new(),
+            diffs: 0,
+        }
+    }
+
+    /// Drops what it holds for `key` (the session ended).
+    pub fn forget(&self, key: &SessionKey) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}
+
+/// What the host observes of one call, in the making: its trace events (when its tenant
+/// is traced), its metrics, and a `tracing` span per layer phase (what OpenTelemetry
+/// exports).
+pub struct CallTrace<'a> {
+    state: Option<Arc<SessionTrace>>,
+    metrics: Arc<Metrics>,
+    session: &'a Session,
+    call: &'a str,
+    tool: &'a str,
+    diff_bytes: usize,
+    /// Events not yet written to the trace file.
+    lines: Vec<String>,
+    /// Diff files written for this call.
+    diffs: u32,
+}
+
+/// A phase under way: what its layer's writable mounts held before it.
+pub struct Watch {
+    layer: String,
+    phase: Phase,
+    before: Vec<(ResolvedMount, Arc<Snapshot>)>,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl Watch {
+    /// How long the phase has run.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+impl<'a> CallTrace<'a> {
+    /// Whether this call is traced.
+    pub fn is_on(&self) -> bool {
+        self.state.is_some()
+    }
+
+    /// Before a phase of `layer`, which is granted `mounts` (virtual path, writable):
+    /// announces mounts first granted in the session, records changes made since the last
+    /// phase by something else, and snapshots the writable ones.
+    pub async fn enter(&mut self, layer: &str, phase: Phase, mounts: &[(&str, bool)]) -> Watch {
+        let mut before = Vec::new();
+        if let Some(state) = self.state.clone() {
+            for &(path, writable) in mounts {
+                let Some(mount) = self
+                    .session
+                    .mounts()
+                    .iter()
+                    .find(|m| m.virtual_path == path)
+                else {
+                    continue;
+                };
+                let first = state.mark_mounted(path);
+                if !writable {
+                    if first {
+                        self.mounted(layer, mount, false, None);
+                    }
+                    continue;
+                }
+                let known = state.snapshot(path);
+                let (fresh, outside) = observe(&state, mount, known).await;
+                if first {
+                    self.mounted(layer, mount, true, Some(&fresh));
+                } else {
+                    self.changes(None, None, mount, outside);
+                }
+                let fresh = Arc::new(fresh);
+                state.keep(path, fresh.clone());
+                before.push((mount.clone(), fresh));
+            }
+            if phase == Phase::Execute {
+                self.flush();
+            }
+        }
+        let span = tracing::info_span!(
+            "layer",
+            otel.name = %format_args!("{layer} {}", phase.as_str()),
+            layer,
+            phase = phase.as_str(),
+            outcome = tracing::field::Empty,
+            failure_kind = tracing::field::Empty,
+        );
+        Watch {
+            layer: layer.to_string(),
+            phase,
+            before,
+            started: Instant::now(),
+            span,
+        }
+    }
+
+    /// After a phase: its event, then what it changed in its writable mounts.
+    pub async fn leave(&mut self, watch: Watch, end: PhaseEnd<'_>) {
+        let elapsed = watch.started.elapsed();
+        let (outcome, failure) = match &end {
+            PhaseEnd::Passed { .. }
+            | PhaseEnd::Executed {
+                is_error: false, ..
+            } => ("passed", None),
+            PhaseEnd::Executed { is_error: true, .. } => ("tool-error", None),
+            PhaseEnd::Refused { .. } => ("refused", None),
+            PhaseEnd::Failed { failure } => ("failed", Some(failure.kind.to_string())),
+        };
+        watch.span.record("outcome", outcome);
+        if let Some(kind) = &failure {
+            watch.span.record("failure_kind", kind.as_str());
+        }
+        self.metrics.phase(
+            &watch.layer,
+            watch.phase.as_str(),
+            elapsed.as_secs_f64(),
+            failure.as_deref(),
+        );
+        if let PhaseEnd::Passed { took_out, .. } = end
+            && took_out > 0
+        {
+            self.metrics
+                .offloaded(self.session.tenant.as_str(), &watch.layer, took_out);
+        }
+        let Some(state) = self.state.clone() else {
+            return;
+        };
+        let duration_us = elapsed.as_micros() as u64;
+        let (kind, detail) = match end {
+            PhaseEnd::Passed { rewrote, .. } => (
+                match watch.phase {
+                    Phase::After => "hook.after",
+                    _ => "hook.before",
+                },
+                serde_json::json!({ "duration_us": duration_us, "rewrote": rewrote }),
+            ),
+            PhaseEnd::Refused { message } => (
+                "hook.refused",
+                serde_json::json!({ "duration_us": duration_us, "message": bounded(message) }),
+            ),
+            PhaseEnd::Failed { failure } => (
+                if watch.phase == Phase::Execute {
+                    "tool.executed"
+                } else {
+                    "hook.failed"
+                },
+                serde_json::json!({
+                    "duration_us": duration_us,
+                    "failure": failure.kind.to_string(),
+                    "detail": bounded(&failure.detail),
+                    "stderr": failure.detail.split_once("; stderr: ").map(|(_, said)| bounded(said)),
+                }),
+            ),
+            PhaseEnd::Executed {
+                is_error,
+                output_bytes,
+            } => (
+                "tool.executed",
+                serde_json::json!({
+                    "duration_us": duration_us,
+                    "is_error": is_error,
+                    "output_bytes": output_bytes,
+                }),
+            ),
+        };
+        self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
+        for (mount, before) in watch.before {
+            let (after, changes) = observe(&state, &mount, Some(before)).await;
+            self.changes(Some(&watch.layer), Some(watch.phase), &mount, changes);
+            state.keep(&mount.virtual_path, Arc::new(after));
+        }
+    }
+
+    /// The call's last event, and every event not yet written goes to the trace file.
+    pub fn finish(mut self, outcome: &str, output_bytes: usize, duration: Duration) {
+        self.metrics.call(
+            self.session.tenant.as_str(),
+            self.tool,
+            outcome,
+            duration.as_secs_f64(),
+        );
+        if self.state.is_none() {
+            return;
+        }
+        self.event(
+            "call.finished",
+            None,
+            None,
+            serde_json::json!({
+                "tool": self.tool,
+                "outcome": outcome,
+                "output_bytes": output_bytes,
+                "duration_us": duration.as_micros() as u64,
+            }),
+        );
+        self.flush();
+    }
+
+    fn mounted(
+        &mut self,
+        layer: &str,
+        mount: &ResolvedMount,
+        writable: bool,
+        seen: Option<&Snapshot>,
+    ) {
+        let totals = seen.map(Snapshot::totals);
+        let scope = match mount.scope {
+            Scope::Session => "session",
+            Scope::Tenant => "tenant",
+            Scope::Persistent => "persistent",
+        };
+        self.event(
+            "filesystem.mounted",
+            Some(layer),
+            None,
+            serde_json::json!({
+                "path": mount.virtual_path,
+                "scope": scope,
+                "in_workdir": mount.in_workdir(),
+                "writable": writable,
+                "files": totals.map(|t| t.0),
+                "bytes": totals.map(|t| t.1),
+                "truncated": seen.is_some_and(|s| s.truncated),
+            }),
+        );
+    }
+
+    /// One `file.*` event per change.
+    fn changes(
+        &mut self,
+        layer: Option<&str>,
+        phase: Option<Phase>,
+        mount: &ResolvedMount,
+        changes: Vec<Change>,
+    ) {
+        for change in changes {
+            let path = format!("{}/{}", mount.virtual_path, change.path);
+            let kind = match (&change.before, &change.after) {
+                (None, _) => "file.created",
+                (Some(_), Some(_)) => "file.updated",
+                (Some(_), None) => "file.deleted",
+            };
+            let mut detail = serde_json::Map::new();
+            detail.insert("path".into(), path.clone().into());
+            side(&mut detail, "before", change.before.as_ref());
+            side(&mut detail, "after", change.after.as_ref());
+            if let Some(diff) = self.diff(&path, &change) {
+                if diff.len() <= self.diff_bytes {
+                    detail.insert("diff".into(), diff.into());
+                } else {
+                    detail.insert("diff_bytes".into(), diff.len().into());
+                    if let Some(reference) = self.write_diff(&diff) {
+                        detail.insert("diff_ref".into(), reference.into());
+                    }
+                }
+            }
+            self.event(
+                kind,
+                layer,
+                phase.map(Phase::as_str),
+                serde_json::Value::Object(detail),
+            );
+        }
+    }
+
+    /// A unified diff of a text change, when both sides' text is known (a created file
+    /// counts as empty before; a deleted file gets none).
+    fn diff(&self, path: &str, change: &Change) -> Option<String> {
+        let after = change.after.as_ref()?.kept.as_deref()?;
+        let before = match &change.before {
+            None => "",
+            Some(before) => before.kept.as_deref()?,
+        };
+        let diff = similar::TextDiff::from_lines(before, after);
+        let from = if change.before.is_some() {
+            format!("a{path}")
+        } else {
+            "/dev/null".to_string()
+        };
+        Some(
+            diff.unified_diff()
+                .context_radius(3)
+                .header(&from, &format!("b{path}"))
+                .to_string(),
+        )
+    }
+
+    /// Writes a diff too large to inline under `trace/diffs/`; its virtual path.
+    fn write_diff(&mut self, diff: &str) -> Option<String> {
+        let state = self.state.clone()?;
+        let mount = self.session.mounts().iter().find(|m| {
+            state
+                .trace_root
+                .as_deref()
+                .is_some_and(|root| root == m.host)
+        })?;
+        self.diffs += 1;
+        let name = format!("{TRACE_DIR}/diffs/{}-{}.diff", self.call, self.diffs);
+        match state.write(&name, diff.as_bytes(), false) {
+            Ok(()) => Some(format!("{}/{name}", mount.virtual_path)),
+            Err(e) => {
+                tracing::warn!(session = %self.session.id, error = %e, "cannot write a trace diff");
+                None
+            }
+        }
+    }
+
+    fn event(
+        &mut self,
+        kind: &'static str,
+        layer: Option<&str>,
+        phase: Option<&'static str>,
+        detail: serde_json::Value,
+    ) {
+        let Some(state) = &self.state else {
+            return;
+        };
+        let event = Event {
+            v: SCHEMA_VERSION,
+            time: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            tenant: self.session.tenant.as_str(),
+            session: self.session.id.as_str(),
+            call: self.call,
+            seq: state.seq.fetch_add(1, Ordering::Relaxed),
+            kind,
+            layer,
+            phase,
+            detail,
+        };
+        match serde_json::to_string(&event) {
+            Ok(line) => {
+                tracing::debug!(target: "hookhost::trace", kind, session = %self.session.id, call = self.call, "{line}");
+                self.lines.push(line);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot encode a trace event"),
+        }
+    }
+
+    /// Appends the events so far to the trace file, in one write.
+    fn flush(&mut self) {
+        let Some(state) = &self.state else {
+            return;
+        };
+        if self.lines.is_empty() || state.trace_root.is_none() {
+            self.lines.clear();
+            return;
+        }
+        let mut text = self.lines.join("\n");
+        text.push('\n');
+        self.lines.clear();
+        if let Err(e) = state.write(EVENTS_FILE, text.as_bytes(), true) {
+            tracing::warn!(session = %self.session.id, error = %e, "cannot write the trace file");
+        }
+    }
+}
+
+/// `before_bytes`, `before_sha256`… (or `after_…`) of one side of a change.
+fn side(
+    detail: &mut serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    entry: Option<&Entry>,
+) {
+    let Some(entry) = entry else {
+        return;
+    };
+    detail.insert(
+        format!("{name}_type"),
+        serde_json::to_value(entry.kind).unwrap_or_default(),
+    );
+    if entry.kind == EntryType::File {
+        detail.insert(format!("{name}_bytes"), entry.bytes.into());
+        detail.insert(
+            format!("{name}_sha256"),
+            entry.sha256.as_ref().map(files::hex).into(),
+        );
+        if let Some(text) = entry.text {
+            detail.insert(format!("{name}_text"), text.into());
+        }
+    }
+    if let Some(target) = &entry.link {
+        detail.insert(format!("{name}_link"), bounded(target).into());
+    }
+}
+
+/// `text` cut to [`TRACE_TEXT_BYTES`] at a character boundary.
+fn bounded(text: &str) -> &str {
+    if text.len() <= TRACE_TEXT_BYTES {
+        return text;
+    }
+    let mut end = TRACE_TEXT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A snapshot of `mount` and what changed since `known` (nothing known: everything is
+/// new), with the changed files read and hashed: off the executor unless the mount was
+/// small when last seen.
+async fn observe(
+    state: &SessionTrace,
+    mount: &ResolvedMount,
+    known: Option<Arc<Snapshot>>,
+) -> (Snapshot, Vec<Change>) {
+    let host_wrote = if state.trace_root.as_deref() == Some(mount.host.as_path()) {
+        state
+            .host_wrote
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    } else {
+        HashMap::new()
+    };
+    let small = known
+        .as_ref()
+        .is_some_and(|s| s.entries.len() <= INLINE_WALK_ENTRIES);
+    let host = mount.host.clone();
+    let run = move || {
+        let mut fresh = Snapshot::take(&host).unwrap_or_else(|e| {
+            tracing::debug!(mount = %host.display(), error = %e, "cannot walk a mount");
+            Snapshot::empty()
+        });
+        let known = known.unwrap_or_else(|| Arc::new(Snapshot::empty()));
+        let changes = files::compare(&host, &known, &mut fresh, &|path, entry| {
+            host_wrote.get(path).is_some_and(|w| w.same_metadata(entry))
+        });
+        (fresh, changes)
+    };
+    if small {
+        return run();
+    }
+    tokio::task::spawn_blocking(run)
+        .await
+        .unwrap_or_else(|_| (Snapshot::empty(), Vec::new()))
+}
+
+impl SessionTrace {
+    /// Marks `path` announced; whether it was not yet.
+    fn mark_mounted(&self, path: &str) -> bool {
+        self.mounted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path.to_string())
+    }
+
+    fn snapshot(&self, path: &str) -> Option<Arc<Snapshot>> {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+            .cloned()
+    }
+
+    fn keep(&self, path: &str, snapshot: Arc<Snapshot>) {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path.to_string(), snapshot);
+    }
+
+    /// Writes `bytes` to `name` (a path in the trace mount, under `trace/`): appended, or
+    /// a new file. Nothing is followed: `trace/` and the file are opened beneath the
+    /// mount with no symlink on the way, so a link a guest planted there fails the write.
+    fn write(&self, name: &str, bytes: &[u8], append: bool) -> std::io::Result<()> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        let root = self
+            .trace_root
+            .as_deref()
+            .ok_or_else(|| std::io::Error::other("no trace mount"))?;
+        let mount = rustix::fs::open(
+            root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let resolve =
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        if let Some((parent, _)) = name.rsplit_once('/') {
+            let mut at = String::new();
+            for segment in parent.split('/') {
+                if !at.is_empty() {
+                    at.push('/');
+                }
+                at.push_str(segment);
+                match rustix::fs::mkdirat(&mount, at.as_str(), Mode::from_raw_mode(0o700)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::CLOEXEC
+            | OFlags::NOFOLLOW
+            | if append {
+                OFlags::APPEND
+            } else {
+                OFlags::TRUNC
+            };
+        let fd = rustix::fs::openat2(&mount, name, flags, Mode::from_raw_mode(0o600), resolve)?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes)?;
+        let stat = rustix::fs::fstat(&file)?;
+        self.host_wrote
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), Entry::from_stat(&stat));
+        Ok(())
+    }
+}
+
+/// The events of a trace file whose `kind` matches `kind` (with `*` wildcards), in order;
+/// lines that are not JSON objects (a write cut by a crash) are skipped.
+pub fn read_events(text: &str, kind: Option<&wildmatch::WildMatch>) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| kind.is_none_or(|k| event["kind"].as_str().is_some_and(|s| k.matches(s))))
+        .collect()
+}
