@@ -5,6 +5,7 @@ mod demo;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use hookhost::{Config, Runtime, SessionId, TenantId};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -73,6 +74,10 @@ enum Command {
         /// path /mcp.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+        /// Also serve Prometheus metrics at http://ADDR/metrics (with --http they are at
+        /// /metrics on its address already).
+        #[arg(long, value_name = "ADDR", conflicts_with = "http")]
+        metrics: Option<String>,
         /// stdio: the tenant of the session.
         #[arg(long, default_value = "default")]
         tenant: String,
@@ -118,6 +123,19 @@ enum SessionCommand {
         id: String,
         #[arg(long, default_value = "default")]
         tenant: String,
+    },
+    /// Print a session's trace: one JSON event per line, in order (see the README's
+    /// "Tracing").
+    Trace {
+        id: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Only events of this kind, with `*` wildcards: `file.*`, `hook.failed`.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Keep printing events as they come, until the session is deleted (or Ctrl-C).
+        #[arg(long)]
+        follow: bool,
     },
     /// Delete a session and every session-scoped directory of it.
     Delete {
@@ -195,7 +213,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         }
     }
-    init_logging(cli.verbose);
+    let spans = init_logging(cli.verbose, otlp_endpoint(cli.config.as_deref()).as_deref());
     hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -208,6 +226,11 @@ fn main() -> ExitCode {
     // Do not wait for blocking threads: one may sit in a read of stdin (a stdio server
     // ended by a signal) that would never return.
     runtime.shutdown_background();
+    if let Some(provider) = spans
+        && let Err(e) = provider.shutdown()
+    {
+        eprintln!("hookhost: warning: the last spans may not have been exported: {e}");
+    }
     match outcome {
         Ok(code) => code,
         Err(e) => {
@@ -328,6 +351,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Serve {
             http,
+            metrics,
             tenant,
             workdir,
             keep_session,
@@ -342,6 +366,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 hookhost::sessions::Owner::Stdio(server)
             });
             let runtime = std::sync::Arc::new(runtime);
+            if let Some(addr) = &metrics {
+                hookhost::mcp::serve_metrics(runtime.clone(), addr).await?;
+            }
             let options = hookhost::mcp::ServeOptions {
                 workdir,
                 keep_session,
@@ -394,6 +421,17 @@ async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<(
                         .map_or(String::new(), |w| w.display().to_string())
                 );
             }
+        }
+        SessionCommand::Trace {
+            id: i,
+            tenant: t,
+            kind,
+            follow,
+        } => {
+            let (t, i) = (tenant(t)?, id(i)?);
+            let record = runtime.sessions().record(&t, &i).await?;
+            let session = runtime.sessions().resolve(&record)?;
+            print_trace(runtime, &session, kind.as_deref(), follow).await?;
         }
         SessionCommand::Show { id: i, tenant: t } => {
             let (t, i) = (tenant(t)?, id(i)?);
@@ -632,11 +670,79 @@ fn data_dir(flag: Option<&Path>, config: &Config) -> Result<PathBuf> {
     }
 }
 
+/// How often `session trace --follow` looks for new events, and how many looks between
+/// checks that the session still exists.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+const FOLLOW_CHECKS_EVERY: u32 = 10;
+
+/// Prints `session`'s trace events of `kind`; with `follow`, new ones as they come until
+/// the session is deleted or Ctrl-C.
+async fn print_trace(
+    runtime: &Runtime,
+    session: &hookhost::Session,
+    kind: Option<&str>,
+    follow: bool,
+) -> Result<()> {
+    use std::io::Read;
+    let settings = runtime.tracer().settings();
+    let kind = kind.map(wildmatch::WildMatch::new);
+    let mut file = None;
+    let mut pending = String::new();
+    let mut looks = 0u32;
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    loop {
+        if file.is_none() {
+            match hookhost::trace::open_events(settings, session) {
+                Ok(f) => file = Some(f),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && follow => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e).context("cannot open the session's trace file"),
+            }
+        }
+        if let Some(f) = &mut file {
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)
+                .context("cannot read the trace file")?;
+            pending.push_str(&String::from_utf8_lossy(&bytes));
+            // Only whole lines: the last may still be being written.
+            if let Some(end) = pending.rfind('\n') {
+                let whole: String = pending.drain(..=end).collect();
+                let mut out = std::io::stdout().lock();
+                for event in hookhost::trace::events(&whole, kind.as_ref()) {
+                    writeln!(out, "{event}")?;
+                }
+                out.flush()?;
+            }
+        }
+        if !follow {
+            return Ok(());
+        }
+        looks += 1;
+        if looks.is_multiple_of(FOLLOW_CHECKS_EVERY)
+            && runtime
+                .sessions()
+                .record(&session.tenant, &session.id)
+                .await
+                .is_err()
+        {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            () = tokio::time::sleep(FOLLOW_POLL) => {}
+        }
+    }
+}
+
 /// Logs to stderr: warnings by default, hookhost's own info (`-v`) or debug (`-vv`) events
 /// with other crates' warnings (wasmtime and cranelift are noisy below that); colours only
-/// on a terminal.
-fn init_logging(verbose: u8) {
+/// on a terminal. With an OTLP endpoint, hookhost's spans (a call, each layer phase) are
+/// exported too, whatever the log level: the provider returned must be shut down at exit
+/// to send the last ones.
+fn init_logging(verbose: u8, otlp: Option<&str>) -> Option<SdkTracerProvider> {
     use std::io::IsTerminal;
+    use tracing_subscriber::prelude::*;
     let default = match verbose {
         0 => "warn",
         1 => "warn,hookhost=info",
@@ -644,9 +750,58 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKHOST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter(filter);
+    let provider = otlp.and_then(|endpoint| match otlp_provider(endpoint) {
+        Ok(provider) => Some(provider),
+        Err(e) => {
+            eprintln!("hookhost: warning: spans will not be exported: {e:#}");
+            None
+        }
+    });
+    let otel = provider.as_ref().map(|provider| {
+        use opentelemetry::trace::TracerProvider;
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("hookhost"))
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target("hookhost", tracing::Level::INFO),
+            )
+    });
+    tracing_subscriber::registry().with(fmt).with(otel).init();
+    provider
+}
+
+/// Where spans go: `[telemetry] otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`; both
+/// are base URLs (`http://collector:4318`) to which `/v1/traces` is added.
+fn otlp_endpoint(config: Option<&Path>) -> Option<String> {
+    let configured = config
+        .and_then(|path| Config::load(path).ok())
+        .and_then(|c| c.telemetry.otlp_endpoint);
+    configured
+        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
+        .filter(|e| !e.is_empty())
+}
+
+/// A tracer provider exporting spans over OTLP/HTTP (protobuf) to `endpoint`, in batches
+/// from its own thread.
+fn otlp_provider(endpoint: &str) -> Result<SdkTracerProvider> {
+    use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig};
+    let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+    let exporter = SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(url)
+        .build()
+        .context("cannot build the OTLP exporter")?;
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(
+            opentelemetry_sdk::Resource::builder()
+                .with_service_name("hookhost")
+                .build(),
+        )
+        .build())
 }

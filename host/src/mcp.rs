@@ -586,6 +586,44 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
     axum::Json(serde_json::json!({"status": "ok", "upstreams": upstreams})).into_response()
 }
 
+/// `/metrics`: the runtime's metrics, OpenMetrics text (see [`crate::metrics`]).
+async fn metrics(State(runtime): State<Arc<Runtime>>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::CONTENT_TYPE,
+        )],
+        runtime.metrics_text().await,
+    )
+        .into_response()
+}
+
+/// A router answering `GET /metrics` for `runtime`.
+pub fn metrics_route(runtime: Arc<Runtime>) -> axum::Router {
+    axum::Router::new().route("/metrics", axum::routing::get(metrics).with_state(runtime))
+}
+
+/// Serves `/metrics` alone at `addr` (`serve --metrics`, beside a stdio server) until the
+/// process ends.
+///
+/// # Errors
+///
+/// When `addr` cannot be resolved or bound.
+pub async fn serve_metrics(runtime: Arc<Runtime>, addr: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--metrics {addr}: cannot listen"))?;
+    let local = listener.local_addr()?;
+    eprintln!("hookhost: serving metrics at http://{local}/metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, metrics_route(runtime)).await {
+            tracing::warn!(error = %e, "the metrics server stopped");
+        }
+    });
+    Ok(())
+}
+
 /// What `serve --http` is told.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -680,7 +718,8 @@ pub async fn serve_http(
         .route(
             "/healthz",
             axum::routing::get(healthz).with_state(gate.clone()),
-        );
+        )
+        .merge(metrics_route(gate.runtime.clone()));
 
     let sweeper = tokio::spawn(sweep_idle(gate.clone(), http.idle));
     tracing::info!(%local, "serving MCP over HTTP");

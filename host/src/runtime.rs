@@ -8,6 +8,7 @@ use crate::config::{self, ComponentPlan, Config, ConfigError, Plan};
 use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::limits::Limits;
+use crate::metrics::Scraped;
 use crate::mounts::MountError;
 use crate::sandbox::{self, Sandbox};
 use crate::sessions::{
@@ -302,7 +303,7 @@ impl Runtime {
                 }
             }));
         }
-        let tracer = Arc::new(Tracer::new(plan.trace));
+        let tracer = Arc::new(Tracer::new(plan.trace, sandbox.clone()));
         let held = Arc::downgrade(&tracer);
         sessions.on_end(Box::new(move |key| {
             if let Some(tracer) = held.upgrade() {
@@ -330,6 +331,44 @@ impl Runtime {
     /// What observes its calls: traces, metrics, spans.
     pub fn tracer(&self) -> &Tracer {
         &self.tracer
+    }
+
+    /// Its metrics as OpenMetrics text (what `/metrics` serves), with the session counts,
+    /// kept instances, disk use and upstream states read now.
+    pub async fn metrics_text(&self) -> String {
+        let mut sessions: BTreeMap<String, i64> = BTreeMap::new();
+        match self.sessions.list(None).await {
+            Ok(records) => {
+                for record in records {
+                    *sessions.entry(record.tenant.to_string()).or_default() += 1;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot count sessions for metrics"),
+        }
+        let mut layers: Vec<&Arc<HookLayer>> = self.chain.layers().iter().collect();
+        for calls in self.calls.values() {
+            layers.extend(calls.chain.iter().flat_map(|c| c.layers()));
+        }
+        layers.sort_by_key(|l| Arc::as_ptr(l));
+        layers.dedup_by_key(|l| Arc::as_ptr(l));
+        let instances = layers
+            .iter()
+            .map(|l| l.kept_sessions().len())
+            .sum::<usize>();
+        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.tracer.metrics().encode(Scraped {
+            sessions: sessions.into_iter().collect(),
+            instances: i64::try_from(instances).unwrap_or(i64::MAX),
+            disk: self
+                .sessions
+                .kept_disk_use()
+                .into_iter()
+                .filter_map(|(tenant, used, quota)| {
+                    Some((tenant.to_string(), to_i64(used?), quota.map(to_i64)))
+                })
+                .collect(),
+            upstreams: self.upstream_states(),
+        })
     }
 
     /// The sessions this runtime serves.

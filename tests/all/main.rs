@@ -13,4 +13,5 @@ mod read_file;
 mod sandbox;
 mod session_tables;
 mod sessions;
+mod trace;
 mod versions;

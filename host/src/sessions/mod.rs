@@ -541,6 +541,21 @@ impl Sessions {
         })
     }
 
+    /// Each tenant with a quota: the bytes it uses as kept (not walked; `None` until
+    /// measured) and its byte quota.
+    pub fn kept_disk_use(&self) -> Vec<(TenantId, Option<u64>, Option<u64>)> {
+        self.tenants
+            .with_quota()
+            .map(|tenant| {
+                (
+                    tenant.clone(),
+                    self.usage.get(tenant).map(|u| u.bytes),
+                    self.tenants.quota(tenant).bytes,
+                )
+            })
+            .collect()
+    }
+
     /// Whether a call of the session `key` runs here now.
     fn is_running(&self, key: &SessionKey) -> bool {
         self.in_flight

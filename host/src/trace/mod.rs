@@ -30,12 +30,13 @@ use crate::failure::Failure;
 use crate::limits::TRACE_TEXT_BYTES;
 use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
+use crate::sandbox::Sandbox;
 use crate::sessions::{Session, SessionKey};
 use files::{Change, Entry, EntryType, Snapshot};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -137,14 +138,17 @@ pub struct Tracer {
     settings: TraceSettings,
     sessions: Mutex<HashMap<SessionKey, Arc<SessionTrace>>>,
     metrics: Arc<Metrics>,
+    /// Makes the trace mount's directory, as for a grant.
+    sandbox: Arc<Sandbox>,
 }
 
 impl Tracer {
-    pub fn new(settings: TraceSettings) -> Tracer {
+    pub fn new(settings: TraceSettings, sandbox: Arc<Sandbox>) -> Tracer {
         Tracer {
             settings,
             sessions: Mutex::new(HashMap::new()),
             metrics: Arc::default(),
+            sandbox,
         }
     }
 
@@ -167,26 +171,9 @@ impl Tracer {
 
     /// Starts tracing one call of `session`.
     pub fn begin<'a>(&self, session: &'a Session, call: &'a str, tool: &'a str) -> CallTrace<'a> {
-        let state = self.traces(&session.tenant).then(|| {
-            let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            sessions
-                .entry(session.key())
-                .or_insert_with(|| {
-                    Arc::new(SessionTrace {
-                        snapshots: Mutex::default(),
-                        mounted: Mutex::default(),
-                        trace_root: self
-                            .settings
-                            .mount
-                            .as_deref()
-                            .and_then(|m| session.host_dir(m))
-                            .map(Path::to_path_buf),
-                        host_wrote: Mutex::default(),
-                        seq: AtomicU64::new(0),
-                    })
-                })
-                .clone()
-        });
+        let state = self
+            .traces(&session.tenant)
+            .then(|| self.session_trace(session));
         CallTrace {
             state,
             metrics: self.metrics.clone(),
@@ -197,6 +184,34 @@ impl Tracer {
             lines: Vec::new(),
             diffs: 0,
         }
+    }
+
+    /// The trace state of `session`, made at its first call here: the trace mount's
+    /// directory is made as for a grant.
+    fn session_trace(&self, session: &Session) -> Arc<SessionTrace> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let state = sessions.entry(session.key()).or_insert_with(|| {
+            let mount = self
+                .settings
+                .mount
+                .as_deref()
+                .and_then(|m| session.mounts().iter().find(|r| r.virtual_path == m));
+            let trace_root = mount.and_then(|mount| match self.sandbox.ensure_dir(mount) {
+                Ok(()) => Some(mount.host.clone()),
+                Err(e) => {
+                    tracing::warn!(session = %session.id, error = %e, "no trace file");
+                    None
+                }
+            });
+            Arc::new(SessionTrace {
+                snapshots: Mutex::default(),
+                mounted: Mutex::default(),
+                trace_root,
+                host_wrote: Mutex::default(),
+                seq: AtomicU64::new(0),
+            })
+        });
+        state.clone()
     }
 
     /// Drops what it holds for `key` (the session ended).
@@ -714,11 +729,49 @@ impl SessionTrace {
     }
 }
 
-/// The events of a trace file whose `kind` matches `kind` (with `*` wildcards), in order;
-/// lines that are not JSON objects (a write cut by a crash) are skipped.
-pub fn read_events(text: &str, kind: Option<&wildmatch::WildMatch>) -> Vec<serde_json::Value> {
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|event| kind.is_none_or(|k| event["kind"].as_str().is_some_and(|s| k.matches(s))))
-        .collect()
+/// Opens `session`'s trace file to read it, following no symlink (a component granted
+/// the trace mount could plant one to make the reader print another file).
+///
+/// # Errors
+///
+/// When tracing has no mount, or the file is missing or reached through a symlink.
+pub fn open_events(settings: &TraceSettings, session: &Session) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let root = settings
+        .mount
+        .as_deref()
+        .and_then(|m| session.host_dir(m))
+        .ok_or_else(|| {
+            std::io::Error::other(
+                "sessions have no trace file: [trace] mount is not a session mount",
+            )
+        })?;
+    let mount = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let fd = rustix::fs::openat2(
+        &mount,
+        EVENTS_FILE,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// The lines of a trace file that are events whose `kind` matches `kind` (with `*`
+/// wildcards), in order; a line that is not a JSON object (a write a crash cut short) is
+/// skipped.
+pub fn events<'t>(
+    text: &'t str,
+    kind: Option<&'t wildmatch::WildMatch>,
+) -> impl Iterator<Item = &'t str> + 't {
+    text.lines().filter(move |line| {
+        serde_json::from_str::<serde_json::Value>(line).is_ok_and(|event| {
+            event.is_object()
+                && kind.is_none_or(|k| event["kind"].as_str().is_some_and(|s| k.matches(s)))
+        })
+    })
 }
