@@ -554,3 +554,99 @@ fn a_working_hooks_stderr_is_logged_at_debug_with_its_component_and_phase() {
         "{line}"
     );
 }
+
+#[test]
+fn session_trace_prints_the_trace_filters_it_and_follows_it() {
+    let data = tempfile::tempdir().unwrap();
+    let out = hookhost(data.path(), &["session", "new"]);
+    let id = stdout(&out).trim().to_string();
+    let out = hookhost(
+        data.path(),
+        &[
+            "call",
+            "--session",
+            &id,
+            "bash",
+            r#"{"command": "seq 1 3000"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let all = stdout(&hookhost(data.path(), &["session", "trace", &id]));
+    let events: Vec<serde_json::Value> = all
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["kind"], "filesystem.mounted");
+    assert_eq!(events.last().unwrap()["kind"], "call.finished");
+    let files = stdout(&hookhost(
+        data.path(),
+        &["session", "trace", &id, "--kind", "file.*"],
+    ));
+    let files: Vec<serde_json::Value> = files
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(files.len() >= 2, "{files:?}");
+    assert!(
+        files
+            .iter()
+            .all(|e| e["kind"].as_str().unwrap().starts_with("file."))
+    );
+    assert_eq!(
+        files.len(),
+        events
+            .iter()
+            .filter(|e| e["kind"].as_str().unwrap().starts_with("file."))
+            .count()
+    );
+
+    // --follow prints a call made after it started, and ends when the session is deleted.
+    let mut follow = std::process::Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args([
+            "session",
+            "trace",
+            &id,
+            "--follow",
+            "--kind",
+            "call.finished",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(follow.stdout.take().unwrap()));
+    assert!(lines.next().unwrap().unwrap().contains("\"tool\":\"bash\""));
+    let out = hookhost(
+        data.path(),
+        &[
+            "call",
+            "--session",
+            &id,
+            "write_file",
+            r#"{"path": "/workspace/a", "content": "a"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .unwrap()
+            .contains("\"tool\":\"write_file\"")
+    );
+    assert!(
+        hookhost(data.path(), &["session", "delete", &id])
+            .status
+            .success()
+    );
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while follow.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < until,
+            "--follow did not end with the session"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -842,3 +842,215 @@ fn after_kill_9_of_both_hosts_two_racing_gcs_remove_each_session_once() {
     assert_eq!(fleet.rows(), "0");
     assert_eq!(session_dirs(fleet.data.path()), Vec::<PathBuf>::new());
 }
+
+/// The built-in config with an audit hook that cannot write its log (its directory is
+/// missing): it traps in every `before-execute`, a failure open policy lets through.
+fn config_with_failing_audit(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("host/src/default.toml"))
+        .unwrap()
+        .replace("/audit/audit.jsonl", "/audit/missing/audit.jsonl");
+    assert!(text.contains("/audit/missing/"));
+    let config = dir.join("failing-audit.toml");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+#[test]
+fn metrics_parsed_by_a_prometheus_parser_count_the_calls_made() {
+    let data = tempfile::tempdir().unwrap();
+    let config = config_with_failing_audit(data.path());
+    // Served over HTTP with no token: no shell.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("enabled = true", "enabled = false")).unwrap();
+    let server = Server::start(data.path(), &config);
+    let out = client_output(&["metrics", &server.url, "5"]);
+    assert!(out.contains("metrics ok 5"), "{out}");
+}
+
+#[test]
+fn serve_metrics_answers_beside_a_stdio_server() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args(["serve", "--metrics", "127.0.0.1:0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hookhost starts");
+    let url = announced_url(&mut child);
+    assert!(url.ends_with("/metrics"), "{url}");
+    let out = client_output(&["scrape", &url]);
+    let sessions: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|s: &serde_json::Value| s["name"] == "hookhost_sessions")
+        .collect();
+    assert_eq!(sessions.len(), 1, "{out}");
+    assert_eq!(sessions[0]["labels"]["tenant"], "default");
+    assert_eq!(sessions[0]["value"], 1.0, "the stdio server's own session");
+    drop(child.stdin.take());
+    wait_exit(&mut child, std::time::Duration::from_secs(30));
+}
+
+/// An OTLP/HTTP receiver (tests/otlp/receiver.py), killed on drop; its spans arrive on a
+/// channel.
+struct Receiver {
+    child: Child,
+    port: u16,
+    spans: std::sync::mpsc::Receiver<serde_json::Value>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let mut child = Command::new(python())
+            .arg(workspace().join("tests/otlp/receiver.py"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the receiver starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("the receiver says its port").unwrap();
+        let port = first
+            .strip_prefix("listening ")
+            .and_then(|p| p.parse().ok())
+            .expect("listening PORT");
+        let (tx, spans) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        Receiver { child, port, spans }
+    }
+
+    /// Spans received until `count` have come (or 30 s passed).
+    fn take(&self, count: usize) -> Vec<serde_json::Value> {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut spans = Vec::new();
+        while spans.len() < count {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            match self.spans.recv_timeout(left) {
+                Ok(span) => spans.push(span),
+                Err(_) => break,
+            }
+        }
+        spans
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The span named `name` and its children, by their names in order of the phases.
+fn span_tree<'a>(
+    spans: &'a [serde_json::Value],
+    name: &str,
+) -> (&'a serde_json::Value, Vec<&'a serde_json::Value>) {
+    let roots: Vec<_> = spans.iter().filter(|s| s["name"] == name).collect();
+    assert_eq!(roots.len(), 1, "one span {name}: {spans:#?}");
+    let root = roots[0];
+    let children = spans
+        .iter()
+        .filter(|s| s["parent_span_id"] == root["span_id"])
+        .collect::<Vec<_>>();
+    for child in &children {
+        assert_eq!(child["trace_id"], root["trace_id"]);
+    }
+    (root, children)
+}
+
+#[test]
+fn each_call_reaches_a_real_otlp_receiver_as_one_span_tree() {
+    let receiver = Receiver::start();
+    let endpoint = format!("http://127.0.0.1:{}", receiver.port);
+    let data = tempfile::tempdir().unwrap();
+    // The standard variable, with the built-in config.
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args(["call", "bash", r#"{"command": "seq 1 3000"}"#])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let session = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .find_map(|l| l.strip_prefix("hookhost: session ").map(str::to_string))
+        .expect("the new session is named");
+
+    // The config's [telemetry], and a hook that fails.
+    let config = config_with_failing_audit(data.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("\n[telemetry]\notlp_endpoint = {endpoint:?}\n"));
+    std::fs::write(&config, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "read_file", r#"{"path": "/workspace/none"}"#])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    // 1 + 5 spans, then 1 + 4 (the failed audit hook has no after-execute).
+    let spans = receiver.take(11);
+    assert_eq!(spans.len(), 11, "{spans:#?}");
+    let (call, children) = span_tree(&spans, "call bash");
+    assert_eq!(call["parent_span_id"], "");
+    assert_eq!(call["service"], "hookhost");
+    assert_eq!(call["attributes"]["tenant"], "default");
+    assert_eq!(call["attributes"]["session"], session.as_str());
+    assert_eq!(call["attributes"]["tool"], "bash");
+    assert_eq!(call["attributes"]["outcome"], "done");
+    let mut names: Vec<&str> = children
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "audit after-execute",
+            "audit before-execute",
+            "bash execute",
+            "offload after-execute",
+            "offload before-execute"
+        ]
+    );
+    assert!(
+        children
+            .iter()
+            .all(|c| c["attributes"]["outcome"] == "passed")
+    );
+
+    let (call, children) = span_tree(&spans, "call read_file");
+    assert_eq!(call["attributes"]["outcome"], "tool-error");
+    assert_ne!(
+        call["trace_id"],
+        span_tree(&spans, "call bash").0["trace_id"]
+    );
+    let audit = children
+        .iter()
+        .find(|c| c["name"] == "audit before-execute")
+        .unwrap();
+    assert_eq!(audit["attributes"]["outcome"], "failed");
+    assert_eq!(audit["attributes"]["failure_kind"], "trap");
+    let tool = children
+        .iter()
+        .find(|c| c["name"] == "read_file execute")
+        .unwrap();
+    assert_eq!(tool["attributes"]["outcome"], "tool-error");
+    // The audit hook failed before: it has no after-execute.
+    assert_eq!(children.len(), 4, "{children:#?}");
+}

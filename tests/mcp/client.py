@@ -10,6 +10,8 @@ assertion, so a failure exits non-zero with the reason.
     client.py upstream HOOKHOST DATA CONFIG
     client.py fleet URL_A URL_B
     client.py open-sessions URL_A URL_B COUNT
+    client.py metrics URL CALLS
+    client.py scrape METRICS_URL
 """
 
 import asyncio
@@ -20,6 +22,7 @@ import signal
 import sys
 
 import httpx2
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -398,9 +401,59 @@ async def open_sessions(url_a, url_b, count):
             print("opened", session_id, flush=True)
 
 
+def scrape_samples(metrics_url):
+    """GETs `metrics_url` and parses it with the Prometheus client's OpenMetrics parser:
+    {(sample name, sorted labels): value}."""
+    response = httpx2.get(metrics_url, timeout=30)
+    assert response.status_code == 200, response.status_code
+    assert response.headers["content-type"].startswith("application/openmetrics-text"), response.headers
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def sample(samples, name, **labels):
+    return samples.get((name, tuple(sorted(labels.items()))), 0)
+
+
+async def scrape(metrics_url):
+    """Prints the parsed samples, one JSON object per line."""
+    for (name, labels), value in sorted(scrape_samples(metrics_url).items()):
+        print(json.dumps({"name": name, "labels": dict(labels), "value": value}))
+
+
+async def metrics(url, calls):
+    """Makes CALLS write_file calls and one failing read_file through the chain, then checks
+    that /metrics, parsed, counts exactly those."""
+    calls = int(calls)
+    metrics_url = url.rsplit("/mcp", 1)[0] + "/metrics"
+    async with streamable_http_client(url) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            for n in range(calls):
+                done = await session.call_tool("write_file", {"path": f"/workspace/{n}.txt", "content": "x"})
+                assert not is_error(done), text(done)
+            missing = await session.call_tool("read_file", {"path": "/workspace/none.txt"})
+            assert is_error(missing), text(missing)
+            samples = scrape_samples(metrics_url)
+    counted = lambda tool, outcome: sample(samples, "hookhost_calls_total", tenant="default", tool=tool, outcome=outcome)
+    assert counted("write_file", "done") == calls, samples
+    assert counted("read_file", "tool-error") == 1, samples
+    assert sample(samples, "hookhost_call_duration_seconds_count", tool="write_file") == calls
+    assert sample(samples, "hookhost_layer_duration_seconds_count", layer="write_file", phase="execute") == calls
+    # The config's audit hook cannot write its log: it fails before every call, and is
+    # counted by layer, phase and kind.
+    assert sample(samples, "hookhost_layer_failures_total", layer="audit", phase="before-execute", kind="trap") == calls + 1, samples
+    assert sample(samples, "hookhost_layer_duration_seconds_count", layer="offload", phase="after-execute") == calls + 1
+    assert sample(samples, "hookhost_sessions", tenant="default") == 1, samples
+    print("metrics ok", calls)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
              "http-shutdown": http_shutdown, "upstream": upstream, "fleet": fleet,
-             "open-sessions": open_sessions}
+             "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape}
     asyncio.run(modes[mode](*rest))
