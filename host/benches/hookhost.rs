@@ -47,6 +47,8 @@ const MIB: usize = 1024 * 1024;
 /// The heavy hook's heap, and the page it touches once per call (see its source).
 const HEAVY_HEAP_BYTES: usize = 10 * MIB;
 const PAGE: usize = 4096;
+/// Files in a traced call's writable mount, for the trace rows.
+const TRACED_FILES: [usize; 3] = [0, 100, 10_000];
 
 include!(concat!(env!("OUT_DIR"), "/bench_fixtures.rs"));
 
@@ -150,6 +152,17 @@ async fn latency(runtime: &Runtime, tool: &str, calls: usize) -> Result<Duration
         .sessions()
         .create(TenantId::default_tenant(), None, None)
         .await?;
+    latency_in(runtime, &session, tool, calls).await
+}
+
+/// Median latency of `calls` calls of `tool` in `session`.
+async fn latency_in(
+    runtime: &Runtime,
+    session: &Session,
+    tool: &str,
+    calls: usize,
+) -> Result<Duration> {
+    let session = session.clone();
     for _ in 0..calls / 10 {
         runtime.call(&session, tool, "{}").await?;
     }
@@ -368,6 +381,7 @@ const GROUPS: &[&str] = &[
     "per-session",
     "heavy",
     "startup",
+    "trace",
 ];
 
 /// Measure the hook layer against a native implementation of the same hooks; prints a
@@ -625,6 +639,41 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             ratio: format!("cold: {:.0} ms", cold.as_secs_f64() * 1e3),
             goal: "≤ 50 ms",
         });
+    }
+
+    if wanted("trace") {
+        // What detecting file changes costs a call that writes nothing: one hook (offload,
+        // under its threshold), granted /artifacts read-write, where FILES files lie;
+        // the same call in an untraced tenant beside it.
+        let data = scratch.path().join("trace");
+        let text = "[bash]\nenabled = false\n\n[[hooks]]\nname = \"offload\"\ncomponent = \"builtin:offload\"\ngrants = { \"/artifacts\" = \"rw\" }\n\n[tenants.traced]\n\n[tenants.untraced]\ntrace = false\n";
+        let traced = runtime(&data, &Config::parse(text, "<bench trace config>")?).await?;
+        for files in TRACED_FILES {
+            let mut medians = Vec::new();
+            for tenant in ["traced", "untraced"] {
+                let session = traced
+                    .sessions()
+                    .create(TenantId::new(tenant)?, None, None)
+                    .await?;
+                let artifacts = session.host_dir("/artifacts").context("no /artifacts")?;
+                for i in 0..files {
+                    let dir = artifacts.join(format!("d{}", i / 100));
+                    std::fs::create_dir_all(&dir)?;
+                    std::fs::write(dir.join(format!("f{i}")), "z".repeat(100))?;
+                }
+                let calls = if files > 1_000 { CALLS / 10 } else { CALLS };
+                medians.push(latency_in(&traced, &session, "noop", calls).await?);
+            }
+            rows.push(Row {
+                what: format!(
+                    "call writing nothing, 1 hook, {files} files in its writable mount: traced / untraced (median)"
+                ),
+                hookhost: micros(medians[0]),
+                native: micros(medians[1]),
+                ratio: ratio(medians[0].as_secs_f64(), medians[1].as_secs_f64()),
+                goal: "README: cost of tracing",
+            });
+        }
     }
 
     println!("| measure | hookhost | native | ratio | goal |");

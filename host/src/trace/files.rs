@@ -24,13 +24,12 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// How far a file system's timestamps may lag the clock: an entry changed less than this
 /// before a snapshot may keep its times when written again, so it is hashed to be sure.
-const RACY_WINDOW: Duration = Duration::from_millis(20);
+pub(super) const RACY_WINDOW: Duration = Duration::from_millis(20);
 
 /// What kind of entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -50,8 +49,11 @@ pub struct Entry {
     ino: u64,
     mtime: (i64, u32),
     ctime: (i64, u32),
-    /// SHA-256 of a regular file's content, once read.
+    /// SHA-256 of a regular file's content, once read whole.
     pub sha256: Option<[u8; 32]>,
+    /// What was appended to a large file, read instead of the whole file (see
+    /// [`Entry::grown_into`]).
+    pub appended: Option<Appended>,
     /// Whether a regular file's content is text (UTF-8 without NUL), once read.
     pub text: Option<bool>,
     /// The content of a small text file, kept for diffs.
@@ -81,10 +83,28 @@ impl Entry {
             mtime: (stat.st_mtime, stat.st_mtime_nsec as u32),
             ctime: (stat.st_ctime, stat.st_ctime_nsec as u32),
             sha256: None,
+            appended: None,
             text: None,
             kept: None,
             link: None,
         }
+    }
+
+    /// Whether its content was read (hashed whole, or what was appended).
+    fn is_read(&self) -> bool {
+        self.sha256.is_some() || self.appended.is_some()
+    }
+
+    /// Whether `now` looks like this large file with bytes appended (same inode, longer):
+    /// then only the appended bytes are read and hashed, not the whole file again (an
+    /// audit log grows by a line per call). Files up to [`MAX_KEPT_TEXT`] are read whole.
+    fn grown_into(&self, now: &Entry) -> bool {
+        self.kind == EntryType::File
+            && now.kind == EntryType::File
+            && self.ino == now.ino
+            && now.bytes > self.bytes
+            && self.bytes > MAX_KEPT_TEXT as u64
+            && self.is_read()
     }
 
     /// Whether `other` has the same type, size, inode and times.
@@ -108,7 +128,7 @@ pub struct Snapshot {
     /// Entries by path relative to the mount, `/`-separated.
     pub entries: BTreeMap<String, Entry>,
     /// When the walk began.
-    taken: SystemTime,
+    pub(super) taken: SystemTime,
     /// The walk stopped at a bound; entries past it are not seen.
     pub truncated: bool,
 }
@@ -131,14 +151,27 @@ impl Snapshot {
             .fold((0, 0), |(files, bytes), e| (files + 1, bytes + e.bytes))
     }
 
-    /// Walks `root`.
+    /// Walks the directory `root`.
     ///
     /// # Errors
     ///
-    /// When `root` cannot be opened as a directory (missing, or a symlink).
-    pub fn take(root: &Path) -> io::Result<Snapshot> {
+    /// When `root` cannot be listed.
+    pub fn take(root: &OwnedFd) -> io::Result<Snapshot> {
+        Snapshot::take_watching(root, &mut |_, _| {})
+    }
+
+    /// Walks the directory `root`, telling `opened` each directory (and its path) before
+    /// listing it: so a watch put on it sees every entry made after the listing.
+    ///
+    /// # Errors
+    ///
+    /// When `root` cannot be listed.
+    pub fn take_watching(
+        root: &OwnedFd,
+        opened: &mut dyn FnMut(&OwnedFd, &str),
+    ) -> io::Result<Snapshot> {
         let taken = SystemTime::now();
-        let dir = open_dir(rustix::fs::CWD, root)?;
+        let dir = open_dir(root, ".")?;
         let mut snapshot = Snapshot {
             entries: BTreeMap::new(),
             taken,
@@ -146,6 +179,7 @@ impl Snapshot {
         };
         let mut pending = vec![(dir, String::new(), 0usize)];
         while let Some((dir, prefix, depth)) = pending.pop() {
+            opened(&dir, &prefix);
             let mut listing = rustix::fs::Dir::read_from(&dir)?;
             for item in &mut listing {
                 let item = item?;
@@ -191,6 +225,14 @@ impl Snapshot {
     }
 }
 
+/// Bytes appended to a file: from which offset, and their SHA-256. The bytes before
+/// `from` are not read again, so whether they changed meanwhile is not known.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    pub from: u64,
+    pub sha256: [u8; 32],
+}
+
 /// One entry that changed between two snapshots.
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -204,7 +246,7 @@ pub struct Change {
 /// `before`; the others are read and hashed. Directories are walked, not reported; nor are
 /// entries `host_wrote` (the host's own trace files, as it last left them).
 pub fn compare(
-    root: &Path,
+    mount: &OwnedFd,
     before: &Snapshot,
     after: &mut Snapshot,
     host_wrote: &dyn Fn(&str, &Entry) -> bool,
@@ -213,42 +255,70 @@ pub fn compare(
         .taken
         .checked_sub(RACY_WINDOW)
         .unwrap_or(before.taken);
-    let mount = open_dir(rustix::fs::CWD, root).ok();
     let mut kept_bytes = 0usize;
     let mut changes = Vec::new();
+    // Both are sorted by path: one pass over each, side by side.
+    let mut earlier = before.entries.iter().peekable();
     for (path, entry) in &mut after.entries {
+        while let Some((gone, old)) = earlier.next_if(|(p, _)| *p < path) {
+            if old.kind != EntryType::Dir {
+                changes.push(Change {
+                    path: gone.clone(),
+                    before: Some(old.clone()),
+                    after: None,
+                });
+            }
+        }
+        let old = earlier.next_if(|(p, _)| *p == path).map(|(_, old)| old);
         if host_wrote(path, entry) {
             continue;
         }
-        let old = before.entries.get(path);
         if let Some(old) = old
             && old.same_metadata(entry)
-            && (entry.kind != EntryType::File || old.sha256.is_some())
+            && (entry.kind != EntryType::File || old.is_read())
         {
             entry.sha256 = old.sha256;
+            entry.appended = old.appended;
             entry.text = old.text;
             entry.kept = old.kept.clone();
-            if entry.kind != EntryType::File || entry.changed_at() < racy_since {
+            let racy = entry.kind == EntryType::File
+                && entry.changed_at() >= racy_since
+                && entry.bytes <= MAX_KEPT_TEXT as u64;
+            if !racy {
                 kept_bytes += entry.kept.as_ref().map_or(0, |k| k.len());
                 continue;
             }
         }
-        if entry.kind == EntryType::File
-            && let Some(mount) = &mount
-        {
-            let budget = MAX_KEPT_TEXT_PER_MOUNT.saturating_sub(kept_bytes);
-            match read_file(mount, path, budget.min(MAX_KEPT_TEXT)) {
-                Ok(read) => {
-                    entry.sha256 = Some(read.sha256);
-                    entry.text = Some(read.text);
-                    entry.kept = read.kept;
+        if entry.kind == EntryType::File {
+            let appended = old.filter(|old| old.grown_into(entry));
+            let read = match appended {
+                Some(old) => read_appended(mount, path, old.bytes).map(|(sha256, text)| {
+                    entry.sha256 = None;
+                    entry.appended = Some(Appended {
+                        from: old.bytes,
+                        sha256,
+                    });
+                    entry.text = Some(text && old.text == Some(true));
+                    entry.kept = None;
+                }),
+                None => {
+                    let budget = MAX_KEPT_TEXT_PER_MOUNT.saturating_sub(kept_bytes);
+                    read_file(mount, path, budget.min(MAX_KEPT_TEXT)).map(|read| {
+                        entry.sha256 = Some(read.sha256);
+                        entry.appended = None;
+                        entry.text = Some(read.text);
+                        entry.kept = read.kept;
+                    })
                 }
-                Err(e) => tracing::debug!(path, error = %e, "cannot read a changed file"),
+            };
+            if let Err(e) = read {
+                tracing::debug!(path, error = %e, "cannot read a changed file");
             }
         }
         kept_bytes += entry.kept.as_ref().map_or(0, |k| k.len());
         let unchanged = old.is_some_and(|old| {
             old.kind == entry.kind
+                && entry.appended.is_none()
                 && old.sha256 == entry.sha256
                 && old.link == entry.link
                 && (entry.kind != EntryType::File || old.bytes == entry.bytes)
@@ -261,16 +331,72 @@ pub fn compare(
             });
         }
     }
-    for (path, old) in &before.entries {
-        if old.kind != EntryType::Dir && !after.entries.contains_key(path) {
+    for (gone, old) in earlier {
+        if old.kind != EntryType::Dir {
             changes.push(Change {
-                path: path.clone(),
+                path: gone.clone(),
                 before: Some(old.clone()),
                 after: None,
             });
         }
     }
     changes
+}
+
+/// Hashes what was appended to `path` past `from`: SHA-256 of those bytes, and whether
+/// they are text (no NUL).
+fn read_appended(mount: &OwnedFd, path: &str, from: u64) -> io::Result<([u8; 32], bool)> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = open_beneath(mount, path)?;
+    file.seek(SeekFrom::Start(from))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut text = true;
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        text &= !buffer[..n].contains(&0);
+    }
+    Ok((hasher.finalize().into(), text))
+}
+
+/// The entry at `path` below `mount` now (`None`: there is none), following no symlink:
+/// a symlink is itself the entry.
+pub fn entry_at(mount: &OwnedFd, path: &str) -> io::Result<Option<Entry>> {
+    let fd = match rustix::fs::openat2(
+        mount,
+        path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    let mut entry = Entry::from_stat(&stat);
+    if entry.kind == EntryType::Symlink {
+        entry.link = rustix::fs::readlinkat(&fd, "", Vec::new())
+            .ok()
+            .map(|target| target.to_string_lossy().into_owned());
+    }
+    Ok(Some(entry))
+}
+
+/// Opens `path` below `mount` to read, following no symlink on the way.
+fn open_beneath(mount: &OwnedFd, path: &str) -> io::Result<std::fs::File> {
+    let fd = rustix::fs::openat2(
+        mount,
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    Ok(std::fs::File::from(fd))
 }
 
 /// What reading a file found.
@@ -283,14 +409,7 @@ struct Contents {
 /// Reads `path` below `mount` without following any symlink: its hash, whether it is text,
 /// and its content when it is text of at most `keep` bytes.
 fn read_file(mount: &OwnedFd, path: &str, keep: usize) -> io::Result<Contents> {
-    let fd = rustix::fs::openat2(
-        mount,
-        path,
-        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
-        Mode::empty(),
-        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    )?;
-    let mut file = std::fs::File::from(fd);
+    let mut file = open_beneath(mount, path)?;
     let mut hasher = Sha256::new();
     let mut head = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
@@ -330,8 +449,8 @@ fn read_file(mount: &OwnedFd, path: &str, keep: usize) -> io::Result<Contents> {
 /// How much of a file too large to keep is read to judge whether it is text.
 const TEXT_SNIFF: usize = 8 * 1024;
 
-/// Opens the directory `path` relative to `at`, not following a symlink.
-fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> io::Result<OwnedFd> {
+/// Opens the directory `path` (relative to `at`), not following a symlink.
+pub fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat(
         at,
         path,
@@ -353,9 +472,10 @@ pub fn hex(hash: &[u8; 32]) -> String {
 mod tests {
     use super::*;
 
-    fn changes(root: &Path, before: &Snapshot) -> (Snapshot, Vec<Change>) {
-        let mut after = Snapshot::take(root).unwrap();
-        let changes = compare(root, before, &mut after, &|_, _| false);
+    fn changes(root: &std::path::Path, before: &Snapshot) -> (Snapshot, Vec<Change>) {
+        let root = open_dir(rustix::fs::CWD, root).unwrap();
+        let mut after = Snapshot::take(&root).unwrap();
+        let changes = compare(&root, before, &mut after, &|_, _| false);
         (after, changes)
     }
 
@@ -409,6 +529,36 @@ mod tests {
         let (_, deleted) = changes(root, &second);
         assert_eq!(deleted.len(), 1);
         assert!(deleted[0].after.is_none());
+    }
+
+    #[test]
+    fn a_large_file_that_grew_has_only_its_new_bytes_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        std::fs::write(&log, "a\n".repeat(MAX_KEPT_TEXT)).unwrap();
+        let (first, _) = changes(dir.path(), &Snapshot::empty());
+        assert!(first.entries["log"].sha256.is_some());
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(b"b\n")
+            .unwrap();
+        let (second, grown) = changes(dir.path(), &first);
+        let appended = grown[0].after.as_ref().unwrap().appended.unwrap();
+        assert_eq!(appended.from, 2 * MAX_KEPT_TEXT as u64);
+        assert_eq!(appended.sha256, <[u8; 32]>::from(Sha256::digest(b"b\n")));
+        // Rewritten whole (a new inode): read whole again.
+        std::fs::write(dir.path().join("tmp"), "c").unwrap();
+        std::fs::rename(dir.path().join("tmp"), &log).unwrap();
+        let (_, rewritten) = changes(dir.path(), &second);
+        let after = rewritten[0].after.as_ref().unwrap();
+        assert!(after.appended.is_none());
+        assert_eq!(
+            after.sha256.unwrap(),
+            <[u8; 32]>::from(Sha256::digest(b"c"))
+        );
     }
 
     #[test]

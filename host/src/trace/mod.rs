@@ -25,6 +25,7 @@
 //! them after the host (then they are, as that component's).
 
 pub mod files;
+pub mod watch;
 
 use crate::failure::Failure;
 use crate::limits::TRACE_TEXT_BYTES;
@@ -32,7 +33,8 @@ use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
 use crate::sandbox::Sandbox;
 use crate::sessions::{Session, SessionKey};
-use files::{Change, Entry, EntryType, Snapshot};
+use files::{Change, Entry, EntryType};
+use rustix::fd::OwnedFd;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -40,6 +42,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use watch::{Look, MountState};
 
 /// The `v` of every event: bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -49,9 +52,6 @@ pub const EVENTS_FILE: &str = "trace/events.jsonl";
 
 /// The directory of the host's trace files in the trace mount.
 const TRACE_DIR: &str = "trace";
-
-/// A walk above this many entries runs on the blocking pool rather than the executor.
-const INLINE_WALK_ENTRIES: usize = 256;
 
 /// How the host traces sessions (`[trace]`).
 #[derive(Debug, Clone)]
@@ -122,21 +122,35 @@ struct Event<'a> {
 
 /// The trace state of one session on this host.
 struct SessionTrace {
-    /// The last snapshot of each writable mount, by virtual path.
-    snapshots: Mutex<HashMap<String, Arc<Snapshot>>>,
+    /// Each of its own writable mounts as last seen, by virtual path.
+    mounts: Mutex<HashMap<String, Arc<Mutex<MountState>>>>,
+    /// The runtime's shared mounts (see [`Tracer`]).
+    shared: Arc<SharedMounts>,
+    /// Makes a mount's directory, as for a grant, before it is first looked at.
+    sandbox: Arc<Sandbox>,
     /// Mounts already announced.
     mounted: Mutex<HashSet<String>>,
     /// The trace mount's directory.
-    trace_root: Option<PathBuf>,
+    trace_mount: Option<ResolvedMount>,
     /// What the host last left in its trace files, by path in the trace mount.
     host_wrote: Mutex<HashMap<String, Entry>>,
+    /// Each mount's directory, opened once (by virtual path).
+    roots: Mutex<HashMap<String, Arc<OwnedFd>>>,
+    /// The events file, open to append.
+    events: Mutex<Option<std::fs::File>>,
     seq: AtomicU64,
 }
+
+/// Mounts several sessions write in (a tenant's, persistent ones, the user's project), as
+/// last seen, by host directory: looked at as one, so that each change is reported once,
+/// to the session whose look saw it first.
+type SharedMounts = Mutex<HashMap<PathBuf, Arc<Mutex<MountState>>>>;
 
 /// Observes every call of a runtime: its trace, its metrics, its spans.
 pub struct Tracer {
     settings: TraceSettings,
     sessions: Mutex<HashMap<SessionKey, Arc<SessionTrace>>>,
+    shared: Arc<SharedMounts>,
     metrics: Arc<Metrics>,
     /// Makes the trace mount's directory, as for a grant.
     sandbox: Arc<Sandbox>,
@@ -147,6 +161,7 @@ impl Tracer {
         Tracer {
             settings,
             sessions: Mutex::new(HashMap::new()),
+            shared: Arc::default(),
             metrics: Arc::default(),
             sandbox,
         }
@@ -196,18 +211,22 @@ impl Tracer {
                 .mount
                 .as_deref()
                 .and_then(|m| session.mounts().iter().find(|r| r.virtual_path == m));
-            let trace_root = mount.and_then(|mount| match self.sandbox.ensure_dir(mount) {
-                Ok(()) => Some(mount.host.clone()),
+            let trace_mount = mount.and_then(|mount| match self.sandbox.ensure_dir(mount) {
+                Ok(()) => Some(mount.clone()),
                 Err(e) => {
                     tracing::warn!(session = %session.id, error = %e, "no trace file");
                     None
                 }
             });
             Arc::new(SessionTrace {
-                snapshots: Mutex::default(),
+                mounts: Mutex::default(),
+                shared: self.shared.clone(),
+                sandbox: self.sandbox.clone(),
                 mounted: Mutex::default(),
-                trace_root,
+                trace_mount,
                 host_wrote: Mutex::default(),
+                roots: Mutex::default(),
+                events: Mutex::default(),
                 seq: AtomicU64::new(0),
             })
         });
@@ -243,7 +262,8 @@ pub struct CallTrace<'a> {
 pub struct Watch {
     layer: String,
     phase: Phase,
-    before: Vec<(ResolvedMount, Arc<Snapshot>)>,
+    /// Its layer's writable mounts, looked at before it.
+    writable: Vec<ResolvedMount>,
     started: Instant,
     span: tracing::Span,
 }
@@ -265,7 +285,7 @@ impl<'a> CallTrace<'a> {
     /// announces mounts first granted in the session, records changes made since the last
     /// phase by something else, and snapshots the writable ones.
     pub async fn enter(&mut self, layer: &str, phase: Phase, mounts: &[(&str, bool)]) -> Watch {
-        let mut before = Vec::new();
+        let mut watched = Vec::new();
         if let Some(state) = self.state.clone() {
             for &(path, writable) in mounts {
                 let Some(mount) = self
@@ -283,16 +303,13 @@ impl<'a> CallTrace<'a> {
                     }
                     continue;
                 }
-                let known = state.snapshot(path);
-                let (fresh, outside) = observe(&state, mount, known).await;
-                if first {
-                    self.mounted(layer, mount, true, Some(&fresh));
-                } else {
-                    self.changes(None, None, mount, outside);
+                if let Some(look) = observe(&state, mount).await {
+                    if first {
+                        self.mounted(layer, mount, true, Some(look.size));
+                    }
+                    self.changes(None, None, mount, look.changes);
                 }
-                let fresh = Arc::new(fresh);
-                state.keep(path, fresh.clone());
-                before.push((mount.clone(), fresh));
+                watched.push(mount.clone());
             }
             if phase == Phase::Execute {
                 self.flush();
@@ -309,7 +326,7 @@ impl<'a> CallTrace<'a> {
         Watch {
             layer: layer.to_string(),
             phase,
-            before,
+            writable: watched,
             started: Instant::now(),
             span,
         }
@@ -385,10 +402,10 @@ impl<'a> CallTrace<'a> {
             ),
         };
         self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
-        for (mount, before) in watch.before {
-            let (after, changes) = observe(&state, &mount, Some(before)).await;
-            self.changes(Some(&watch.layer), Some(watch.phase), &mount, changes);
-            state.keep(&mount.virtual_path, Arc::new(after));
+        for mount in watch.writable {
+            if let Some(look) = observe(&state, &mount).await {
+                self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes);
+            }
         }
     }
 
@@ -422,9 +439,8 @@ impl<'a> CallTrace<'a> {
         layer: &str,
         mount: &ResolvedMount,
         writable: bool,
-        seen: Option<&Snapshot>,
+        size: Option<(u64, u64, bool)>,
     ) {
-        let totals = seen.map(Snapshot::totals);
         let scope = match mount.scope {
             Scope::Session => "session",
             Scope::Tenant => "tenant",
@@ -439,9 +455,9 @@ impl<'a> CallTrace<'a> {
                 "scope": scope,
                 "in_workdir": mount.in_workdir(),
                 "writable": writable,
-                "files": totals.map(|t| t.0),
-                "bytes": totals.map(|t| t.1),
-                "truncated": seen.is_some_and(|s| s.truncated),
+                "files": size.map(|s| s.0),
+                "bytes": size.map(|s| s.1),
+                "truncated": size.is_some_and(|s| s.2),
             }),
         );
     }
@@ -509,12 +525,7 @@ impl<'a> CallTrace<'a> {
     /// Writes a diff too large to inline under `trace/diffs/`; its virtual path.
     fn write_diff(&mut self, diff: &str) -> Option<String> {
         let state = self.state.clone()?;
-        let mount = self.session.mounts().iter().find(|m| {
-            state
-                .trace_root
-                .as_deref()
-                .is_some_and(|root| root == m.host)
-        })?;
+        let mount = state.trace_mount.as_ref()?;
         self.diffs += 1;
         let name = format!("{TRACE_DIR}/diffs/{}-{}.diff", self.call, self.diffs);
         match state.write(&name, diff.as_bytes(), false) {
@@ -562,7 +573,7 @@ impl<'a> CallTrace<'a> {
         let Some(state) = &self.state else {
             return;
         };
-        if self.lines.is_empty() || state.trace_root.is_none() {
+        if self.lines.is_empty() || state.trace_mount.is_none() {
             self.lines.clear();
             return;
         }
@@ -597,6 +608,13 @@ fn side(
         if let Some(text) = entry.text {
             detail.insert(format!("{name}_text"), text.into());
         }
+        if let Some(appended) = entry.appended.as_ref().filter(|_| name == "after") {
+            detail.insert("appended_from".into(), appended.from.into());
+            detail.insert(
+                "appended_sha256".into(),
+                files::hex(&appended.sha256).into(),
+            );
+        }
     }
     if let Some(target) = &entry.link {
         detail.insert(format!("{name}_link"), bounded(target).into());
@@ -615,15 +633,16 @@ fn bounded(text: &str) -> &str {
     &text[..end]
 }
 
-/// A snapshot of `mount` and what changed since `known` (nothing known: everything is
-/// new), with the changed files read and hashed: off the executor unless the mount was
-/// small when last seen.
-async fn observe(
-    state: &SessionTrace,
-    mount: &ResolvedMount,
-    known: Option<Arc<Snapshot>>,
-) -> (Snapshot, Vec<Change>) {
-    let host_wrote = if state.trace_root.as_deref() == Some(mount.host.as_path()) {
+/// A look at `mount` (see [`MountState::look`]): off the executor when it walks the mount.
+async fn observe(state: &SessionTrace, mount: &ResolvedMount) -> Option<Look> {
+    let mount_state = match state.mount_state(mount) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::debug!(mount = %mount.virtual_path, error = %e, "cannot open a traced mount");
+            return None;
+        }
+    };
+    let host_wrote = if state.trace_mount.as_ref() == Some(mount) {
         state
             .host_wrote
             .lock()
@@ -632,30 +651,32 @@ async fn observe(
     } else {
         HashMap::new()
     };
-    let small = known
-        .as_ref()
-        .is_some_and(|s| s.entries.len() <= INLINE_WALK_ENTRIES);
-    let host = mount.host.clone();
-    let run = move || {
-        let mut fresh = Snapshot::take(&host).unwrap_or_else(|e| {
-            tracing::debug!(mount = %host.display(), error = %e, "cannot walk a mount");
-            Snapshot::empty()
-        });
-        let known = known.unwrap_or_else(|| Arc::new(Snapshot::empty()));
-        let changes = files::compare(&host, &known, &mut fresh, &|path, entry| {
-            host_wrote.get(path).is_some_and(|w| w.same_metadata(entry))
-        });
-        (fresh, changes)
+    // Another look under way: wait for it off the executor.
+    let walks = mount_state.try_lock().map_or(true, |m| m.walks_next());
+    let look = move || {
+        let mut mount_state = mount_state.lock().unwrap_or_else(|e| e.into_inner());
+        mount_state
+            .look(&|path, entry| host_wrote.get(path).is_some_and(|w| w.same_metadata(entry)))
     };
-    if small {
-        return run();
+    if !walks {
+        return Some(look());
     }
-    tokio::task::spawn_blocking(run)
-        .await
-        .unwrap_or_else(|_| (Snapshot::empty(), Vec::new()))
+    tokio::task::spawn_blocking(look).await.ok()
 }
 
 impl SessionTrace {
+    /// `mount`'s directory, opened at its first use in the session (a guest sees only
+    /// what is inside it, so it cannot be swapped).
+    fn root(&self, mount: &ResolvedMount) -> std::io::Result<Arc<OwnedFd>> {
+        let mut roots = self.roots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(root) = roots.get(&mount.virtual_path) {
+            return Ok(root.clone());
+        }
+        let root = Arc::new(files::open_dir(rustix::fs::CWD, &mount.host)?);
+        roots.insert(mount.virtual_path.clone(), root.clone());
+        Ok(root)
+    }
+
     /// Marks `path` announced; whether it was not yet.
     fn mark_mounted(&self, path: &str) -> bool {
         self.mounted
@@ -664,35 +685,78 @@ impl SessionTrace {
             .insert(path.to_string())
     }
 
-    fn snapshot(&self, path: &str) -> Option<Arc<Snapshot>> {
-        self.snapshots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(path)
-            .cloned()
-    }
-
-    fn keep(&self, path: &str, snapshot: Arc<Snapshot>) {
-        self.snapshots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(path.to_string(), snapshot);
+    /// The state of `mount`, opened at its first look in the session.
+    fn mount_state(&self, mount: &ResolvedMount) -> std::io::Result<Arc<Mutex<MountState>>> {
+        let open = || -> std::io::Result<Arc<Mutex<MountState>>> {
+            self.sandbox
+                .ensure_dir(mount)
+                .map_err(std::io::Error::other)?;
+            Ok(Arc::new(Mutex::new(MountState::open(&mount.host)?)))
+        };
+        if mount.scope == Scope::Session && !mount.in_workdir() {
+            let mut mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(state) = mounts.get(&mount.virtual_path) {
+                return Ok(state.clone());
+            }
+            let state = open()?;
+            mounts.insert(mount.virtual_path.clone(), state.clone());
+            return Ok(state);
+        }
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(state) = shared.get(&mount.host) {
+            return Ok(state.clone());
+        }
+        let state = open()?;
+        shared.insert(mount.host.clone(), state.clone());
+        Ok(state)
     }
 
     /// Writes `bytes` to `name` (a path in the trace mount, under `trace/`): appended, or
     /// a new file. Nothing is followed: `trace/` and the file are opened beneath the
     /// mount with no symlink on the way, so a link a guest planted there fails the write.
     fn write(&self, name: &str, bytes: &[u8], append: bool) -> std::io::Result<()> {
+        if !append {
+            let mut file = self.open_to_write(name, false)?;
+            file.write_all(bytes)?;
+            return self.wrote(name, &file);
+        }
+        // The events file stays open between calls. Should a component have deleted it,
+        // the write went to a file no one sees: it is opened again and written again.
+        let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        for _ in 0..2 {
+            let file = match events.as_mut() {
+                Some(file) => file,
+                None => events.insert(self.open_to_write(name, true)?),
+            };
+            file.write_all(bytes)?;
+            let stat = rustix::fs::fstat(&*file)?;
+            if stat.st_nlink > 0 {
+                return self.wrote(name, file);
+            }
+            *events = None;
+        }
+        Ok(())
+    }
+
+    /// Remembers how the host left `name` (not a change to report).
+    fn wrote(&self, name: &str, file: &std::fs::File) -> std::io::Result<()> {
+        let stat = rustix::fs::fstat(file)?;
+        self.host_wrote
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), Entry::from_stat(&stat));
+        Ok(())
+    }
+
+    /// Opens `name` in the trace mount to append to or to write anew, making its
+    /// directories; nothing on the way may be a symlink.
+    fn open_to_write(&self, name: &str, append: bool) -> std::io::Result<std::fs::File> {
         use rustix::fs::{Mode, OFlags, ResolveFlags};
-        let root = self
-            .trace_root
-            .as_deref()
+        let mount = self
+            .trace_mount
+            .as_ref()
             .ok_or_else(|| std::io::Error::other("no trace mount"))?;
-        let mount = rustix::fs::open(
-            root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let mount = self.root(mount)?;
         let resolve =
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         if let Some((parent, _)) = name.rsplit_once('/') {
@@ -702,7 +766,7 @@ impl SessionTrace {
                     at.push('/');
                 }
                 at.push_str(segment);
-                match rustix::fs::mkdirat(&mount, at.as_str(), Mode::from_raw_mode(0o700)) {
+                match rustix::fs::mkdirat(&*mount, at.as_str(), Mode::from_raw_mode(0o700)) {
                     Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -717,15 +781,8 @@ impl SessionTrace {
             } else {
                 OFlags::TRUNC
             };
-        let fd = rustix::fs::openat2(&mount, name, flags, Mode::from_raw_mode(0o600), resolve)?;
-        let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
-        let stat = rustix::fs::fstat(&file)?;
-        self.host_wrote
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), Entry::from_stat(&stat));
-        Ok(())
+        let fd = rustix::fs::openat2(&*mount, name, flags, Mode::from_raw_mode(0o600), resolve)?;
+        Ok(std::fs::File::from(fd))
     }
 }
 

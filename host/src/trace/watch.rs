@@ -1,0 +1,301 @@
+//! One mount of one session as the trace knows it, kept up to date cheaply: an inotify
+//! watch on each of its directories says which entries were touched, so a look after a
+//! phase that wrote nothing is one `read` that finds no event, whatever the mount holds.
+//!
+//! The mount is walked whole (see [`Snapshot`]) only at its first look, when a directory
+//! was made, moved or removed (many paths change at once), when the kernel's event queue
+//! overflowed, or when inotify is not available (no watch could be added: the per-user
+//! limit `fs.inotify.max_user_watches` was reached). A touched entry is stat'ed beneath
+//! the mount without following any symlink, and read only when its metadata moved (see
+//! [`files::compare`]).
+//!
+//! Events are queued by the kernel before the write that caused them returns, so what a
+//! phase did is queued when the phase ends.
+
+use super::files::{self, Change, Entry, EntryType, RACY_WINDOW, Snapshot};
+use rustix::fd::{AsRawFd, OwnedFd};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::time::SystemTime;
+
+/// What a watch reports: every way an entry of a directory can change.
+fn watched() -> WatchFlags {
+    WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::MODIFY
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::ATTRIB
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVED_TO
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
+        | WatchFlags::EXCL_UNLINK
+}
+
+/// The watches on a mount's directories.
+struct Watcher {
+    fd: OwnedFd,
+    /// Watch descriptor → the directory's path in the mount (`""`: the mount).
+    dirs: HashMap<i32, String>,
+    /// Entries touched since the last look.
+    touched: BTreeSet<String>,
+    /// Whether the next look must walk the mount whole.
+    rescan: bool,
+}
+
+impl Watcher {
+    fn new() -> io::Result<Watcher> {
+        Ok(Watcher {
+            fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?,
+            dirs: HashMap::new(),
+            touched: BTreeSet::new(),
+            rescan: false,
+        })
+    }
+
+    /// Watches the open directory `dir`, at `path` in the mount.
+    fn add(&mut self, dir: &OwnedFd, path: &str) -> io::Result<()> {
+        // The directory itself, through its descriptor: no path a guest could swap.
+        let wd = inotify::add_watch(
+            &self.fd,
+            format!("/proc/self/fd/{}", dir.as_raw_fd()),
+            watched(),
+        )?;
+        self.dirs.insert(wd, path.to_string());
+        Ok(())
+    }
+
+    /// Takes the events queued so far.
+    fn drain(&mut self) -> io::Result<()> {
+        let mut buffer = [MaybeUninit::<u8>::uninit(); 8192];
+        let mut reader = inotify::Reader::new(&self.fd, &mut buffer);
+        loop {
+            let event = match reader.next() {
+                Ok(event) => event,
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            let flags = event.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                self.rescan = true;
+                continue;
+            }
+            if flags.contains(ReadFlags::IGNORED) {
+                self.dirs.remove(&event.wd());
+                continue;
+            }
+            let directory_changed = flags.contains(ReadFlags::ISDIR)
+                && flags.intersects(
+                    ReadFlags::CREATE
+                        | ReadFlags::DELETE
+                        | ReadFlags::MOVED_FROM
+                        | ReadFlags::MOVED_TO,
+                );
+            if directory_changed || flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF)
+            {
+                self.rescan = true;
+                continue;
+            }
+            let (Some(dir), Some(name)) = (self.dirs.get(&event.wd()), event.file_name()) else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(name.to_bytes());
+            self.touched.insert(if dir.is_empty() {
+                name.into_owned()
+            } else {
+                format!("{dir}/{name}")
+            });
+        }
+    }
+}
+
+/// A mount of a session as last seen: its directory, its entries, and its watches.
+pub struct MountState {
+    root: OwnedFd,
+    snapshot: Snapshot,
+    /// `None` until the first look, or when inotify is not available.
+    watcher: Option<Watcher>,
+    started: bool,
+}
+
+/// What a look found.
+pub struct Look {
+    /// What changed since the look before (nothing at the first look).
+    pub changes: Vec<Change>,
+    /// Files and bytes in the mount, and whether its walk was cut short.
+    pub size: (u64, u64, bool),
+}
+
+impl MountState {
+    /// Opens the mount's directory `host`.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be opened as a directory (missing, or a symlink).
+    pub fn open(host: &Path) -> io::Result<MountState> {
+        Ok(MountState {
+            root: files::open_dir(rustix::fs::CWD, host)?,
+            snapshot: Snapshot::empty(),
+            watcher: None,
+            started: false,
+        })
+    }
+
+    /// The mount's directory.
+    pub fn root(&self) -> &OwnedFd {
+        &self.root
+    }
+
+    /// Whether the next look walks the mount (the caller may then look off the executor).
+    pub fn walks_next(&self) -> bool {
+        !self.started || self.watcher.as_ref().is_none_or(|w| w.rescan)
+    }
+
+    /// What changed since the last look (at the first look: nothing, and the mount's
+    /// size). `host_wrote` says which entries are the host's own, as it left them.
+    pub fn look(&mut self, host_wrote: &dyn Fn(&str, &Entry) -> bool) -> Look {
+        if !self.started {
+            self.started = true;
+            self.watcher = Watcher::new()
+                .inspect_err(|e| tracing::debug!(error = %e, "no inotify: traces walk"))
+                .ok();
+            self.walk(host_wrote);
+            return Look {
+                changes: Vec::new(),
+                size: self.size(),
+            };
+        }
+        if let Some(watcher) = &mut self.watcher
+            && let Err(e) = watcher.drain()
+        {
+            tracing::debug!(error = %e, "cannot read inotify events: walking");
+            watcher.rescan = true;
+        }
+        let changes = match &mut self.watcher {
+            Some(watcher) if !watcher.rescan => {
+                let touched = std::mem::take(&mut watcher.touched);
+                match self.touched(touched, host_wrote) {
+                    Some(changes) => changes,
+                    None => self.walk(host_wrote),
+                }
+            }
+            _ => self.walk(host_wrote),
+        };
+        Look {
+            changes,
+            size: self.size(),
+        }
+    }
+
+    fn size(&self) -> (u64, u64, bool) {
+        let (files, bytes) = self.snapshot.totals();
+        (files, bytes, self.snapshot.truncated)
+    }
+
+    /// Walks the mount whole, watching each directory: what changed since the snapshot.
+    fn walk(&mut self, host_wrote: &dyn Fn(&str, &Entry) -> bool) -> Vec<Change> {
+        let mut watcher = self.watcher.take();
+        if let Some(w) = &mut watcher {
+            w.touched.clear();
+            w.rescan = false;
+        }
+        let mut failed = false;
+        let fresh = Snapshot::take_watching(&self.root, &mut |dir, path| {
+            if let Some(w) = &mut watcher
+                && !failed
+                && let Err(e) = w.add(dir, path)
+            {
+                tracing::warn!(error = %e, "cannot watch a traced directory: traces walk instead");
+                failed = true;
+            }
+        });
+        // A watcher that missed a directory would miss its changes: walk every time.
+        self.watcher = watcher.filter(|_| !failed);
+        let mut fresh = fresh.unwrap_or_else(|e| {
+            tracing::debug!(error = %e, "cannot walk a traced mount");
+            Snapshot::empty()
+        });
+        let changes = files::compare(&self.root, &self.snapshot, &mut fresh, host_wrote);
+        self.snapshot = fresh;
+        changes
+    }
+
+    /// What changed among the `touched` entries; `None` when one became a directory (a
+    /// walk is due).
+    fn touched(
+        &mut self,
+        touched: BTreeSet<String>,
+        host_wrote: &dyn Fn(&str, &Entry) -> bool,
+    ) -> Option<Vec<Change>> {
+        if touched.is_empty() {
+            return Some(Vec::new());
+        }
+        // Entries are compared as a walk would, but only these: each was touched, so one
+        // whose metadata did not move is read again if small (a rewrite in the same tick).
+        let mut before = Snapshot::empty();
+        before.taken = SystemTime::UNIX_EPOCH + RACY_WINDOW;
+        let mut now = Snapshot::empty();
+        for path in touched {
+            let entry = match files::entry_at(&self.root, &path) {
+                Ok(entry) => entry,
+                Err(e) => {
+                    tracing::debug!(path, error = %e, "cannot stat a touched entry");
+                    continue;
+                }
+            };
+            if entry.as_ref().is_some_and(|e| e.kind == EntryType::Dir) {
+                return None;
+            }
+            if let Some(old) = self.snapshot.entries.get(&path) {
+                before.entries.insert(path.clone(), old.clone());
+            }
+            if let Some(entry) = entry {
+                now.entries.insert(path, entry);
+            }
+        }
+        let changes = files::compare(&self.root, &before, &mut now, host_wrote);
+        for path in before.entries.keys() {
+            self.snapshot.entries.remove(path);
+        }
+        let now: BTreeMap<String, Entry> = now.entries;
+        self.snapshot.entries.extend(now);
+        Some(changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_look_after_a_write_sees_it_and_one_after_nothing_sees_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("old"), "old").unwrap();
+        let mut mount = MountState::open(dir.path()).unwrap();
+        let none = |_: &str, _: &Entry| false;
+        let first = mount.look(&none);
+        assert_eq!(first.size, (1, 3, false));
+        assert!(first.changes.is_empty());
+        assert!(mount.watcher.is_some(), "inotify is available");
+        std::fs::write(dir.path().join("new"), "new").unwrap();
+        let look = mount.look(&none);
+        assert_eq!(look.changes.len(), 1, "{:?}", look.changes);
+        assert_eq!(look.changes[0].path, "new");
+        assert!(mount.look(&none).changes.is_empty());
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/deep"), "deep").unwrap();
+        std::fs::remove_file(dir.path().join("old")).unwrap();
+        let look = mount.look(&none);
+        let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(paths, ["old", "sub/deep"]);
+        assert!(look.changes[0].after.is_none());
+        std::fs::write(dir.path().join("sub/deep"), "DEEP").unwrap();
+        let look = mount.look(&none);
+        assert_eq!(look.changes.len(), 1);
+        assert!(look.changes[0].before.is_some());
+    }
+}
