@@ -213,6 +213,9 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         }
     }
+    if matches!(cli.command, Command::Serve { .. }) {
+        raise_open_files_limit();
+    }
     let spans = init_logging(cli.verbose, otlp_endpoint(cli.config.as_deref()).as_deref());
     hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let runtime = match tokio::runtime::Runtime::new() {
@@ -772,6 +775,20 @@ fn init_logging(verbose: u8, otlp: Option<&str>) -> Option<SdkTracerProvider> {
     });
     tracing_subscriber::registry().with(fmt).with(otel).init();
     provider
+}
+
+/// Raises the soft limit of open files to the hard one: a server holds, per traced
+/// session, a descriptor and an inotify watch queue for each writable mount (see
+/// `hookhost::trace::watch`), beyond what its calls open.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::debug!(error = %e, "cannot raise the open files limit");
+        }
+    }
 }
 
 /// Where spans go: `[telemetry] otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`; both

@@ -606,6 +606,70 @@ fn kill_9_in_a_burst_of_offloads_leaves_no_torn_file() {
         }
     }
     assert!(whole >= 1, "the answered call's file is there");
+    // The host's trace of the calls running at once: each flush is one append, so a kill
+    // leaves whole lines; every offloaded file it reports is the one on disk.
+    let session = std::fs::read_dir(&sessions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let trace = std::fs::read_to_string(session.join("artifacts/trace/events.jsonl")).unwrap();
+    assert!(trace.ends_with('\n'), "the trace ends with a whole line");
+    let events: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|line| serde_json::from_str(line).expect(line))
+        .collect();
+    let finished = events
+        .iter()
+        .filter(|e| e["kind"] == "call.finished")
+        .count();
+    assert!(finished >= 3, "{finished} calls finished in the trace");
+    let whole_sha = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest("a".repeat(BYTES));
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let offloaded: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "file.created")
+        .filter(|e| {
+            e["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("/artifacts/tool-results/")
+        })
+        // Not the temporaries: calls run at once, so a look may catch another call's.
+        .filter(|e| !e["path"].as_str().unwrap().ends_with(".partial"))
+        .collect();
+    // Calls run at once in the session: a file is reported by whichever look saw it
+    // first (its own call's, another's, or between phases), but each once.
+    assert!(offloaded.len() >= finished, "{offloaded:?}");
+    let mut paths: Vec<&str> = offloaded
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    paths.sort_unstable();
+    paths.dedup();
+    assert_eq!(paths.len(), offloaded.len(), "a file reported twice");
+    for created in offloaded {
+        assert_eq!(created["after_bytes"], BYTES, "{created}");
+        assert_eq!(created["after_sha256"], whole_sha.as_str());
+        let path = created["path"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("/artifacts/")
+            .unwrap();
+        assert_eq!(
+            std::fs::metadata(session.join("artifacts").join(path))
+                .unwrap()
+                .len(),
+            BYTES as u64
+        );
+    }
     // The audit hook appends each line in one write: a kill cannot leave half a line.
     let log = std::fs::read_to_string(data.path().join("tenants/default/audit/audit.jsonl"))
         .expect("the audit log");

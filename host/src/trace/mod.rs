@@ -481,7 +481,7 @@ impl<'a> CallTrace<'a> {
             detail.insert("path".into(), path.clone().into());
             side(&mut detail, "before", change.before.as_ref());
             side(&mut detail, "after", change.after.as_ref());
-            if let Some(diff) = self.diff(&path, &change) {
+            if let Some(diff) = self.diff(&path, &change).filter(|d| !d.is_empty()) {
                 if diff.len() <= self.diff_bytes {
                     detail.insert("diff".into(), diff.into());
                 } else {
