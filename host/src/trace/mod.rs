@@ -303,9 +303,9 @@ impl<'a> CallTrace<'a> {
                     }
                     continue;
                 }
-                if let Some(look) = observe(&state, mount).await {
+                if let Some(look) = observe(&state, mount, first).await {
                     if first {
-                        self.mounted(layer, mount, true, Some(look.size));
+                        self.mounted(layer, mount, true, look.size);
                     }
                     self.changes(None, None, mount, look.changes);
                 }
@@ -403,7 +403,7 @@ impl<'a> CallTrace<'a> {
         };
         self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
         for mount in watch.writable {
-            if let Some(look) = observe(&state, &mount).await {
+            if let Some(look) = observe(&state, &mount, false).await {
                 self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes);
             }
         }
@@ -633,8 +633,9 @@ fn bounded(text: &str) -> &str {
     &text[..end]
 }
 
-/// A look at `mount` (see [`MountState::look`]): off the executor when it walks the mount.
-async fn observe(state: &SessionTrace, mount: &ResolvedMount) -> Option<Look> {
+/// A look at `mount` (see [`MountState::look`]), with its size when `size`: off the
+/// executor when it walks the mount.
+async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Option<Look> {
     let mount_state = match state.mount_state(mount) {
         Ok(m) => m,
         Err(e) => {
@@ -655,8 +656,10 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount) -> Option<Look> {
     let walks = mount_state.try_lock().map_or(true, |m| m.walks_next());
     let look = move || {
         let mut mount_state = mount_state.lock().unwrap_or_else(|e| e.into_inner());
-        mount_state
-            .look(&|path, entry| host_wrote.get(path).is_some_and(|w| w.same_metadata(entry)))
+        mount_state.look(
+            &|path, entry| host_wrote.get(path).is_some_and(|w| w.same_metadata(entry)),
+            size,
+        )
     };
     if !walks {
         return Some(look());

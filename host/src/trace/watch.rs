@@ -126,8 +126,9 @@ pub struct MountState {
 pub struct Look {
     /// What changed since the look before (nothing at the first look).
     pub changes: Vec<Change>,
-    /// Files and bytes in the mount, and whether its walk was cut short.
-    pub size: (u64, u64, bool),
+    /// Files and bytes in the mount, and whether its walk was cut short, when asked for
+    /// (counting walks the snapshot).
+    pub size: Option<(u64, u64, bool)>,
 }
 
 impl MountState {
@@ -157,7 +158,7 @@ impl MountState {
 
     /// What changed since the last look (at the first look: nothing, and the mount's
     /// size). `host_wrote` says which entries are the host's own, as it left them.
-    pub fn look(&mut self, host_wrote: &dyn Fn(&str, &Entry) -> bool) -> Look {
+    pub fn look(&mut self, host_wrote: &dyn Fn(&str, &Entry) -> bool, size: bool) -> Look {
         if !self.started {
             self.started = true;
             self.watcher = Watcher::new()
@@ -166,7 +167,7 @@ impl MountState {
             self.walk(host_wrote);
             return Look {
                 changes: Vec::new(),
-                size: self.size(),
+                size: size.then(|| self.size()),
             };
         }
         if let Some(watcher) = &mut self.watcher
@@ -187,7 +188,7 @@ impl MountState {
         };
         Look {
             changes,
-            size: self.size(),
+            size: size.then(|| self.size()),
         }
     }
 
@@ -277,24 +278,24 @@ mod tests {
         std::fs::write(dir.path().join("old"), "old").unwrap();
         let mut mount = MountState::open(dir.path()).unwrap();
         let none = |_: &str, _: &Entry| false;
-        let first = mount.look(&none);
-        assert_eq!(first.size, (1, 3, false));
+        let first = mount.look(&none, true);
+        assert_eq!(first.size, Some((1, 3, false)));
         assert!(first.changes.is_empty());
         assert!(mount.watcher.is_some(), "inotify is available");
         std::fs::write(dir.path().join("new"), "new").unwrap();
-        let look = mount.look(&none);
+        let look = mount.look(&none, false);
         assert_eq!(look.changes.len(), 1, "{:?}", look.changes);
         assert_eq!(look.changes[0].path, "new");
-        assert!(mount.look(&none).changes.is_empty());
+        assert!(mount.look(&none, false).changes.is_empty());
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/deep"), "deep").unwrap();
         std::fs::remove_file(dir.path().join("old")).unwrap();
-        let look = mount.look(&none);
+        let look = mount.look(&none, false);
         let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["old", "sub/deep"]);
         assert!(look.changes[0].after.is_none());
         std::fs::write(dir.path().join("sub/deep"), "DEEP").unwrap();
-        let look = mount.look(&none);
+        let look = mount.look(&none, false);
         assert_eq!(look.changes.len(), 1);
         assert!(look.changes[0].before.is_some());
     }
