@@ -83,6 +83,11 @@ pub const MAX_TRACED_ENTRIES: usize = 200_000;
 /// Directory levels a trace walk descends.
 pub const MAX_TRACED_DEPTH: usize = 64;
 
+/// The largest file a mount's first trace look reads (to know its hash before a call
+/// changes it): the user's project may hold large files no call touches. A larger file is
+/// read when it changes; its `before_sha256` is then unknown (null).
+pub const MAX_BASELINE_READ_BYTES: u64 = 1024 * 1024;
+
 /// The largest text file whose content the trace keeps, to diff its next change.
 pub const MAX_KEPT_TEXT: usize = 64 * 1024;
 

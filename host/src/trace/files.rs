@@ -18,7 +18,10 @@
 //! - text is kept (for diffs) only for files up to [`MAX_KEPT_TEXT`], within
 //!   [`MAX_KEPT_TEXT_PER_MOUNT`] per mount.
 
-use crate::limits::{MAX_KEPT_TEXT, MAX_KEPT_TEXT_PER_MOUNT, MAX_TRACED_DEPTH, MAX_TRACED_ENTRIES};
+use crate::limits::{
+    MAX_BASELINE_READ_BYTES, MAX_KEPT_TEXT, MAX_KEPT_TEXT_PER_MOUNT, MAX_TRACED_DEPTH,
+    MAX_TRACED_ENTRIES,
+};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use sha2::{Digest, Sha256};
@@ -60,6 +63,9 @@ pub struct Entry {
     pub kept: Option<Arc<str>>,
     /// A symlink's target, as text (never followed).
     pub link: Option<String>,
+    /// A file found at a mount's first look too large to read then (see
+    /// [`MAX_BASELINE_READ_BYTES`]): its hash before its first change is not known.
+    pub unread: bool,
 }
 
 impl EntryType {
@@ -87,6 +93,7 @@ impl Entry {
             text: None,
             kept: None,
             link: None,
+            unread: false,
         }
     }
 
@@ -255,6 +262,9 @@ pub fn compare(
         .taken
         .checked_sub(RACY_WINDOW)
         .unwrap_or(before.taken);
+    // The first look at a mount reads what it holds, up to a size: the user's project may
+    // hold large files no call will touch.
+    let baseline = before.taken == SystemTime::UNIX_EPOCH;
     let mut kept_bytes = 0usize;
     let mut changes = Vec::new();
     // Both are sorted by path: one pass over each, side by side.
@@ -275,12 +285,13 @@ pub fn compare(
         }
         if let Some(old) = old
             && old.same_metadata(entry)
-            && (entry.kind != EntryType::File || old.is_read())
+            && (entry.kind != EntryType::File || old.is_read() || old.unread)
         {
             entry.sha256 = old.sha256;
             entry.appended = old.appended;
             entry.text = old.text;
             entry.kept = old.kept.clone();
+            entry.unread = old.unread;
             let racy = entry.kind == EntryType::File
                 && entry.changed_at() >= racy_since
                 && entry.bytes <= MAX_KEPT_TEXT as u64;
@@ -288,6 +299,10 @@ pub fn compare(
                 kept_bytes += entry.kept.as_ref().map_or(0, |k| k.len());
                 continue;
             }
+        }
+        if entry.kind == EntryType::File && baseline && entry.bytes > MAX_BASELINE_READ_BYTES {
+            entry.unread = true;
+            continue;
         }
         if entry.kind == EntryType::File {
             let appended = old.filter(|old| old.grown_into(entry));
@@ -559,6 +574,25 @@ mod tests {
             after.sha256.unwrap(),
             <[u8; 32]>::from(Sha256::digest(b"c"))
         );
+    }
+
+    #[test]
+    fn a_large_file_is_not_read_at_the_first_look_but_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; MAX_BASELINE_READ_BYTES as usize + 1]).unwrap();
+        let (first, _) = changes(dir.path(), &Snapshot::empty());
+        assert!(first.entries["big"].unread && first.entries["big"].sha256.is_none());
+        std::thread::sleep(RACY_WINDOW * 2);
+        let (second, none) = changes(dir.path(), &first);
+        assert!(
+            none.is_empty() && second.entries["big"].unread,
+            "not read while unchanged"
+        );
+        std::fs::write(&big, "y").unwrap();
+        let (_, changed) = changes(dir.path(), &second);
+        assert!(changed[0].before.as_ref().unwrap().sha256.is_none());
+        assert!(changed[0].after.as_ref().unwrap().sha256.is_some());
     }
 
     #[test]

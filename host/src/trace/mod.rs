@@ -19,10 +19,14 @@
 //!   `trace/diffs/` and referenced; a binary file's metadata only; a symlink as a symlink
 //!   with its target, never followed.
 //!
-//! Cost: each phase walks its layer's writable mounts' metadata before and after (see
-//! [`files`]); only changed files are read. A tenant with `trace = false` pays none of it.
-//! The host's own trace files are not reported as changes, unless a component changed
+//! Cost: before and after each phase, each of its layer's writable mounts is looked at
+//! (see [`watch`]): its inotify queue read, and only the entries it names stat'ed, and read
+//! when their metadata moved (see [`files`]). A tenant with `trace = false` pays none of
+//! it. The host's own trace files are not reported as changes, unless a component changed
 //! them after the host (then they are, as that component's).
+//!
+//! The same seam counts the [`Metrics`] and opens a `tracing` span per layer phase (what
+//! OpenTelemetry exports), for every tenant.
 
 pub mod files;
 pub mod watch;
@@ -266,13 +270,6 @@ pub struct Watch {
     writable: Vec<ResolvedMount>,
     started: Instant,
     span: tracing::Span,
-}
-
-impl Watch {
-    /// How long the phase has run.
-    pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
-    }
 }
 
 impl<'a> CallTrace<'a> {
