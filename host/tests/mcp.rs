@@ -838,8 +838,14 @@ fn two_hosts_on_one_postgres_database_serve_and_collect_the_same_sessions() {
     assert!(idle.iter().all(|id| listed.contains(id)), "{listed}");
 
     // Both hosts sweep; every idle session is collected exactly once, its files with it.
+    // A sweep deletes the row, then the files, then says so: wait for all three.
     let started = std::time::Instant::now();
-    while fleet.rows() != "0" {
+    let collected =
+        |id: &str| a.said("idle session collected", id) + b.said("idle session collected", id);
+    while fleet.rows() != "0"
+        || !session_dirs(fleet.data.path()).is_empty()
+        || idle.iter().any(|id| collected(id) == 0)
+    {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(60),
             "idle sessions were not collected: {} left",
@@ -848,10 +854,8 @@ fn two_hosts_on_one_postgres_database_serve_and_collect_the_same_sessions() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     for id in &idle {
-        let collected = a.said("idle session collected", id) + b.said("idle session collected", id);
-        assert_eq!(collected, 1, "{id} collected {collected} times");
+        assert_eq!(collected(id), 1, "{id} collected more than once");
     }
-    assert_eq!(session_dirs(fleet.data.path()), Vec::<PathBuf>::new());
     assert_eq!(
         fleet
             .pg
