@@ -177,6 +177,39 @@ settings = {{ max_calls = 3 }}
         .filter(|l| !l.contains(r#""event":"start""#))
         .collect();
     assert_eq!(finished.len(), 5, "{audit}");
+
+    // The host's trace names each language's hook by what it did.
+    let trace = hookhost(data.path(), &config, &["session", "trace", &session]);
+    assert!(trace.status.success(), "{}", text(&trace.stderr));
+    let events: Vec<serde_json::Value> = text(&trace.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by = |kind: &str, layer: &str| {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind && e["layer"] == layer)
+            .count()
+    };
+    assert_eq!(by("hook.refused", "guard"), 1, "C");
+    assert_eq!(by("hook.refused", "budget"), 1, "Rust");
+    // Both are outside the guard and the budget: they see the refusals too.
+    assert_eq!(by("hook.after", "redactor"), 5, "Python");
+    assert_eq!(by("hook.after", "footer"), 5, "JavaScript");
+    assert_eq!(by("tool.executed", "bash"), 3);
+    let finished = events.iter().filter(|e| e["kind"] == "call.finished");
+    assert_eq!(finished.count(), 5);
+    // What the Rust hook keeps in /budget, as the host saw it written.
+    let budget_file = events
+        .iter()
+        .rfind(|e| e["layer"] == "budget" && e["kind"].as_str().unwrap().starts_with("file."))
+        .expect("the budget's file is traced");
+    let on_disk = std::fs::read(data.path().join(format!(
+        "tenants/default/sessions/{session}{}",
+        budget_file["path"].as_str().unwrap()
+    )))
+    .unwrap();
+    assert_eq!(budget_file["after_bytes"], on_disk.len());
 }
 
 #[test]

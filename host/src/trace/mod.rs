@@ -262,7 +262,7 @@ pub struct CallTrace<'a> {
     diffs: u32,
 }
 
-/// A phase under way: what its layer's writable mounts held before it.
+/// A phase under way.
 pub struct Watch {
     layer: String,
     phase: Phase,
@@ -273,14 +273,9 @@ pub struct Watch {
 }
 
 impl<'a> CallTrace<'a> {
-    /// Whether this call is traced.
-    pub fn is_on(&self) -> bool {
-        self.state.is_some()
-    }
-
     /// Before a phase of `layer`, which is granted `mounts` (virtual path, writable):
-    /// announces mounts first granted in the session, records changes made since the last
-    /// phase by something else, and snapshots the writable ones.
+    /// announces mounts first granted in the session, and records what changed in the
+    /// writable ones since they were last looked at (by something outside the chain).
     pub async fn enter(&mut self, layer: &str, phase: Phase, mounts: &[(&str, bool)]) -> Watch {
         let mut watched = Vec::new();
         if let Some(state) = self.state.clone() {
