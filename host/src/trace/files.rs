@@ -158,15 +158,6 @@ impl Snapshot {
             .fold((0, 0), |(files, bytes), e| (files + 1, bytes + e.bytes))
     }
 
-    /// Walks the directory `root`.
-    ///
-    /// # Errors
-    ///
-    /// When `root` cannot be listed.
-    pub fn take(root: &OwnedFd) -> io::Result<Snapshot> {
-        Snapshot::take_watching(root, &mut |_, _| {})
-    }
-
     /// Walks the directory `root`, telling `opened` each directory (and its path) before
     /// listing it: so a watch put on it sees every entry made after the listing.
     ///
@@ -489,7 +480,7 @@ mod tests {
 
     fn changes(root: &std::path::Path, before: &Snapshot) -> (Snapshot, Vec<Change>) {
         let root = open_dir(rustix::fs::CWD, root).unwrap();
-        let mut after = Snapshot::take(&root).unwrap();
+        let mut after = Snapshot::take_watching(&root, &mut |_, _| {}).unwrap();
         let changes = compare(&root, before, &mut after, &|_, _| false);
         (after, changes)
     }

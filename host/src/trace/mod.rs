@@ -137,9 +137,9 @@ struct SessionTrace {
     /// The trace mount's directory.
     trace_mount: Option<ResolvedMount>,
     /// What the host last left in its trace files, by path in the trace mount.
-    host_wrote: Mutex<HashMap<String, Entry>>,
+    host_wrote: Arc<Mutex<HashMap<String, Entry>>>,
     /// Each mount's directory, opened once (by virtual path).
-    roots: Mutex<HashMap<String, Arc<OwnedFd>>>,
+    trace_root: Mutex<Option<Arc<OwnedFd>>>,
     /// The events file, open to append.
     events: Mutex<Option<std::fs::File>>,
     seq: AtomicU64,
@@ -228,8 +228,8 @@ impl Tracer {
                 sandbox: self.sandbox.clone(),
                 mounted: Mutex::default(),
                 trace_mount,
-                host_wrote: Mutex::default(),
-                roots: Mutex::default(),
+                host_wrote: Arc::default(),
+                trace_root: Mutex::default(),
                 events: Mutex::default(),
                 seq: AtomicU64::new(0),
             })
@@ -635,21 +635,22 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Opt
             return None;
         }
     };
-    let host_wrote = if state.trace_mount.as_ref() == Some(mount) {
-        state
-            .host_wrote
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    } else {
-        HashMap::new()
-    };
+    let host_wrote = (state.trace_mount.as_ref() == Some(mount)).then(|| state.host_wrote.clone());
     // Another look under way: wait for it off the executor.
     let walks = mount_state.try_lock().map_or(true, |m| m.walks_next());
     let look = move || {
         let mut mount_state = mount_state.lock().unwrap_or_else(|e| e.into_inner());
+        // Locked per entry, not for the look: a flush must not wait for a walk.
         mount_state.look(
-            &|path, entry| host_wrote.get(path).is_some_and(|w| w.same_metadata(entry)),
+            &|path, entry| {
+                host_wrote.as_ref().is_some_and(|wrote| {
+                    wrote
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(path)
+                        .is_some_and(|w| w.same_metadata(entry))
+                })
+            },
             size,
         )
     };
@@ -660,16 +661,20 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Opt
 }
 
 impl SessionTrace {
-    /// `mount`'s directory, opened at its first use in the session (a guest sees only
+    /// The trace mount's directory, opened at the host's first write (a guest sees only
     /// what is inside it, so it cannot be swapped).
-    fn root(&self, mount: &ResolvedMount) -> std::io::Result<Arc<OwnedFd>> {
-        let mut roots = self.roots.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(root) = roots.get(&mount.virtual_path) {
+    fn trace_root(&self) -> std::io::Result<Arc<OwnedFd>> {
+        let mount = self
+            .trace_mount
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("no trace mount"))?;
+        let mut root = self.trace_root.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(root) = &*root {
             return Ok(root.clone());
         }
-        let root = Arc::new(files::open_dir(rustix::fs::CWD, &mount.host)?);
-        roots.insert(mount.virtual_path.clone(), root.clone());
-        Ok(root)
+        let opened = Arc::new(files::open_dir(rustix::fs::CWD, &mount.host)?);
+        *root = Some(opened.clone());
+        Ok(opened)
     }
 
     /// Marks `path` announced; whether it was not yet.
@@ -713,7 +718,8 @@ impl SessionTrace {
         if !append {
             let mut file = self.open_to_write(name, false)?;
             file.write_all(bytes)?;
-            return self.wrote(name, &file);
+            self.wrote(name, &rustix::fs::fstat(&file)?);
+            return Ok(());
         }
         // The events file stays open between calls. Should a component have deleted it,
         // the write went to a file no one sees: it is opened again and written again.
@@ -726,7 +732,8 @@ impl SessionTrace {
             file.write_all(bytes)?;
             let stat = rustix::fs::fstat(&*file)?;
             if stat.st_nlink > 0 {
-                return self.wrote(name, file);
+                self.wrote(name, &stat);
+                return Ok(());
             }
             *events = None;
         }
@@ -734,24 +741,18 @@ impl SessionTrace {
     }
 
     /// Remembers how the host left `name` (not a change to report).
-    fn wrote(&self, name: &str, file: &std::fs::File) -> std::io::Result<()> {
-        let stat = rustix::fs::fstat(file)?;
+    fn wrote(&self, name: &str, stat: &rustix::fs::Stat) {
         self.host_wrote
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), Entry::from_stat(&stat));
-        Ok(())
+            .insert(name.to_string(), Entry::from_stat(stat));
     }
 
     /// Opens `name` in the trace mount to append to or to write anew, making its
     /// directories; nothing on the way may be a symlink.
     fn open_to_write(&self, name: &str, append: bool) -> std::io::Result<std::fs::File> {
         use rustix::fs::{Mode, OFlags, ResolveFlags};
-        let mount = self
-            .trace_mount
-            .as_ref()
-            .ok_or_else(|| std::io::Error::other("no trace mount"))?;
-        let mount = self.root(mount)?;
+        let mount = self.trace_root()?;
         let resolve =
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         if let Some((parent, _)) = name.rsplit_once('/') {
