@@ -1,23 +1,17 @@
 //! The built-in offload hook, through the host, around the echo tool and real tools.
 
-use hookhost_tests::TestHost;
+use hookhost_tests::{TestHost, host_path};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 
-/// The `Full output: PATH` line of a reference.
+/// The `Full output: PATH` line of a reference: a path under `/artifacts`.
 fn offloaded_path(output: &str) -> &str {
-    output
+    let path = output
         .lines()
         .find_map(|l| l.strip_prefix("Full output: "))
-        .unwrap_or_else(|| panic!("not a reference:\n{output}"))
-}
-
-fn host_path(session: &hookhost::Session, virtual_path: &str) -> PathBuf {
-    let rest = virtual_path
-        .strip_prefix("/artifacts/")
-        .expect("under /artifacts");
-    session.host_dir("/artifacts").unwrap().join(rest)
+        .unwrap_or_else(|| panic!("not a reference:\n{output}"));
+    assert!(path.starts_with("/artifacts/"), "under /artifacts: {path}");
+    path
 }
 
 fn offload_only(settings: &str, access: &str) -> String {

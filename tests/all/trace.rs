@@ -3,7 +3,7 @@
 
 use hookhost::trace::EVENTS_FILE;
 use hookhost::{Session, TenantId};
-use hookhost_tests::{TestHost, fixtures};
+use hookhost_tests::{TestHost, fixtures, host_path};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -93,25 +93,13 @@ async fn an_offloaded_output_is_traced_with_the_size_and_hash_of_the_file_on_dis
         .expect("offload's file is traced");
     assert_eq!(offloaded["phase"], "after-execute");
     let path = offloaded["path"].as_str().unwrap();
-    let on_disk = std::fs::read(
-        session
-            .host_dir("/artifacts")
-            .unwrap()
-            .join(path.strip_prefix("/artifacts/").unwrap()),
-    )
-    .unwrap();
+    let on_disk = std::fs::read(host_path(&session, path)).unwrap();
     assert_eq!(offloaded["after_bytes"], on_disk.len());
     assert_eq!(offloaded["after_sha256"], sha256(&on_disk));
     // Its diff is too large to inline: written beside the trace, referenced.
     assert!(offloaded.get("diff").is_none());
     let reference = offloaded["diff_ref"].as_str().unwrap();
-    let diff = std::fs::read_to_string(
-        session
-            .host_dir("/artifacts")
-            .unwrap()
-            .join(reference.strip_prefix("/artifacts/").unwrap()),
-    )
-    .unwrap();
+    let diff = std::fs::read_to_string(host_path(&session, reference)).unwrap();
     assert!(diff.contains("+2500\n"));
     // No event holds the file's content.
     let text = serde_json::to_string(&events).unwrap();

@@ -72,6 +72,19 @@ impl TestHost {
     }
 }
 
+/// Where the virtual path `virtual_path` (`/artifacts/tool-results/x.txt`) of `session`
+/// lives on the host; panics unless it is under one of the session's mounts.
+pub fn host_path(session: &Session, virtual_path: &str) -> std::path::PathBuf {
+    let (mount, rest) = virtual_path[1..]
+        .split_once('/')
+        .map(|(m, r)| (format!("/{m}"), r))
+        .expect("a path inside a mount");
+    session
+        .host_dir(&mount)
+        .unwrap_or_else(|| panic!("{mount} is not a mount"))
+        .join(rest)
+}
+
 /// A host-native tool named `echo`. With `{"output": TEXT}` it returns TEXT (an error when
 /// `"fail": true`); otherwise it returns `tool(args=ARGUMENTS, trace=TRACE)`, TRACE being
 /// the context value `trace` the probe hooks build.
