@@ -345,13 +345,10 @@ impl Runtime {
             }
             Err(e) => tracing::warn!(error = %e, "cannot count sessions for metrics"),
         }
-        let mut layers: Vec<&Arc<HookLayer>> = self.chain.layers().iter().collect();
-        for calls in self.calls.values() {
-            layers.extend(calls.chain.iter().flat_map(|c| c.layers()));
-        }
-        layers.sort_by_key(|l| Arc::as_ptr(l));
-        layers.dedup_by_key(|l| Arc::as_ptr(l));
-        let instances = layers
+        // Every tenant chain's layers are among the default chain's (see `from_plan`).
+        let instances = self
+            .chain
+            .layers()
             .iter()
             .map(|l| l.kept_sessions().len())
             .sum::<usize>();
