@@ -216,7 +216,12 @@ fn main() -> ExitCode {
     if matches!(cli.command, Command::Serve { .. }) {
         raise_open_files_limit();
     }
-    let spans = init_logging(cli.verbose, otlp_endpoint(cli.config.as_deref()).as_deref());
+    // Read once, before logging starts: it may say where spans go.
+    let config = match &cli.config {
+        Some(path) => Config::load(path),
+        None => Ok(Config::builtin()),
+    };
+    let spans = init_logging(cli.verbose, otlp_endpoint(config.as_ref().ok()).as_deref());
     hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -225,7 +230,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let outcome = runtime.block_on(run(cli));
+    let outcome = runtime.block_on(run(cli, config));
     // Do not wait for blocking threads: one may sit in a read of stdin (a stdio server
     // ended by a signal) that would never return.
     runtime.shutdown_background();
@@ -243,11 +248,8 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<ExitCode> {
-    let config = match &cli.config {
-        Some(path) => Config::load(path)?,
-        None => Config::builtin(),
-    };
+async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) -> Result<ExitCode> {
+    let config = config?;
     let data = data_dir(cli.data.as_deref(), &config)?;
     match cli.command {
         Command::Call {
@@ -793,11 +795,9 @@ fn raise_open_files_limit() {
 
 /// Where spans go: `[telemetry] otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`; both
 /// are base URLs (`http://collector:4318`) to which `/v1/traces` is added.
-fn otlp_endpoint(config: Option<&Path>) -> Option<String> {
-    let configured = config
-        .and_then(|path| Config::load(path).ok())
-        .and_then(|c| c.telemetry.otlp_endpoint);
-    configured
+fn otlp_endpoint(config: Option<&Config>) -> Option<String> {
+    config
+        .and_then(|c| c.telemetry.otlp_endpoint.clone())
         .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
         .filter(|e| !e.is_empty())
 }
