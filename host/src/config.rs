@@ -12,11 +12,12 @@ use crate::component::{ComponentRef, SettingType};
 use crate::ids::TenantId;
 use crate::limits::{
     DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, DEFAULT_TRACE_DIFF_BYTES, LimitOverrides,
-    Limits, MAX_ID_BYTES,
+    Limits, MAX_ID_BYTES, ShellLimitOverrides, ShellLimits,
 };
 use crate::mounts::{MountError, MountSpec, MountTable, Scope};
 use crate::sandbox::{Access, Grants, Settings};
 use crate::sessions::{Quota, TenantPolicy};
+use crate::tools::bash::SYSTEM_PATHS;
 use crate::trace::TraceSettings;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,6 +34,10 @@ pub const MIN_TOKEN_BYTES: usize = 16;
 
 /// The mount `bash` runs in unless `[bash] mount` says otherwise.
 pub const DEFAULT_BASH_MOUNT: &str = "/workspace";
+
+/// The mount a sandboxed `bash` also sees, read-only, unless `[bash] grants` says
+/// otherwise: the model reads offloaded outputs there.
+pub const DEFAULT_BASH_RO_MOUNT: &str = "/artifacts";
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
@@ -156,9 +161,37 @@ pub struct TenantPlan {
 
 /// The `bash` tool.
 pub struct BashPlan {
-    /// The mount it runs in.
+    /// The mount it works in.
     pub mount: String,
     pub timeout: Option<Duration>,
+    /// The mounts a sandboxed command sees.
+    pub grants: Grants,
+    /// How commands are confined; `None`: not at all (`sandbox = false`).
+    pub sandbox: Option<ShellSandboxPlan>,
+}
+
+/// A sandboxed `bash`: bubblewrap, and each tenant's network switch and limits.
+#[derive(Debug, Clone)]
+pub struct ShellSandboxPlan {
+    /// The bubblewrap program, when the config names one.
+    pub bwrap: Option<PathBuf>,
+    /// For sessions of tenants without a `[tenants.ID.bash]` table (and undeclared ones).
+    pub policy: ShellPolicy,
+    pub tenants: BTreeMap<TenantId, ShellPolicy>,
+}
+
+impl ShellSandboxPlan {
+    /// What applies to `tenant`'s commands.
+    pub fn policy(&self, tenant: &TenantId) -> ShellPolicy {
+        self.tenants.get(tenant).copied().unwrap_or(self.policy)
+    }
+}
+
+/// What confines one tenant's commands beside the mounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShellPolicy {
+    pub network: bool,
+    pub limits: ShellLimits,
 }
 
 /// The `[trace]` table: the host's trace of each session (see [`crate::trace`]).
@@ -346,6 +379,9 @@ pub struct TenantConfig {
     /// The bearer token its MCP clients present over HTTP.
     #[serde(default)]
     pub token: Option<Secret>,
+    /// Its network switch and limits for `bash`.
+    #[serde(default)]
+    pub bash: TenantBashConfig,
     /// Whether its sessions are traced (`[trace] enabled` when left out).
     #[serde(default)]
     pub trace: Option<bool>,
@@ -360,18 +396,68 @@ pub struct TenantConfig {
 }
 
 /// The `[bash]` table.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BashConfig {
-    /// Off unless set: bash is not sandboxed by WebAssembly.
+    /// Off unless set: bash runs host programs, outside WebAssembly.
     #[serde(default)]
     pub enabled: bool,
-    /// The mount it runs in; [`DEFAULT_BASH_MOUNT`] when left out.
+    /// The mount it works in; [`DEFAULT_BASH_MOUNT`] when left out.
     #[serde(default)]
     pub mount: Option<Spanned<String>>,
     /// Its time limit when a call gives none.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// The mounts a command sees, at their virtual paths: `ro` or `rw`. Left out: its
+    /// `mount` read-write and `/artifacts` (when declared) read-only.
+    #[serde(default)]
+    pub grants: Option<BTreeMap<Spanned<String>, Access>>,
+    /// Each command in a sandbox of its own (the default; see `tools::bash`). `false`
+    /// runs commands as the host's user, with every file that user can reach.
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+    /// Accept `sandbox = false` although tenants are declared: every tenant's shell then
+    /// reads every other tenant's files and this config's tokens.
+    #[serde(default)]
+    pub unsandboxed_with_tenants: bool,
+    /// Let commands reach the network (off: a network namespace of their own, with only
+    /// a loopback). A tenant's `[tenants.ID.bash] network` overrides it.
+    #[serde(default)]
+    pub network: bool,
+    /// Bounds of each command (see [`ShellLimits`]); a tenant's override these.
+    #[serde(default)]
+    pub limits: ShellLimitOverrides,
+    /// The bubblewrap program; `bwrap` found in `PATH` when left out.
+    #[serde(default)]
+    pub bwrap: Option<PathBuf>,
+}
+
+impl Default for BashConfig {
+    fn default() -> Self {
+        BashConfig {
+            enabled: false,
+            mount: None,
+            timeout_secs: None,
+            grants: None,
+            sandbox: true,
+            unsandboxed_with_tenants: false,
+            network: false,
+            limits: ShellLimitOverrides::default(),
+            bwrap: None,
+        }
+    }
+}
+
+/// A `[tenants.ID.bash]` table: the tenant's own network switch and limits for `bash`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantBashConfig {
+    /// Over `[bash] network`.
+    #[serde(default)]
+    pub network: Option<bool>,
+    /// Over `[bash] limits`.
+    #[serde(default)]
+    pub limits: ShellLimitOverrides,
 }
 
 /// A `[tools.NAME]` table.
@@ -779,26 +865,123 @@ impl Config {
                 "engine.pool_instances: a pool needs at least 1 slot; set `pooling = false` to allocate on demand instead".into(),
             ));
         }
-        if self.bash.enabled && !mounts.contains_key(self.bash_mount()) {
-            let span = self.bash.mount.as_ref().map_or(0..0, Spanned::span);
-            return Err(Invalid::at(
-                span,
-                format!(
-                    "bash.mount: {:?} is not a declared mount",
-                    self.bash_mount()
-                ),
-            ));
+        if self.bash.enabled {
+            plan.bash = Some(self.bash_plan(&mounts)?);
         }
-        plan.bash = self.bash.enabled.then(|| BashPlan {
-            mount: self.bash_mount().to_string(),
-            timeout: self.bash.timeout_secs.map(Duration::from_secs),
-        });
         plan.upstreams = self
             .upstreams
             .iter()
             .map(|(name, spec)| (name.get_ref().clone(), spec.clone()))
             .collect();
         Ok(plan)
+    }
+}
+
+impl Config {
+    /// Checks `[bash]` (and the tenants' `bash` tables) against the declared `mounts`.
+    fn bash_plan(&self, mounts: &BTreeMap<String, MountSpec>) -> Result<BashPlan, Invalid> {
+        let bash = &self.bash;
+        let mount = self.bash_mount();
+        let at = |key: Option<&Spanned<String>>| key.map_or(0..0, Spanned::span);
+        if !mounts.contains_key(mount) {
+            return Err(Invalid::at(
+                at(bash.mount.as_ref()),
+                format!("bash.mount: {mount:?} is not a declared mount"),
+            ));
+        }
+        let grants: Grants = match &bash.grants {
+            Some(grants) => {
+                for path in grants.keys() {
+                    if !mounts.contains_key(path.get_ref()) {
+                        return Err(Invalid::at(
+                            path.span(),
+                            format!(
+                                "bash.grants: {:?} is not a declared mount (declared: {})",
+                                path.get_ref(),
+                                mounts.keys().cloned().collect::<Vec<_>>().join(", ")
+                            ),
+                        ));
+                    }
+                    if SYSTEM_PATHS.contains(&path.get_ref().as_str()) {
+                        return Err(Invalid::at(
+                            path.span(),
+                            format!(
+                                "bash.grants: {:?} is where the sandbox keeps the system ({}); give the mount another name",
+                                path.get_ref(),
+                                SYSTEM_PATHS.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                grants
+                    .iter()
+                    .map(|(p, a)| (p.get_ref().clone(), *a))
+                    .collect()
+            }
+            None => [(mount.to_string(), Access::ReadWrite)]
+                .into_iter()
+                .chain(
+                    mounts
+                        .contains_key(DEFAULT_BASH_RO_MOUNT)
+                        .then(|| (DEFAULT_BASH_RO_MOUNT.to_string(), Access::ReadOnly)),
+                )
+                .collect(),
+        };
+        if !grants.contains_key(mount) {
+            return Err(Invalid::at(
+                at(bash.mount.as_ref()),
+                format!("bash.grants: the mount bash works in, {mount:?}, is not granted"),
+            ));
+        }
+        if SYSTEM_PATHS.contains(&mount) {
+            return Err(Invalid::at(
+                at(bash.mount.as_ref()),
+                format!("bash.mount: {mount:?} is where the sandbox keeps the system"),
+            ));
+        }
+        let sandbox = if bash.sandbox {
+            let policy = ShellPolicy {
+                network: bash.network,
+                limits: ShellLimits::default().with(&bash.limits),
+            };
+            let tenants = self
+                .tenants
+                .iter()
+                .filter_map(|(id, t)| {
+                    let id = TenantId::new(id.get_ref().as_str()).ok()?;
+                    let own = ShellPolicy {
+                        network: t.bash.network.unwrap_or(policy.network),
+                        limits: policy.limits.with(&t.bash.limits),
+                    };
+                    Some((id, own))
+                })
+                .collect();
+            Some(ShellSandboxPlan {
+                bwrap: bash.bwrap.clone(),
+                policy,
+                tenants,
+            })
+        } else {
+            if !self.tenants.is_empty() && !bash.unsandboxed_with_tenants {
+                return Err(Invalid::at(
+                    0..0,
+                    "bash.sandbox: an unsandboxed bash lets every tenant's shell read every other tenant's files and this config's tokens; keep `sandbox = true`, or set `unsandboxed_with_tenants = true` to accept that".into(),
+                ));
+            }
+            if bash.grants.is_some() {
+                return Err(Invalid::at(
+                    0..0,
+                    "bash.grants: only a sandboxed bash is confined to its grants; with `sandbox = false` a command reaches every file of the host's user".into(),
+                ));
+            }
+            None
+        };
+        Ok(BashPlan {
+            mount: mount.to_string(),
+            timeout: bash.timeout_secs.map(Duration::from_secs),
+            grants,
+            sandbox,
+        })
     }
 }
 

@@ -62,6 +62,34 @@ pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest time limit a `bash` call may ask for.
 pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// Processes (and threads) one `bash` command may have at once, all its children
+/// counted: a fork bomb stops here instead of filling the machine's process table
+/// (`pid_max` is 32,768 on small machines). Enforced by a `pids` cgroup per command where
+/// the host has one, and by `RLIMIT_NPROC` (see [`ShellLimits`]).
+pub const DEFAULT_SHELL_PROCESSES: u64 = 256;
+
+/// Memory one process of a `bash` command may map privately and writably
+/// (`RLIMIT_DATA`: heap and anonymous memory, not its program's code): 4 GiB. Address space
+/// that is only reserved (`PROT_NONE`, as JavaScript engines do) does not count.
+pub const DEFAULT_SHELL_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// CPU time one process of a `bash` command may use (`RLIMIT_CPU`): the longest wall-clock
+/// time limit, so that only a command that spins in many processes at once meets it.
+pub const DEFAULT_SHELL_CPU_SECS: u64 = MAX_BASH_TIMEOUT.as_secs();
+
+/// The largest file a `bash` command may write (`RLIMIT_FSIZE`): 1 GiB. A write past it
+/// fails (`File too large`) and the writer gets `SIGXFSZ`. The tenant's disk quota bounds
+/// the total.
+pub const DEFAULT_SHELL_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Files one process of a `bash` command may hold open (`RLIMIT_NOFILE`), never more than
+/// the host's own hard limit.
+pub const DEFAULT_SHELL_OPEN_FILES: u64 = 1024;
+
+/// The size of a `bash` command's private `/tmp` (a `tmpfs`, in memory, gone with the
+/// command): 256 MiB.
+pub const DEFAULT_SHELL_TMP_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Component instances the pooling allocator keeps slots for: every live instance (one per
 /// hook and tool of each call in flight, plus each per-session instance) takes one.
 pub const DEFAULT_POOL_INSTANCES: u32 = 1_000;
@@ -160,4 +188,64 @@ pub struct LimitOverrides {
     pub max_output_bytes: Option<u64>,
     pub fuel: Option<u64>,
     pub max_resources: Option<usize>,
+}
+
+/// Bounds of one `bash` command in its sandbox (see `tools::bash`).
+///
+/// Each applies to the command and every process it starts. What the kernel enforces per
+/// process (`memory_bytes`, `cpu_secs`, `file_bytes`, `open_files`) is set with
+/// `setrlimit` inside the sandbox before the command runs, as hard limits the command
+/// cannot raise. `processes` is a `pids` cgroup per command where the host lets hookhost
+/// make one (cgroup v1 `pids` controller), and `RLIMIT_NPROC` as well, which the kernel
+/// counts per sandbox (each has its own user namespace) but does not enforce for a host
+/// running as root. Layered like [`Limits`]: these defaults, `[bash] limits`, then the
+/// tenant's `[tenants.ID.bash] limits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShellLimits {
+    pub processes: u64,
+    pub memory_bytes: u64,
+    pub cpu_secs: u64,
+    pub file_bytes: u64,
+    pub open_files: u64,
+    pub tmp_bytes: u64,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        ShellLimits {
+            processes: DEFAULT_SHELL_PROCESSES,
+            memory_bytes: DEFAULT_SHELL_MEMORY_BYTES,
+            cpu_secs: DEFAULT_SHELL_CPU_SECS,
+            file_bytes: DEFAULT_SHELL_FILE_BYTES,
+            open_files: DEFAULT_SHELL_OPEN_FILES,
+            tmp_bytes: DEFAULT_SHELL_TMP_BYTES,
+        }
+    }
+}
+
+impl ShellLimits {
+    /// These limits with the fields `overrides` sets replaced.
+    pub fn with(self, overrides: &ShellLimitOverrides) -> ShellLimits {
+        ShellLimits {
+            processes: overrides.processes.unwrap_or(self.processes),
+            memory_bytes: overrides.memory_bytes.unwrap_or(self.memory_bytes),
+            cpu_secs: overrides.cpu_secs.unwrap_or(self.cpu_secs),
+            file_bytes: overrides.file_bytes.unwrap_or(self.file_bytes),
+            open_files: overrides.open_files.unwrap_or(self.open_files),
+            tmp_bytes: overrides.tmp_bytes.unwrap_or(self.tmp_bytes),
+        }
+    }
+}
+
+/// A `[bash] limits = { … }` (or a tenant's) table: the fields it sets replace the layer
+/// below.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellLimitOverrides {
+    pub processes: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub cpu_secs: Option<u64>,
+    pub file_bytes: Option<u64>,
+    pub open_files: Option<u64>,
+    pub tmp_bytes: Option<u64>,
 }

@@ -364,6 +364,9 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             unauthenticated_bash,
         } => {
             let mut runtime = start(&config, &data).await?;
+            if let Some(Err(unavailable)) = runtime.bash_readiness().await {
+                return Err(unavailable).context("serve: the bash tool is enabled");
+            }
             let server = hookhost::sessions::Server::this();
             runtime.sessions_mut().set_owner(if http.is_some() {
                 hookhost::sessions::Owner::Http(server)
@@ -550,7 +553,7 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
             ),
             (None, Some((name, remote)), _) => format!("upstream {name}, its tool {remote}"),
             (None, None, Some(bash)) if tool.name == "bash" => {
-                format!("host-native, runs in {}", bash.mount)
+                bash_text(bash, runtime.bash_readiness().await)
             }
             (None, None, _) => "host-native".to_string(),
         };
@@ -582,6 +585,10 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
         }
         print!("{}", component_lines(&spec.component.to_string()));
     }
+    if let Some(Err(unavailable)) = runtime.bash_readiness().await {
+        eprintln!("hookhost: error: {name}: {unavailable}");
+        return Ok(ExitCode::FAILURE);
+    }
     if !down.is_empty() {
         eprintln!(
             "hookhost: error: {name}: upstreams did not start: {} (see the log above)",
@@ -590,6 +597,52 @@ async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `config check` says of `bash`: where it runs, and how it is confined.
+fn bash_text(
+    bash: &hookhost::config::BashPlan,
+    readiness: Option<
+        Result<Option<&hookhost::tools::bash::Readiness>, hookhost::tools::bash::Unavailable>,
+    >,
+) -> String {
+    let Some(shell) = &bash.sandbox else {
+        return format!(
+            "host-native, runs in {} UNSANDBOXED: as hookhost's user, with every file it can reach",
+            bash.mount
+        );
+    };
+    let ready = match readiness {
+        Some(Ok(Some(ready))) => ready,
+        Some(Err(unavailable)) => return format!("host-native, CANNOT RUN: {unavailable}"),
+        _ => return "host-native".into(),
+    };
+    let open: Vec<String> = shell
+        .tenants
+        .iter()
+        .filter(|(_, p)| p.network != shell.policy.network)
+        .map(|(t, _)| t.to_string())
+        .collect();
+    let network = match (shell.policy.network, open.is_empty()) {
+        (false, true) => "off".to_string(),
+        (true, true) => "ON".to_string(),
+        (false, false) => format!("off (on for {})", open.join(", ")),
+        (true, false) => format!("ON (off for {})", open.join(", ")),
+    };
+    let limits = shell.policy.limits;
+    format!(
+        "host-native, runs in {} sandboxed by {}{}\n       network: {network}; processes: {} ({}); \
+         memory: {} bytes a process; cpu: {} s a process; files up to {} bytes; /tmp: {} bytes",
+        bash.mount,
+        ready.bwrap,
+        grants_text(&bash.grants),
+        limits.processes,
+        ready.processes,
+        limits.memory_bytes,
+        limits.cpu_secs,
+        limits.file_bytes,
+        limits.tmp_bytes
+    )
 }
 
 /// Compiles every component of `config` once (into the cache of `data`, so that the
@@ -645,16 +698,7 @@ fn parse_settings(pairs: &[String]) -> Result<toml::Table> {
 fn grants_text(grants: &hookhost::sandbox::Grants) -> String {
     grants
         .iter()
-        .map(|(path, access)| {
-            format!(
-                "\t{path} {}",
-                if *access == hookhost::sandbox::Access::ReadOnly {
-                    "ro"
-                } else {
-                    "rw"
-                }
-            )
-        })
+        .map(|(path, access)| format!("\t{path} {}", access.word()))
         .collect()
 }
 

@@ -14,7 +14,7 @@ use crate::sandbox::{self, Sandbox};
 use crate::sessions::{
     MountDirs, PgTable, Session, SessionError, SessionTable, Sessions, SqliteTable, Tenants,
 };
-use crate::tools::bash::BashTool;
+use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
 use crate::tools::{Extras, Tool, ToolRegistry};
@@ -114,6 +114,8 @@ pub struct Runtime {
     loader: ComponentLoader,
     /// Traces, metrics and spans of every call.
     tracer: Arc<Tracer>,
+    /// The `bash` tool, when enabled (also among `tools`).
+    bash: Option<Arc<BashTool>>,
 }
 
 /// What a declared tenant may call, and through which chain.
@@ -205,18 +207,19 @@ impl Runtime {
                 });
             }
         }
-        if let Some(bash) = &plan.bash {
-            let bash = BashTool::new(
+        let bash = plan.bash.as_ref().map(|bash| {
+            Arc::new(BashTool::new(
                 sandbox.clone(),
-                bash.mount.clone(),
-                bash.timeout,
+                bash,
                 Limits::default().max_output_bytes,
-            );
-            if !tools.insert(Arc::new(bash)) {
-                return Err(StartError::DuplicateTool {
-                    tool: "bash".into(),
-                });
-            }
+            ))
+        });
+        if let Some(bash) = &bash
+            && !tools.insert(bash.clone())
+        {
+            return Err(StartError::DuplicateTool {
+                tool: "bash".into(),
+            });
         }
 
         let mut upstreams = Vec::new();
@@ -321,11 +324,21 @@ impl Runtime {
             sessions,
             data_root,
             loader,
+            bash,
         };
         for tool in tools.iter() {
             runtime.ends_with_sessions(tool);
         }
         Ok(Runtime { tools, ..runtime })
+    }
+
+    /// Whether `bash` can run commands as configured (see [`BashTool::readiness`]); `None`
+    /// when bash is off.
+    pub async fn bash_readiness(&self) -> Option<Result<Option<&Readiness>, Unavailable>> {
+        match &self.bash {
+            Some(bash) => Some(bash.readiness().await),
+            None => None,
+        }
     }
 
     /// What observes its calls: traces, metrics, spans.

@@ -38,6 +38,16 @@ pub enum Access {
     ReadWrite,
 }
 
+impl Access {
+    /// `ro` or `rw`, as the config writes it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Access::ReadOnly => "ro",
+            Access::ReadWrite => "rw",
+        }
+    }
+}
+
 /// The mounts granted to one component: virtual path → access.
 pub type Grants = BTreeMap<String, Access>;
 

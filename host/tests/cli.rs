@@ -1,5 +1,7 @@
 //! The `hookhost` command line, run as a process.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -263,16 +265,21 @@ fn example(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn bash_keeps_what_a_command_printed_before_leaving_a_background_child() {
+fn an_unsandboxed_bash_keeps_what_a_command_printed_before_leaving_a_background_child() {
     let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("unsandboxed.toml");
+    std::fs::write(&config, "[bash]\nenabled = true\nsandbox = false\n").unwrap();
+    let marker = common::marker("background");
     let started = std::time::Instant::now();
-    let out = hookhost(
+    let out = hookhost_with(
         data.path(),
+        &config,
         &[
             "call",
             "--json",
             "bash",
-            r#"{"command":"sleep 30 & echo started"}"#,
+            &serde_json::json!({"command": format!("({}) & echo started", common::marked_sleep(&marker, 30))})
+                .to_string(),
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -287,6 +294,11 @@ fn bash_keeps_what_a_command_printed_before_leaving_a_background_child() {
         started.elapsed() < std::time::Duration::from_secs(25),
         "did not wait for the background child"
     );
+    // The one-shot call's session lives on, and so does the child, until it is deleted.
+    for pid in common::processes_with(&marker) {
+        // SAFETY: killing the process this test's command started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
 }
 
 #[test]

@@ -3,6 +3,9 @@
 //! as an upstream server. `.ci/run` installs both under `target/`; the environment
 //! variables `HOOKHOST_TEST_PYTHON` and `HOOKHOST_TEST_EVERYTHING` point elsewhere.
 
+mod common;
+
+use common::{alive, announced_url, wait_gone};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -118,19 +121,6 @@ impl Server {
         let url = announced_url(&mut child);
         Server { child, url }
     }
-}
-
-/// The URL a `serve --http` child announces on stderr; the rest of its stderr is drained
-/// (a closed pipe would fail its log writes).
-fn announced_url(child: &mut Child) -> String {
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.find("http://").map(|at| l[at..].trim().to_string()))
-        .expect("hookhost announced its address");
-    std::thread::spawn(move || lines.for_each(drop));
-    url
 }
 
 impl Drop for Server {
@@ -304,25 +294,6 @@ max_sessions = 1
     );
 }
 
-/// Whether the process `pid` is alive.
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
-
-/// Reads the pid a test command wrote, waiting for it (bounded).
-fn wait_for_pid(file: &Path) -> i32 {
-    for _ in 0..400 {
-        if let Ok(text) = std::fs::read_to_string(file)
-            && let Ok(pid) = text.trim().parse()
-        {
-            return pid;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    panic!("the command never wrote {}", file.display());
-}
-
 /// Waits (bounded) for `child` to exit; kills it and fails if it does not.
 fn wait_exit(child: &mut Child, within: std::time::Duration) -> std::process::ExitStatus {
     let start = std::time::Instant::now();
@@ -334,17 +305,6 @@ fn wait_exit(child: &mut Child, within: std::time::Duration) -> std::process::Ex
     }
     let _ = child.kill();
     panic!("hookhost did not exit within {within:?}");
-}
-
-/// Waits (bounded) for `pid` to be gone.
-fn wait_gone(pid: i32) {
-    for _ in 0..400 {
-        if !alive(pid) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    panic!("process {pid} is still running");
 }
 
 /// `hookhost serve` on stdio, spoken to in raw JSON-RPC lines.
@@ -409,14 +369,14 @@ impl StdioServer {
         panic!("no answer to request {id}");
     }
 
-    /// Starts a bash call that writes its pid to `pidfile`, then sleeps; returns the pid.
-    fn start_sleeping_command(&mut self, id: u64, pidfile: &Path) -> i32 {
-        let command = format!("echo $$ > {}; sleep 300", pidfile.display());
+    /// Starts a bash call that sleeps; returns the host's pid of its `sleep`.
+    fn start_sleeping_command(&mut self, id: u64) -> i32 {
+        let marker = common::marker("sleeper");
         self.send(
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "bash", "arguments": {"command": command}}}),
+            "params": {"name": "bash", "arguments": {"command": common::marked_sleep(&marker, 300)}}}),
         );
-        wait_for_pid(pidfile)
+        common::wait_for_process(&marker)
     }
 }
 
@@ -430,9 +390,8 @@ impl Drop for StdioServer {
 #[test]
 fn a_cancelled_call_kills_its_command() {
     let data = tempfile::tempdir().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
     let mut server = StdioServer::start(data.path());
-    let pid = server.start_sleeping_command(2, &scratch.path().join("pid"));
+    let pid = server.start_sleeping_command(2);
     assert!(alive(pid));
     server.send(
         serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -448,7 +407,6 @@ fn a_cancelled_call_kills_its_command() {
 fn signals_end_a_stdio_server_gracefully_mid_call() {
     for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         let data = tempfile::tempdir().unwrap();
-        let scratch = tempfile::tempdir().unwrap();
         let mut server = StdioServer::start(data.path());
         // A file in the session, to see it deleted.
         server.send(
@@ -456,7 +414,7 @@ fn signals_end_a_stdio_server_gracefully_mid_call() {
             "params": {"name": "bash", "arguments": {"command": "seq 1 5000"}}}),
         );
         server.answer(2);
-        let pid = server.start_sleeping_command(3, &scratch.path().join("pid"));
+        let pid = server.start_sleeping_command(3);
         // SAFETY: signalling the child this test started.
         unsafe { libc::kill(server.child.id() as i32, signal) };
         let status = wait_exit(&mut server.child, std::time::Duration::from_secs(20));
@@ -473,9 +431,8 @@ fn signals_end_a_stdio_server_gracefully_mid_call() {
 #[test]
 fn a_client_disconnect_kills_running_commands_before_deleting_files() {
     let data = tempfile::tempdir().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
     let mut server = StdioServer::start(data.path());
-    let pid = server.start_sleeping_command(2, &scratch.path().join("pid"));
+    let pid = server.start_sleeping_command(2);
     drop(server.stdin.take());
     let status = wait_exit(&mut server.child, std::time::Duration::from_secs(20));
     assert_eq!(status.code(), Some(0));
@@ -486,7 +443,6 @@ fn a_client_disconnect_kills_running_commands_before_deleting_files() {
 #[test]
 fn sigterm_ends_an_http_server_gracefully_mid_call() {
     let data = tempfile::tempdir().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
     // The built-in config serves bash: over HTTP without tokens only when asked to.
     let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
         .arg("--data")
@@ -498,16 +454,14 @@ fn sigterm_ends_an_http_server_gracefully_mid_call() {
         .spawn()
         .expect("hookhost starts");
     let url = announced_url(&mut child);
-    let pidfile = scratch.path().join("pid");
-    client(&[
-        "http-shutdown",
-        &url,
-        pidfile.to_str().unwrap(),
-        &child.id().to_string(),
-    ]);
+    let marker = common::marker("http-sleeper");
+    client(&["http-shutdown", &url, &marker, &child.id().to_string()]);
     let status = wait_exit(&mut child, std::time::Duration::from_secs(20));
     assert_eq!(status.code(), Some(0));
-    wait_gone(wait_for_pid(&pidfile));
+    assert!(
+        common::processes_with(&marker).is_empty(),
+        "the command is gone"
+    );
     assert_eq!(entries(&data.path().join("tenants/default/sessions")), 0);
 }
 

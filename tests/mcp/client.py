@@ -6,7 +6,8 @@ assertion, so a failure exits non-zero with the reason.
     client.py workdir HOOKHOST DATA REPO
     client.py http URL TOKEN OTHER_TOKEN [UPSTREAM_TOOL]
     client.py http-checks URL TOKEN LIMITED_TOKEN
-    client.py http-shutdown URL PIDFILE HOOKHOST_PID
+    client.py http-shutdown URL MARKER HOOKHOST_PID
+    client.py bash-tenants URL TOKEN_A TOKEN_B DATA
     client.py upstream HOOKHOST DATA CONFIG
     client.py fleet URL_A URL_B
     client.py open-sessions URL_A URL_B COUNT
@@ -15,6 +16,7 @@ assertion, so a failure exits non-zero with the reason.
 """
 
 import asyncio
+import glob
 import json
 import os
 import re
@@ -267,15 +269,30 @@ async def http_checks(url, token, limited_token):
     print("http checks ok", flush=True)
 
 
-async def http_shutdown(url, pidfile, hookhost_pid):
-    """Starts a long command over HTTP, then signals the server mid-call."""
+def processes_with(marker):
+    """The host's pids whose command line contains `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+async def http_shutdown(url, marker, hookhost_pid):
+    """Starts a long command over HTTP (its `sleep` named `marker`), then signals the
+    server mid-call."""
     async with httpx2.AsyncClient(timeout=60) as raw:
         session_id = await open_session(raw, url, None)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "bash", "arguments": {"command": f"echo $$ > {pidfile}; sleep 300"}}}
+                "params": {"name": "bash", "arguments": {"command": f"exec -a {marker} sleep 300"}}}
         running = asyncio.create_task(raw_post(raw, url, None, call, session_id))
         for _ in range(200):
-            if os.path.exists(pidfile) and open(pidfile).read().strip():
+            if processes_with(marker):
                 break
             await asyncio.sleep(0.05)
         else:
@@ -424,6 +441,43 @@ async def scrape(metrics_url):
         print(json.dumps({"name": name, "labels": dict(labels), "value": value}))
 
 
+async def bash_tenants(url, token_a, token_b, data):
+    """Two tenants' shells over MCP, each in its own sandbox: B's finds nothing of A's (by
+    the host path A's file has, by /proc, by `..`), sees only virtual paths, and finishes
+    while A's runs a fork bomb."""
+    def authorized(token):
+        return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+    async with authorized(token_a) as client_a, authorized(token_b) as client_b:
+        async with streamable_http_client(url, http_client=client_a) as (read_a, write_a), \
+                streamable_http_client(url, http_client=client_b) as (read_b, write_b):
+            async with ClientSession(read_a, write_a) as a, ClientSession(read_b, write_b) as b:
+                await a.initialize()
+                await b.initialize()
+                written = await a.call_tool("bash", {"command": "echo alpha-secret > mine.txt; pwd"})
+                assert text(written).strip() == "/workspace", text(written)
+                [secret_path] = glob.glob(f"{data}/tenants/*/sessions/*/workspace/mine.txt")
+                where = await b.call_tool("bash", {"command": "pwd; ls /"})
+                lines = text(where).split()
+                assert lines[0] == "/workspace", text(where)
+                assert "tenants" not in text(where) and "sessions" not in text(where), text(where)
+                for trick in [f"cat {secret_path}", "cat /proc/1/root/../../mine.txt",
+                              "cat ../../../../mine.txt", "cat /proc/self/cwd/../mine.txt",
+                              "grep -rs alpha-secret / --exclude-dir=proc"]:
+                    found = await b.call_tool("bash", {"command": trick})
+                    assert "alpha-secret" not in text(found), (trick, text(found))
+                bomb = asyncio.create_task(a.call_tool(
+                    "bash", {"command": ":(){ :|:& };:; sleep 3; echo after", "timeout_secs": 20}))
+                await asyncio.sleep(1)
+                meanwhile = await b.call_tool("bash", {"command": "echo beta-ok"})
+                assert text(meanwhile).strip() == "beta-ok", text(meanwhile)
+                bombed = await bomb
+                assert "after" in text(bombed), text(bombed)
+                again = await a.call_tool("bash", {"command": "cat mine.txt"})
+                assert text(again).strip() == "alpha-secret", text(again)
+    print("bash tenants ok", flush=True)
+
+
 async def metrics(url, calls):
     """Makes CALLS write_file calls and one failing read_file through the chain, then checks
     that /metrics, parsed, counts exactly those."""
@@ -454,6 +508,6 @@ async def metrics(url, calls):
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
-             "http-shutdown": http_shutdown, "upstream": upstream, "fleet": fleet,
+             "http-shutdown": http_shutdown, "bash-tenants": bash_tenants, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape}
     asyncio.run(modes[mode](*rest))

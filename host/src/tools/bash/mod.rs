@@ -1,26 +1,36 @@
-//! The host-native `bash` tool: runs a command in the session's workspace.
+//! The host-native `bash` tool: runs a command with the host's programs, in the session's
+//! working mount.
 //!
-//! Not sandboxed by WebAssembly: the command runs as the host's user, with the host's
-//! programs. Its only confinement is its working directory (the session's `/workspace`),
-//! an environment reduced to `PATH`, `HOME` (the workspace) and `LANG`, a time limit after
-//! which its whole process group is killed, and a cap on the output kept. That is why a
-//! config must enable it explicitly.
+//! By default each command runs in a sandbox of its own ([`sandbox`]): it sees the system
+//! read-only, exactly the mounts `bash` is granted at their virtual paths (`pwd` is
+//! `/workspace`), no network unless the operator opens it, and it is bounded in processes,
+//! memory, CPU time and file size. Everything it started dies with it: when it ends, times
+//! out, is cancelled (the MCP client's `notifications/cancelled`, a dropped call), when its
+//! session ends, and when hookhost dies.
 //!
-//! Each command runs in a process group of its own. The group is killed when the call
-//! times out or is cancelled (the MCP client's `notifications/cancelled`, a dropped call),
-//! and when its session ends. A command that leaves a background child behind (`server &`)
-//! returns once bash exits and the output stops within [`DRAIN_GRACE`]: what was read is
-//! kept, with a note that a background process still holds the output.
+//! With `[bash] sandbox = false` a command runs as the host's user in the host directory of
+//! its mount, with an environment reduced to `PATH`, `HOME` and `LANG`, in a process group
+//! of its own killed on timeout, cancellation and session end; background children it
+//! leaves behind live on until the session ends. A command that leaves one holding its
+//! output returns once bash exits and the output stops within [`DRAIN_GRACE`].
+
+pub mod cgroup;
+pub mod sandbox;
+
+pub use sandbox::{Readiness, SYSTEM_PATHS, ShellSandbox, Unavailable};
 
 use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::config::{BashPlan, ShellSandboxPlan};
 use crate::failure::Failure;
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Grants, Sandbox, writable};
 use crate::sessions::{Session, SessionKey};
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+use sandbox::Prepared;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,55 +41,93 @@ use tokio::process::Command;
 /// background child may hold them open for as long as it lives.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
-const SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "command": {"type": "string", "description": "The bash command line to run, in /workspace"},
-    "timeout_secs": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Time limit in seconds (default 120)"}
-  },
-  "required": ["command"],
-  "additionalProperties": false
-}"#;
-
 /// The `bash` tool.
 pub struct BashTool {
     descriptor: ToolDescriptor,
     sandbox: Arc<Sandbox>,
+    /// The mount it works in (its virtual path).
     mount: String,
     default_timeout: Duration,
     max_output_bytes: usize,
-    /// `bash` found in `PATH` once, so each spawn names it by its path (see [`find_bash`]).
-    program: std::path::PathBuf,
+    confinement: Confinement,
     /// Process groups started per session that may still have members: killed when the
     /// session ends.
     groups: Mutex<HashMap<SessionKey, Vec<Pid>>>,
 }
 
+/// How commands are confined.
+enum Confinement {
+    /// Each in a sandbox seeing `grants`.
+    Sandboxed {
+        shell: Box<ShellSandbox>,
+        plan: ShellSandboxPlan,
+        grants: Grants,
+    },
+    /// As the host's user; `bash` found in `PATH` once, so each spawn names it by its path
+    /// (see [`sandbox::find_in_path`]).
+    Unsandboxed { program: PathBuf },
+}
+
 impl BashTool {
-    /// A `bash` tool running in the session's `mount` (normally `/workspace`), with
-    /// `default_timeout` for calls that give none, keeping at most `max_output_bytes` of
-    /// stdout and of stderr.
-    pub fn new(
-        sandbox: Arc<Sandbox>,
-        mount: String,
-        default_timeout: Option<Duration>,
-        max_output_bytes: u64,
-    ) -> BashTool {
+    /// A `bash` tool as `plan` says, whose host is `sandbox` (for the mounts' directories),
+    /// keeping at most `max_output_bytes` of stdout and of stderr.
+    pub fn new(sandbox: Arc<Sandbox>, plan: &BashPlan, max_output_bytes: u64) -> BashTool {
+        let mount = plan.mount.clone();
+        let (confinement, confined) = match &plan.sandbox {
+            Some(shell) => (
+                Confinement::Sandboxed {
+                    shell: Box::new(ShellSandbox::new(
+                        shell.bwrap.as_deref(),
+                        sandbox.data_root(),
+                    )),
+                    plan: shell.clone(),
+                    grants: plan.grants.clone(),
+                },
+                format!(
+                    " It runs in a sandbox that sees the system read-only and {}; background \
+                     processes end with the command.",
+                    plan.grants
+                        .iter()
+                        .map(|(path, access)| format!("{path} ({})", access.word()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            None => (
+                Confinement::Unsandboxed {
+                    program: sandbox::find_in_path("bash").unwrap_or_else(|| "bash".into()),
+                },
+                String::new(),
+            ),
+        };
         BashTool {
             descriptor: ToolDescriptor {
                 name: "bash".into(),
                 description: format!(
                     "Run a bash command in {mount} and return its output (stdout, then \
-                     stderr, then the exit code when it is not 0)."
+                     stderr, then the exit code when it is not 0).{confined}"
                 ),
-                input_schema: SCHEMA.into(),
+                input_schema: schema(&mount),
             },
             sandbox,
             mount,
-            default_timeout: default_timeout.unwrap_or(DEFAULT_BASH_TIMEOUT),
+            default_timeout: plan.timeout.unwrap_or(DEFAULT_BASH_TIMEOUT),
             max_output_bytes: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
-            program: find_bash(),
+            confinement,
             groups: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether commands can run as configured: for a sandboxed bash, what the first
+    /// sandbox found (made once per process); `None` for an unsandboxed one.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] when commands cannot be sandboxed here.
+    pub async fn readiness(&self) -> Result<Option<&Readiness>, Unavailable> {
+        match &self.confinement {
+            Confinement::Sandboxed { shell, .. } => shell.ready().await.map(Some),
+            Confinement::Unsandboxed { .. } => Ok(None),
         }
     }
 
@@ -119,34 +167,52 @@ impl BashTool {
         Ok((command, timeout))
     }
 
-    async fn run(&self, session: &Session, command: &str, limit: Duration) -> ToolResult {
-        let Some(mount) = session
-            .mounts()
-            .iter()
-            .find(|m| m.virtual_path == self.mount)
-        else {
-            return ToolResult::error(format!("bash: the session has no {} mount", self.mount));
+    /// The command to start for `session`, its mounts' directories made.
+    async fn prepare(&self, session: &Session, command: &str) -> Result<Prepared, String> {
+        let mount = |path: &str| {
+            let mount = session
+                .mounts()
+                .iter()
+                .find(|m| m.virtual_path == path)
+                .ok_or_else(|| format!("bash: the session has no {path} mount"))?;
+            self.sandbox
+                .ensure_dir(mount)
+                .map_err(|e| format!("bash: {e}"))?;
+            Ok::<_, String>(mount)
         };
-        if let Err(e) = self.sandbox.ensure_dir(mount) {
-            return ToolResult::error(format!("bash: {e}"));
+        match &self.confinement {
+            Confinement::Sandboxed {
+                shell,
+                plan,
+                grants,
+            } => {
+                shell.ready().await.map_err(|e| e.to_string())?;
+                let mounts = grants
+                    .iter()
+                    .map(|(path, access)| Ok((mount(path)?, *access)))
+                    .collect::<Result<Vec<_>, String>>()?;
+                let policy = plan.policy(&session.tenant);
+                Ok(shell.command(&mounts, &self.mount, &policy, command))
+            }
+            Confinement::Unsandboxed { program } => {
+                let dir = &mount(&self.mount)?.host;
+                Ok(Prepared {
+                    command: unsandboxed(program, dir, command),
+                    cgroup: None,
+                })
+            }
         }
-        let path =
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-        let mut child = match Command::new(&self.program)
-            .arg("-c")
-            .arg(command)
-            .current_dir(&mount.host)
-            .env_clear()
-            .env("PATH", path)
-            .env("HOME", &mount.host)
-            .env("LANG", "C.UTF-8")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-        {
+    }
+
+    async fn run(&self, session: &Session, command: &str, limit: Duration) -> ToolResult {
+        let Prepared {
+            mut command,
+            cgroup,
+        } = match self.prepare(session, command).await {
+            Ok(prepared) => prepared,
+            Err(message) => return ToolResult::error(message),
+        };
+        let mut child = match command.spawn() {
             Ok(child) => child,
             Err(e) => return ToolResult::error(format!("bash: cannot start bash: {e}")),
         };
@@ -163,6 +229,9 @@ impl BashTool {
         let status = tokio::time::timeout(limit, child.wait()).await;
         if status.is_err() {
             group.kill();
+            if let Some(cgroup) = &cgroup {
+                cgroup.kill_all();
+            }
             let _ = child.wait().await;
         }
         // Both pipes get the same grace, at once.
@@ -170,14 +239,14 @@ impl BashTool {
             tokio::join!(stdout.finish(), stderr.finish());
         let held_open = out_held || err_held;
         if status.is_ok() {
-            // The command is done; its background children may live on (a server the
-            // agent started), until the session ends.
+            // The command is done. Unsandboxed, its background children may live on (a
+            // server the agent started), until the session ends.
             group.release();
             if !held_open && test_kill_process_group(pid).is_err() {
                 self.forget_group(&session.key(), pid);
             }
         }
-
+        drop(cgroup);
         let mut output = String::from_utf8_lossy(&stdout.bytes).into_owned();
         let mut note = |text: String| {
             if !output.is_empty() && !output.ends_with('\n') {
@@ -250,7 +319,10 @@ impl Tool for BashTool {
     }
 
     fn writable_mounts(&self) -> Vec<&str> {
-        vec![self.mount.as_str()]
+        match &self.confinement {
+            Confinement::Sandboxed { grants, .. } => writable(grants).collect(),
+            Confinement::Unsandboxed { .. } => vec![self.mount.as_str()],
+        }
     }
 
     fn end_session(&self, key: &SessionKey) {
@@ -284,22 +356,39 @@ impl Drop for GroupGuard {
     }
 }
 
-/// `bash` as a path found in the host's `PATH` (else the bare name). Spawning a program by
-/// its path, with an environment of our own, lets the standard library use `posix_spawn`
-/// (a vfork-like spawn) instead of `fork()`: a program looked up in a `PATH` the child's
-/// environment replaces cannot be, and a `fork()` of a host holding the pooling allocator's
-/// large address-space reservation costs milliseconds (the benchmark measures it).
-fn find_bash() -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|dir| dir.join("bash"))
-        .find(|candidate| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .unwrap_or_else(|| "bash".into())
+/// The input schema, naming the working mount.
+fn schema(mount: &str) -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": format!("The bash command line to run, in {mount}")},
+            "timeout_secs": {"type": "integer", "minimum": 1, "maximum": MAX_BASH_TIMEOUT.as_secs(), "description": format!("Time limit in seconds (default {})", DEFAULT_BASH_TIMEOUT.as_secs())}
+        },
+        "required": ["command"],
+        "additionalProperties": false
+    })
+    .to_string()
+}
+
+/// An unsandboxed command: `bash -c command` as the host's user in `dir`, with `PATH`,
+/// `HOME` (`dir`) and `LANG`, in a process group of its own.
+fn unsandboxed(program: &Path, dir: &Path, command: &str) -> Command {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut child = Command::new(program);
+    child
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", dir)
+        .env("LANG", "C.UTF-8")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    child
 }
 
 /// What was read from a pipe: the first bytes up to the cap, and how many were dropped.

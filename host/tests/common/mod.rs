@@ -1,0 +1,78 @@
+//! Helpers shared by the binary's test files: processes found by a marker in their
+//! command line (a sandboxed command's `$$` is its own PID namespace's, not the host's).
+
+#![allow(dead_code)] // each test file uses some
+
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+use std::time::Duration;
+
+/// Whether the process `pid` is alive (a zombie counts as gone).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|s| !s.trim_start().starts_with('Z'))
+    })
+}
+
+/// The host's processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| String::from_utf8_lossy(&line).contains(marker))
+        })
+        .filter(|pid| alive(*pid))
+        .collect()
+}
+
+/// A command line that runs `sleep SECS` under the name `marker`, to be found by it.
+pub fn marked_sleep(marker: &str, secs: u32) -> String {
+    format!("exec -a {marker} sleep {secs}")
+}
+
+/// Waits (bounded) for a process whose command line contains `marker`; its pid.
+pub fn wait_for_process(marker: &str) -> i32 {
+    for _ in 0..400 {
+        if let Some(pid) = processes_with(marker).first() {
+            return *pid;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("no process {marker} started");
+}
+
+/// Waits (bounded) for `pid` to be gone.
+pub fn wait_gone(pid: i32) {
+    for _ in 0..400 {
+        if !alive(pid) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("process {pid} is still running");
+}
+
+/// A marker no other test's process has.
+pub fn marker(what: &str) -> String {
+    format!("hookhost-test-{what}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The URL a `serve --http` child announces on stderr; the rest of its stderr is drained
+/// (a closed pipe would fail its log writes).
+pub fn announced_url(child: &mut Child) -> String {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.find("http://").map(|at| l[at..].trim().to_string()))
+        .expect("hookhost announced its address");
+    std::thread::spawn(move || lines.for_each(drop));
+    url
+}

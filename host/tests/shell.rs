@@ -1,0 +1,528 @@
+//! The sandboxed `bash`, through the real binary: two tenants (`alpha`, `beta`) whose
+//! shells see only their own session's mounts at their virtual paths, no network unless
+//! the config opens it, and bounded resources; commands that die with their call and host.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const ALPHA: &str = "alpha-token-0123456789abcdef";
+const BETA: &str = "beta-token-0123456789abcdef0123";
+
+/// A data directory and in it the built-in config with two tenants; `extra` is appended.
+struct Host {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Host {
+    fn new(extra: &str) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("hookhost.toml");
+        let builtin =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
+                .unwrap();
+        std::fs::write(
+            &config,
+            format!(
+                "{builtin}\n[tenants.alpha]\ntoken = \"{ALPHA}\"\n\n\
+                 [tenants.beta]\ntoken = \"{BETA}\"\n{extra}"
+            ),
+        )
+        .unwrap();
+        Host { dir, config }
+    }
+
+    fn data(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(self.data())
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .output()
+            .expect("hookhost runs")
+    }
+
+    /// `hookhost serve` with `args`, its stdio piped (stderr as `stderr` says).
+    fn serve(&self, args: &[&str], stderr: Stdio) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(self.data())
+            .arg("--config")
+            .arg(&self.config)
+            .arg("serve")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+
+    fn session(&self, tenant: &str, workdir: Option<&Path>) -> String {
+        let mut args = vec!["session", "new", "--tenant", tenant];
+        if let Some(dir) = workdir {
+            args.extend(["--workdir", dir.to_str().unwrap()]);
+        }
+        let out = self.run(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).trim().to_string()
+    }
+
+    /// `bash` in `session` of `tenant`: (output, is_error).
+    fn bash(&self, tenant: &str, session: &str, command: &str) -> (String, bool) {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let out = self.run(&[
+            "call",
+            "--json",
+            "--tenant",
+            tenant,
+            "--session",
+            session,
+            "bash",
+            &args,
+        ]);
+        let result: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}\n{}", text(&out.stdout), text(&out.stderr)));
+        (
+            result["output"].as_str().unwrap().to_string(),
+            result["is_error"].as_bool().unwrap(),
+        )
+    }
+
+    /// The host directory of `session`'s `mount` (`workspace`, `artifacts`).
+    fn dir(&self, tenant: &str, session: &str, mount: &str) -> PathBuf {
+        self.data()
+            .join("tenants")
+            .join(tenant)
+            .join("sessions")
+            .join(session)
+            .join(mount)
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_shell_sees_its_mounts_at_their_virtual_paths_and_nothing_else() {
+    let host = Host::new("");
+    let alpha = host.session("alpha", None);
+    let (pwd, _) = host.bash("alpha", &alpha, "pwd; echo $HOME; id -un");
+    assert_eq!(pwd, "/workspace\n/workspace\nagent\n");
+    let (root, _) = host.bash("alpha", &alpha, "ls /");
+    let root: Vec<&str> = root.lines().collect();
+    for entry in &root {
+        assert!(
+            [
+                "artifacts",
+                "bin",
+                "dev",
+                "etc",
+                "lib",
+                "lib32",
+                "lib64",
+                "libx32",
+                "proc",
+                "run",
+                "sbin",
+                "tmp",
+                "usr",
+                "workspace"
+            ]
+            .contains(entry),
+            "{entry} is in the sandbox's /: {root:?}"
+        );
+    }
+    // The host's /etc is not there: only what programs need, and a generated passwd.
+    let (etc, _) = host.bash(
+        "alpha",
+        &alpha,
+        "cat /etc/passwd; ls /etc/shadow /etc/ssl/private 2>&1",
+    );
+    assert!(etc.contains("agent:x:1000"), "{etc}");
+    assert!(
+        !etc.contains("daemon:") && etc.contains("No such file"),
+        "{etc}"
+    );
+    // Paths resolve to virtual ones: no host path in what the model receives.
+    let (paths, _) = host.bash(
+        "alpha",
+        &alpha,
+        "touch f; readlink -f f /proc/self/cwd; ls -d /artifacts/*; cd /nope",
+    );
+    assert!(!paths.contains(host.data().to_str().unwrap()), "{paths}");
+    assert!(
+        paths.starts_with("/workspace/f\n/workspace\n/artifacts/trace\n"),
+        "{paths}"
+    );
+}
+
+#[test]
+fn no_path_trick_reaches_the_config_the_database_or_another_tenant() {
+    let host = Host::new("");
+    let alpha = host.session("alpha", None);
+    let beta = host.session("beta", None);
+    let other = host.session("alpha", None);
+    let (_, failed) = host.bash("beta", &beta, "echo beta-secret > mine.txt");
+    assert!(!failed);
+    let (_, failed) = host.bash("alpha", &other, "echo other-session > mine.txt");
+    assert!(!failed);
+    let beta_file = host.dir("beta", &beta, "workspace").join("mine.txt");
+    let other_file = host.dir("alpha", &other, "workspace").join("mine.txt");
+    // A link the user's project might hold, pointing out of it: planted on the host side.
+    let workspace = host.dir("alpha", &alpha, "workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::os::unix::fs::symlink(&host.config, workspace.join("config-link")).unwrap();
+    std::os::unix::fs::symlink(&beta_file, workspace.join("beta-link")).unwrap();
+    let targets = [
+        host.config.display().to_string(),
+        host.data().join("sessions.db").display().to_string(),
+        beta_file.display().to_string(),
+        other_file.display().to_string(),
+    ];
+    let mut tricks: Vec<String> = targets.iter().map(|t| format!("cat {t}")).collect();
+    tricks.extend(targets.iter().map(|t| format!("cat /proc/1/root{t}")));
+    tricks.extend(
+        targets
+            .iter()
+            .map(|t| format!("cat /proc/self/cwd/../../../../..{t}")),
+    );
+    tricks.extend(
+        targets
+            .iter()
+            .map(|t| format!("cat ../../../../../../..{t}")),
+    );
+    tricks.extend(
+        targets
+            .iter()
+            .map(|t| format!("ln -s {t} planted && cat planted; rm -f planted")),
+    );
+    tricks.extend(targets.iter().map(|t| format!("ln {t} hard && cat hard")));
+    tricks.extend([
+        "cat config-link".to_string(),
+        "cat beta-link".to_string(),
+        "grep -rsl -e beta-secret -e other-session -e token / --exclude-dir=proc".to_string(),
+        "cat /proc/*/environ | tr '\\0' '\\n' | grep -i token".to_string(),
+    ]);
+    for trick in &tricks {
+        let (output, _) = host.bash("alpha", &alpha, trick);
+        for secret in ["beta-secret", "other-session", BETA, ALPHA, "SQLite"] {
+            assert!(!output.contains(secret), "{trick} found {secret}: {output}");
+        }
+    }
+    // The files are there, for their own sessions.
+    assert_eq!(host.bash("beta", &beta, "cat mine.txt").0, "beta-secret\n");
+}
+
+#[test]
+fn an_offloaded_output_is_read_in_bash_at_its_reference_and_read_only_mounts_refuse_writes() {
+    let host = Host::new("");
+    let alpha = host.session("alpha", None);
+    let (offloaded, _) = host.bash("alpha", &alpha, "seq 1 5000");
+    let path = offloaded
+        .lines()
+        .find_map(|l| l.strip_prefix("Full output: "))
+        .unwrap_or_else(|| panic!("not offloaded: {offloaded}"))
+        .to_string();
+    assert!(path.starts_with("/artifacts/tool-results/bash/"), "{path}");
+    let (lines, failed) = host.bash("alpha", &alpha, &format!("wc -l < {path}; tail -1 {path}"));
+    assert!(!failed, "{lines}");
+    assert_eq!(lines, "5000\n5000\n");
+    let (refused, failed) = host.bash("alpha", &alpha, &format!("echo x >> {path}"));
+    assert!(
+        failed && refused.contains("Read-only file system"),
+        "{refused}"
+    );
+    let (refused, failed) = host.bash("alpha", &alpha, "touch /usr/x /etc/x /x");
+    assert!(
+        failed && refused.matches("Read-only file system").count() == 3,
+        "{refused}"
+    );
+    // The quota and the trace see what bash wrote in its writable mount.
+    host.bash("alpha", &alpha, "echo traced > t.txt");
+    let trace = host.run(&[
+        "session", "trace", &alpha, "--tenant", "alpha", "--kind", "file.*",
+    ]);
+    let trace = text(&trace.stdout);
+    assert!(
+        trace
+            .lines()
+            .any(|l| l.contains("\"file.created\"") && l.contains("t.txt")),
+        "{trace}"
+    );
+}
+
+/// A listener on the host's loopback; counts the connections it accepted.
+fn listener() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    (port, accepted)
+}
+
+#[test]
+fn the_network_is_closed_unless_the_config_opens_it_for_a_tenant() {
+    let host = Host::new("\n[tenants.beta.bash]\nnetwork = true\n");
+    let (port, accepted) = listener();
+    let connect = format!("echo hi > /dev/tcp/127.0.0.1/{port} && echo connected");
+    let alpha = host.session("alpha", None);
+    let (closed, failed) = host.bash("alpha", &alpha, &connect);
+    assert!(failed && !closed.contains("connected"), "{closed}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let beta = host.session("beta", None);
+    let (open, failed) = host.bash("beta", &beta, &connect);
+    assert!(!failed && open.contains("connected"), "{open}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_fork_bomb_ends_within_its_limits_while_another_tenant_works() {
+    let host = Host::new("\n[tenants.alpha.bash]\nlimits = { processes = 64 }\n");
+    let alpha = host.session("alpha", None);
+    let beta = host.session("beta", None);
+    let bomb = {
+        let (data, config, alpha) = (
+            host.data().to_path_buf(),
+            host.config.clone(),
+            alpha.clone(),
+        );
+        std::thread::spawn(move || {
+            Command::new(env!("CARGO_BIN_EXE_hookhost"))
+                .arg("--data")
+                .arg(data)
+                .arg("--config")
+                .arg(config)
+                .args(["call", "--tenant", "alpha", "--session", &alpha, "bash"])
+                .arg(r#"{"command":":(){ :|:& };:; sleep 3; echo the-bomb-ran-out","timeout_secs":20}"#)
+                .output()
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let (meanwhile, failed) = host.bash("beta", &beta, "echo beta-ok");
+    assert!(!failed && meanwhile == "beta-ok\n", "{meanwhile}");
+    let bombed = bomb.join().unwrap();
+    let said = text(&bombed.stdout);
+    assert!(said.contains("the-bomb-ran-out"), "{said}");
+    assert!(said.contains("Resource temporarily unavailable"), "{said}");
+}
+
+#[test]
+fn a_background_process_is_gone_after_its_call() {
+    let host = Host::new("");
+    let alpha = host.session("alpha", None);
+    let marker = common::marker("background");
+    let (said, failed) = host.bash(
+        "alpha",
+        &alpha,
+        &format!(
+            "({}) & setsid {} & echo started",
+            common::marked_sleep(&marker, 300),
+            common::marked_sleep(&marker, 301)
+        ),
+    );
+    assert!(!failed && said == "started\n", "{said}");
+    assert!(
+        common::processes_with(&marker).is_empty(),
+        "a background command outlived its call"
+    );
+}
+
+#[test]
+fn a_large_file_stops_at_the_file_size_limit() {
+    let host = Host::new("\n[bash.limits]\nfile_bytes = 10485760\n");
+    let alpha = host.session("alpha", None);
+    let (said, failed) = host.bash(
+        "alpha",
+        &alpha,
+        "dd if=/dev/zero of=big bs=1M count=10240 status=none; stat -c %s big",
+    );
+    assert!(failed || said.contains("10485760"), "{said}");
+    let size = std::fs::metadata(host.dir("alpha", &alpha, "workspace").join("big"))
+        .unwrap()
+        .len();
+    assert_eq!(size, 10 * 1024 * 1024, "{said}");
+}
+
+#[test]
+fn kill_9_of_the_server_mid_command_leaves_no_process() {
+    let host = Host::new("");
+    let mut server = host.serve(&["--tenant", "alpha"], Stdio::null());
+    let marker = common::marker("orphan");
+    let mut stdin = server.stdin.take().unwrap();
+    use std::io::Write;
+    for message in [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {
+                "command": format!("({}) & {}", common::marked_sleep(&marker, 300), common::marked_sleep(&marker, 301))}}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("\"id\":1"), "{first}");
+    let sleeping = common::wait_for_process(&marker);
+    server.kill().unwrap(); // SIGKILL
+    server.wait().unwrap();
+    common::wait_gone(sleeping);
+    for _ in 0..200 {
+        if common::processes_with(&marker).is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!(
+        "commands outlived their host: {:?}",
+        common::processes_with(&marker)
+    );
+}
+
+fn git(repo: &Path, args: &[&str]) -> Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn in_a_git_workdir_the_shell_runs_git_status_and_commits() {
+    let host = Host::new("");
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q"]);
+    std::fs::write(repo.path().join("a.txt"), "a\n").unwrap();
+    git(repo.path(), &["add", "a.txt"]);
+    git(repo.path(), &["commit", "-qm", "first"]);
+    let alpha = host.session("alpha", Some(repo.path()));
+    let (status, failed) = host.bash(
+        "alpha",
+        &alpha,
+        "echo b > b.txt && git status --short && git add b.txt && \
+         git -c user.name=agent -c user.email=agent@example.com commit -qm second && git log --oneline | wc -l",
+    );
+    assert!(!failed, "{status}");
+    assert_eq!(status, "?? b.txt\n2\n");
+    let log = git(repo.path(), &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "second\nfirst\n");
+}
+
+#[test]
+fn two_tenants_shells_over_mcp_see_nothing_of_each_other() {
+    let host = Host::new("");
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let url = common::announced_url(&mut server);
+    let python = std::env::var_os("HOOKHOST_TEST_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-venv/bin/python"),
+        PathBuf::from,
+    );
+    let mut client = Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/client.py"))
+        .args([
+            "bash-tenants",
+            &url,
+            ALPHA,
+            BETA,
+            host.data().to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the Python MCP client runs (bash .ci/run installs it)");
+    let mut said = String::new();
+    client
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut said)
+        .unwrap();
+    let mut err = String::new();
+    client
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = client.wait().unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(status.success(), "{said}\n{err}");
+    assert!(said.contains("bash tenants ok"), "{said}");
+}
+
+#[test]
+fn without_a_sandbox_bash_refuses_to_start_and_says_which_setting_accepts_that() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |config: &str, args: &[&str]| {
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, config).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(dir.path())
+            .arg("--config")
+            .arg(&file)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let missing = "[bash]\nenabled = true\nbwrap = \"/nonexistent/bwrap\"\n";
+    for args in [
+        &["config", "check"][..],
+        &["serve"],
+        &["call", "bash", r#"{"command":"true"}"#],
+    ] {
+        let out = run(missing, args);
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!out.status.success(), "{args:?}: {said}");
+        assert!(
+            said.contains("cannot run /nonexistent/bwrap") && said.contains("sandbox = false"),
+            "{args:?}: {said}"
+        );
+    }
+    let unsandboxed = "[bash]\nenabled = true\nsandbox = false\n[tenants.a]\n";
+    let out = run(unsandboxed, &["tools"]);
+    assert!(
+        text(&out.stderr).contains("unsandboxed_with_tenants = true"),
+        "{}",
+        text(&out.stderr)
+    );
+    let accepted = run(
+        &unsandboxed.replace(
+            "sandbox = false\n",
+            "sandbox = false\nunsandboxed_with_tenants = true\n",
+        ),
+        &["config", "check"],
+    );
+    assert!(accepted.status.success(), "{}", text(&accepted.stderr));
+    assert!(
+        text(&accepted.stdout).contains("UNSANDBOXED"),
+        "{}",
+        text(&accepted.stdout)
+    );
+}
