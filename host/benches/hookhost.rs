@@ -40,6 +40,9 @@ const CALLS_PER_SESSION: usize = 200;
 const IDLE_SESSIONS: usize = 1_000;
 /// Process starts timed for the start-up figure.
 const STARTS: usize = 10;
+/// Sandboxes started one after another for the sandbox-start row.
+const SANDBOX_STARTS: usize = 200;
+
 /// Sessions calling `bash` at once for the bash figure, and calls each.
 const BASH_SESSIONS: usize = 4;
 const BASH_CALLS_PER_SESSION: usize = 50;
@@ -226,6 +229,37 @@ async fn native_bash_throughput() -> Result<f64> {
         })
     })
     .await
+}
+
+/// The start of one sandbox: `bash -c true` in a new sandbox, as a sandboxed `bash` call
+/// spawns it (bubblewrap, the generated `/etc`, the limits and the command's pids cgroup),
+/// and natively; median of each, one at a time.
+async fn sandbox_start(data: &Path) -> Result<(Duration, Duration)> {
+    use hookhost::config::ShellPolicy;
+    use hookhost::tools::bash::ShellSandbox;
+    let shell = ShellSandbox::new(None, data);
+    shell.ready().await?;
+    let policy = ShellPolicy {
+        network: false,
+        limits: Default::default(),
+    };
+    let mut sandboxed = Vec::with_capacity(SANDBOX_STARTS);
+    let mut native = Vec::with_capacity(SANDBOX_STARTS);
+    for _ in 0..SANDBOX_STARTS {
+        let mut prepared = shell.command(&[], "/", &policy, "true");
+        let start = Instant::now();
+        let out = prepared.command.output().await?;
+        sandboxed.push(start.elapsed());
+        anyhow::ensure!(out.status.success(), "the sandbox failed: {out:?}");
+        drop(prepared.cgroup);
+        let start = Instant::now();
+        tokio::process::Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .await?;
+        native.push(start.elapsed());
+    }
+    Ok((median(sandboxed), median(native)))
 }
 
 /// The same hook logic, natively: audit's two lines, offload's check (and write).
@@ -520,6 +554,13 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             goal: "≥ 500/s",
         });
         drop(with_bash);
+        let (sandboxed, native) = sandbox_start(&data).await?;
+        rows.push(Row::latency(
+            "one bash sandbox's start: `bash -c true` in bubblewrap (median)",
+            sandboxed,
+            native,
+            "—",
+        ));
     }
 
     if wanted("per-session") {
