@@ -679,21 +679,6 @@ impl Config {
             },
             otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
         };
-        let check_grants = |owner: &str, grants: &BTreeMap<Spanned<String>, Access>| {
-            for path in grants.keys() {
-                if !mounts.contains_key(path.get_ref()) {
-                    return Err(Invalid::at(
-                        path.span(),
-                        format!(
-                            "{owner}.grants: {:?} is not a declared mount (declared: {})",
-                            path.get_ref(),
-                            mounts.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ),
-                    ));
-                }
-            }
-            Ok(())
-        };
         for (name, tool) in &self.tools {
             let owner = format!("tools.{}", name.get_ref());
             if !is_tool_name(name.get_ref()) {
@@ -711,7 +696,7 @@ impl Config {
                 ));
             }
             check_component(&format!("{owner}.component"), &tool.component)?;
-            check_grants(&owner, &tool.grants)?;
+            check_grants(&mounts, &owner, &tool.grants)?;
             check_settings(&owner, &tool.component, &tool.settings)?;
             plan.tools.push(ComponentPlan::of(
                 name.get_ref(),
@@ -741,7 +726,7 @@ impl Config {
                 ));
             }
             check_component(&format!("{owner}.component"), &hook.component)?;
-            check_grants(&owner, &hook.grants)?;
+            check_grants(&mounts, &owner, &hook.grants)?;
             check_settings(&owner, &hook.component, &hook.settings)?;
             plan.hooks.push(HookPlan {
                 component: ComponentPlan::of(
@@ -891,17 +876,8 @@ impl Config {
         }
         let grants: Grants = match &bash.grants {
             Some(grants) => {
+                check_grants(mounts, "bash", grants)?;
                 for path in grants.keys() {
-                    if !mounts.contains_key(path.get_ref()) {
-                        return Err(Invalid::at(
-                            path.span(),
-                            format!(
-                                "bash.grants: {:?} is not a declared mount (declared: {})",
-                                path.get_ref(),
-                                mounts.keys().cloned().collect::<Vec<_>>().join(", ")
-                            ),
-                        ));
-                    }
                     if SYSTEM_PATHS.contains(&path.get_ref().as_str()) {
                         return Err(Invalid::at(
                             path.span(),
@@ -913,10 +889,7 @@ impl Config {
                         ));
                     }
                 }
-                grants
-                    .iter()
-                    .map(|(p, a)| (p.get_ref().clone(), *a))
-                    .collect()
+                self::grants(grants)
             }
             None => [(mount.to_string(), Access::ReadWrite)]
                 .into_iter()
@@ -1151,6 +1124,27 @@ impl ComponentPlan {
             allow_unknown_imports,
         }
     }
+}
+
+/// Checks that every mount `owner` (`tools.NAME`, `bash`…) is granted is declared.
+fn check_grants(
+    mounts: &BTreeMap<String, MountSpec>,
+    owner: &str,
+    grants: &BTreeMap<Spanned<String>, Access>,
+) -> Result<(), Invalid> {
+    for path in grants.keys() {
+        if !mounts.contains_key(path.get_ref()) {
+            return Err(Invalid::at(
+                path.span(),
+                format!(
+                    "{owner}.grants: {:?} is not a declared mount (declared: {})",
+                    path.get_ref(),
+                    mounts.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Grants as the sandbox takes them.
