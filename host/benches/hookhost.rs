@@ -238,7 +238,7 @@ async fn sandbox_start(data: &Path) -> Result<(Duration, Duration)> {
     use hookhost::config::ShellPolicy;
     use hookhost::tools::bash::ShellSandbox;
     let shell = ShellSandbox::new(None, data);
-    shell.ready().await?;
+    let ready = shell.ready().await?;
     let policy = ShellPolicy {
         network: false,
         limits: Default::default(),
@@ -246,7 +246,7 @@ async fn sandbox_start(data: &Path) -> Result<(Duration, Duration)> {
     let mut sandboxed = Vec::with_capacity(SANDBOX_STARTS);
     let mut native = Vec::with_capacity(SANDBOX_STARTS);
     for _ in 0..SANDBOX_STARTS {
-        let mut prepared = shell.command(&[], "/", &policy, "true");
+        let mut prepared = ready.command(&[], "/", &policy, "true");
         let start = Instant::now();
         let out = prepared.command.output().await?;
         sandboxed.push(start.elapsed());

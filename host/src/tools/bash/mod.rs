@@ -126,7 +126,7 @@ impl BashTool {
     /// [`Unavailable`] when commands cannot be sandboxed here.
     pub async fn readiness(&self) -> Result<Option<&Readiness>, Unavailable> {
         match &self.confinement {
-            Confinement::Sandboxed { shell, .. } => shell.ready().await.map(Some),
+            Confinement::Sandboxed { shell, .. } => shell.ready().await.map(|r| Some(&r.readiness)),
             Confinement::Unsandboxed { .. } => Ok(None),
         }
     }
@@ -186,13 +186,13 @@ impl BashTool {
                 plan,
                 grants,
             } => {
-                shell.ready().await.map_err(|e| e.to_string())?;
+                let ready = shell.ready().await.map_err(|e| e.to_string())?;
                 let mounts = grants
                     .iter()
                     .map(|(path, access)| Ok((mount(path)?, *access)))
                     .collect::<Result<Vec<_>, String>>()?;
                 let policy = plan.policy(&session.tenant);
-                Ok(shell.command(&mounts, &self.mount, &policy, command))
+                Ok(ready.command(&mounts, &self.mount, &policy, command))
             }
             Confinement::Unsandboxed { program } => {
                 let dir = &mount(&self.mount)?.host;

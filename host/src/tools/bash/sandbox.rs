@@ -132,16 +132,25 @@ pub struct Readiness {
     pub processes: &'static str,
 }
 
-/// The sandbox of one runtime's `bash`: bubblewrap's path, the system as commands see it,
-/// and the `pids` cgroups. Made once; [`ShellSandbox::ready`] checks it works.
+/// The sandbox of one runtime's `bash`: bubblewrap's path and where the generated `/etc`
+/// goes. Nothing is looked up or written until the first command ([`ShellSandbox::ready`]),
+/// so a process that never runs one (`hookhost tools`, `session list`) pays nothing.
 pub struct ShellSandbox {
     bwrap: PathBuf,
     /// The generated `/etc` files (see [`ETC_FILES`]).
     etc: PathBuf,
+    ready: tokio::sync::OnceCell<Result<Ready, Unavailable>>,
+}
+
+/// A sandbox known to work here, and what every command's sandbox shares.
+pub struct Ready {
+    pub readiness: Readiness,
+    bwrap: PathBuf,
+    /// The arguments every sandbox starts with: namespaces, user, environment, the system.
+    base: Vec<OsString>,
     /// The hard limits of this process: a limit the sandbox sets is never above them.
     host_hard: ShellLimits,
     cgroups: Option<PidsCgroups>,
-    ready: tokio::sync::OnceCell<Result<Readiness, Unavailable>>,
 }
 
 /// One command, ready to spawn.
@@ -163,19 +172,17 @@ impl ShellSandbox {
         ShellSandbox {
             bwrap,
             etc: data.join("sandbox/etc"),
-            host_hard: host_hard_limits(),
-            cgroups: PidsCgroups::find(),
             ready: tokio::sync::OnceCell::new(),
         }
     }
 
-    /// Checks, once per process, that a sandbox can be made: writes the generated `/etc`
-    /// and runs `true` in an empty sandbox.
+    /// The sandbox, made once per process: the generated `/etc` written, the `pids`
+    /// cgroups found, the shared arguments built, and `true` run in an empty sandbox.
     ///
     /// # Errors
     ///
     /// [`Unavailable`], naming the cause and the settings that change it.
-    pub async fn ready(&self) -> Result<&Readiness, Unavailable> {
+    pub async fn ready(&self) -> Result<&Ready, Unavailable> {
         self.ready
             .get_or_init(|| self.probe())
             .await
@@ -183,7 +190,7 @@ impl ShellSandbox {
             .map_err(Clone::clone)
     }
 
-    async fn probe(&self) -> Result<Readiness, Unavailable> {
+    async fn probe(&self) -> Result<Ready, Unavailable> {
         let fail = |cause: String| Unavailable { cause };
         write_etc(&self.etc).map_err(|e| {
             fail(format!(
@@ -199,11 +206,29 @@ impl ShellSandbox {
             .await
             .map_err(|e| fail(format!("cannot run {}: {e}", self.bwrap.display())))?;
         let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+        let cgroups = PidsCgroups::find();
+        let processes = match (&cgroups, rustix::process::getuid().is_root()) {
+            (Some(c), _) => c.describe(),
+            (None, false) => "RLIMIT_NPROC, counted per sandbox",
+            (None, true) => {
+                "not bounded: the host runs as root (RLIMIT_NPROC does not apply) and has no pids cgroup hookhost may use"
+            }
+        };
+        let ready = Ready {
+            readiness: Readiness {
+                bwrap: format!("{version} ({})", self.bwrap.display()),
+                processes,
+            },
+            bwrap: self.bwrap.clone(),
+            base: base_args(&self.etc),
+            host_hard: host_hard_limits(),
+            cgroups,
+        };
         let policy = ShellPolicy {
             network: false,
             limits: ShellLimits::default(),
         };
-        let mut trial = self.command(&[], "/", &policy, "true");
+        let mut trial = ready.command(&[], "/", &policy, "true");
         let ran = trial
             .command
             .output()
@@ -218,19 +243,11 @@ impl ShellSandbox {
                 said.trim()
             )));
         }
-        let processes = match (&self.cgroups, rustix::process::getuid().is_root()) {
-            (Some(c), _) => c.describe(),
-            (None, false) => "RLIMIT_NPROC, counted per sandbox",
-            (None, true) => {
-                "not bounded: the host runs as root (RLIMIT_NPROC does not apply) and has no pids cgroup hookhost may use"
-            }
-        };
-        Ok(Readiness {
-            bwrap: format!("{version} ({})", self.bwrap.display()),
-            processes,
-        })
+        Ok(ready)
     }
+}
 
+impl Ready {
     /// The bubblewrap command that runs `command` with `bash -c` in a new sandbox, seeing
     /// `mounts` (each with its access) at their virtual paths, in `workdir` (a virtual
     /// path), under `policy`. Its stdin is empty, stdout and stderr are piped, and it is
@@ -249,54 +266,20 @@ impl ShellSandbox {
                 })
                 .ok()
         });
-        let mut args: Vec<OsString> = Vec::with_capacity(96);
-        let mut arg = |a: &str| args.push(a.into());
-        for flag in [
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--disable-userns",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-        ] {
-            arg(flag);
-        }
-        if !policy.network {
-            arg("--unshare-net");
-        }
-        let uid = SANDBOX_UID.to_string();
-        for (flag, value) in [("--uid", &uid), ("--gid", &uid)] {
-            arg(flag);
-            arg(value);
-        }
-        arg("--hostname");
-        arg("hookhost");
-        if rustix::process::geteuid().is_root() {
-            // A privileged bwrap keeps root's capabilities inside unless told otherwise.
-            arg("--cap-drop");
-            arg("ALL");
-        }
-        for (name, value) in ENVIRONMENT {
-            arg("--setenv");
-            arg(name);
-            arg(value);
+        let mut args = self.base.clone();
+        if policy.network {
+            for name in NETWORK_ETC {
+                let path = format!("/etc/{name}");
+                args.extend(["--ro-bind-try".into(), path.clone().into(), path.into()]);
+            }
+        } else {
+            args.push("--unshare-net".into());
         }
         args.extend(["--setenv".into(), "HOME".into(), workdir.into()]);
-        self.system(&mut args, policy.network);
         let tmp_bytes = policy.limits.tmp_bytes.to_string();
-        for (flag, path) in [
-            ("--proc", "/proc"),
-            ("--dev", "/dev"),
-            ("--tmpfs", "/tmp"),
-            ("--tmpfs", "/dev/shm"),
-        ] {
-            if flag == "--tmpfs" {
-                args.extend(["--size".into(), tmp_bytes.as_str().into()]);
-            }
-            args.extend([flag.into(), path.into()]);
+        args.extend(["--proc", "/proc", "--dev", "/dev"].map(OsString::from));
+        for tmp in ["/tmp", "/dev/shm"] {
+            args.extend(["--size", &tmp_bytes, "--tmpfs", tmp].map(OsString::from));
         }
         for (mount, access) in mounts {
             let flag = match access {
@@ -318,10 +301,17 @@ impl ShellSandbox {
         }
         // The root, /dev and what was made in them stay as they are: the command writes
         // only in its mounts, /tmp and /dev/shm.
-        for path in ["/", "/dev"] {
-            args.extend(["--remount-ro".into(), path.into()]);
-        }
-        args.extend(["--chdir".into(), workdir.into()]);
+        args.extend(
+            [
+                "--remount-ro",
+                "/",
+                "--remount-ro",
+                "/dev",
+                "--chdir",
+                workdir,
+            ]
+            .map(OsString::from),
+        );
         let script = format!(
             "{}{command}",
             prologue(&clamp(policy.limits, self.host_hard), cgroup.is_some())
@@ -339,37 +329,63 @@ impl ShellSandbox {
             .kill_on_drop(true);
         Prepared { command, cgroup }
     }
+}
 
-    /// The system, read-only: `/usr`, the top-level program and library directories as
-    /// the host has them (links on a merged-`/usr` system), [`HOST_ETC`] (and
-    /// [`NETWORK_ETC`] with the network) and the generated [`ETC_FILES`].
-    fn system(&self, args: &mut Vec<OsString>, network: bool) {
-        args.extend(["--ro-bind".into(), "/usr".into(), "/usr".into()]);
-        for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-            let Ok(meta) = std::fs::symlink_metadata(top) else {
-                continue;
-            };
-            if meta.file_type().is_symlink() {
-                if let Ok(target) = std::fs::read_link(top) {
-                    args.extend(["--symlink".into(), target.into_os_string(), top.into()]);
-                }
-            } else if meta.is_dir() {
-                args.extend(["--ro-bind".into(), top.into(), top.into()]);
+/// The arguments every command's sandbox starts with: the namespaces (all but the
+/// network's, which depends on the tenant), the user, the environment but `HOME`, and
+/// the system read-only: `/usr`, the top-level program and library directories as the
+/// host has them (links on a merged-`/usr` system), [`HOST_ETC`] and the generated
+/// [`ETC_FILES`] from `etc`.
+fn base_args(etc: &Path) -> Vec<OsString> {
+    let mut args: Vec<OsString> = [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--hostname",
+        "hookhost",
+    ]
+    .map(OsString::from)
+    .into();
+    let uid = SANDBOX_UID.to_string();
+    args.extend(["--uid", &uid, "--gid", &uid].map(OsString::from));
+    if rustix::process::geteuid().is_root() {
+        // A privileged bwrap keeps root's capabilities inside unless told otherwise.
+        args.extend(["--cap-drop", "ALL"].map(OsString::from));
+    }
+    for (name, value) in ENVIRONMENT {
+        args.extend(["--setenv", name, value].map(OsString::from));
+    }
+    args.extend(["--ro-bind", "/usr", "/usr"].map(OsString::from));
+    for top in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+        let Ok(meta) = std::fs::symlink_metadata(top) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            if let Ok(target) = std::fs::read_link(top) {
+                args.extend(["--symlink".into(), target.into_os_string(), top.into()]);
             }
-        }
-        let network_etc = if network { NETWORK_ETC } else { &[] };
-        for name in HOST_ETC.iter().chain(network_etc) {
-            let path = format!("/etc/{name}");
-            args.extend(["--ro-bind-try".into(), path.clone().into(), path.into()]);
-        }
-        for (name, _) in ETC_FILES {
-            args.extend([
-                "--ro-bind".into(),
-                self.etc.join(name).into_os_string(),
-                format!("/etc/{name}").into(),
-            ]);
+        } else if meta.is_dir() {
+            args.extend(["--ro-bind", top, top].map(OsString::from));
         }
     }
+    for name in HOST_ETC {
+        let path = format!("/etc/{name}");
+        args.extend(["--ro-bind-try".into(), path.clone().into(), path.into()]);
+    }
+    for (name, _) in ETC_FILES {
+        args.extend([
+            "--ro-bind".into(),
+            etc.join(name).into_os_string(),
+            format!("/etc/{name}").into(),
+        ]);
+    }
+    args
 }
 
 /// The shell text run before the command, on the same line (so the command's line
