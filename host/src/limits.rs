@@ -64,8 +64,8 @@ pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Processes (and threads) one `bash` command may have at once, all its children
 /// counted: a fork bomb stops here instead of filling the machine's process table
-/// (`pid_max` is 32,768 on small machines). Enforced by a `pids` cgroup per command where
-/// the host has one, and by `RLIMIT_NPROC` (see [`ShellLimits`]).
+/// (`pid_max` is 32,768 on small machines). Enforced by `RLIMIT_NPROC` and, on a host
+/// running as root, a `pids` cgroup per command (see [`ShellLimits`]).
 pub const DEFAULT_SHELL_PROCESSES: u64 = 256;
 
 /// Memory one process of a `bash` command may map privately and writably
@@ -195,10 +195,10 @@ pub struct LimitOverrides {
 /// Each applies to the command and every process it starts. What the kernel enforces per
 /// process (`memory_bytes`, `cpu_secs`, `file_bytes`, `open_files`) is set with
 /// `setrlimit` inside the sandbox before the command runs, as hard limits the command
-/// cannot raise. `processes` is a `pids` cgroup per command where the host lets hookhost
-/// make one (cgroup v1 `pids` controller), and `RLIMIT_NPROC` as well, which the kernel
-/// counts per sandbox (each has its own user namespace) but does not enforce for a host
-/// running as root. Layered like [`Limits`]: these defaults, `[bash] limits`, then the
+/// cannot raise. `processes` is `RLIMIT_NPROC`, which the kernel counts per sandbox (each
+/// has its own user namespace) but does not enforce for a host running as root; such a
+/// host also gives each command a `pids` cgroup where it may make one (cgroup v1 `pids`
+/// controller). Layered like [`Limits`]: these defaults, `[bash] limits`, then the
 /// tenant's `[tenants.ID.bash] limits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShellLimits {

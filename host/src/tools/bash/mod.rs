@@ -15,6 +15,7 @@
 //! output returns once bash exits and the output stops within [`DRAIN_GRACE`].
 
 pub mod cgroup;
+mod etc;
 pub mod sandbox;
 
 pub use sandbox::{Readiness, SYSTEM_PATHS, ShellSandbox, Unavailable};

@@ -1,0 +1,160 @@
+//! The sandbox's `/etc`: one directory, bound read-only as a whole.
+//!
+//! Each bind mount costs bubblewrap a read of the mount table, and the cost grows with the
+//! mounts made before it: binding the 19 allowed entries of the host's `/etc` one by one
+//! took 2.7 ms of a sandbox's 8.4 ms start (measured here). So the allowed entries are
+//! copied once per process — files as files, links as the same links (they point into
+//! `/usr`, which the sandbox has), directories entry by entry — beside the generated files,
+//! into `{data}/sandbox/etc-HASH`, named by a hash of what it holds. Processes sharing the
+//! data directory (a CLI beside a server, a fleet) make the same directory or reuse it; a
+//! directory is complete before it gets its name (built under a temporary name, then
+//! renamed), so a sandbox never binds half of one. The entries read when the network is
+//! open are empty files here, for the host's own to be bound over them.
+
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// How deep a directory of the host's `/etc` is copied.
+const MAX_DEPTH: usize = 4;
+
+/// Makes (or finds) the `/etc` directory in `sandbox_dir`: `host` entries of the host's
+/// `/etc` copied (missing or unreadable ones skipped), `placeholders` as empty files, and
+/// `generated` (name, content) written. Returns its path.
+///
+/// # Errors
+///
+/// When `sandbox_dir` or the copy cannot be written.
+pub fn make(
+    sandbox_dir: &Path,
+    host: &[&str],
+    placeholders: &[&str],
+    generated: &[(&str, &str)],
+) -> io::Result<PathBuf> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(sandbox_dir)?;
+    let building = tempfile::Builder::new()
+        .prefix(".etc-")
+        .tempdir_in(sandbox_dir)?;
+    let mut hash = Sha256::new();
+    for name in host {
+        copy(building.path(), Path::new(name), &mut hash, 0)?;
+    }
+    let files = placeholders
+        .iter()
+        .map(|name| (*name, ""))
+        .chain(generated.iter().copied());
+    for (name, content) in files {
+        hash.update(format!("file {name} {}\n", content.len()));
+        hash.update(content);
+        write(&building.path().join(name), content.as_bytes())?;
+    }
+    fs::set_permissions(building.path(), fs::Permissions::from_mode(0o755))?;
+    let digest = hash.finalize();
+    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let made = sandbox_dir.join(format!("etc-{name}"));
+    if made.is_dir() {
+        return Ok(made); // `building` is removed when dropped
+    }
+    match fs::rename(building.path(), &made) {
+        Ok(()) => {
+            // Renamed away: nothing left for the guard to remove.
+            let _ = building.keep();
+            Ok(made)
+        }
+        // Another process made the same one meanwhile.
+        Err(_) if made.is_dir() => Ok(made),
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies the host's `/etc/NAME` to `root/NAME` (links as links, directories entry by
+/// entry), hashing what it copies; what cannot be read is left out.
+fn copy(root: &Path, name: &Path, hash: &mut Sha256, depth: usize) -> io::Result<()> {
+    let (from, to) = (Path::new("/etc").join(name), root.join(name));
+    let Ok(meta) = fs::symlink_metadata(&from) else {
+        return Ok(());
+    };
+    if let Some(parent) = to.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(parent)?;
+    }
+    let label = name.display();
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(&from)?;
+        hash.update(format!("link {label} {}\n", target.display()));
+        std::os::unix::fs::symlink(target, &to)?;
+    } else if meta.is_file() {
+        let Ok(bytes) = fs::read(&from) else {
+            return Ok(());
+        };
+        hash.update(format!("file {label} {}\n", bytes.len()));
+        hash.update(&bytes);
+        write(&to, &bytes)?;
+    } else if meta.is_dir() && depth < MAX_DEPTH {
+        let Ok(entries) = fs::read_dir(&from) else {
+            return Ok(());
+        };
+        let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        hash.update(format!("dir {label}\n"));
+        fs::DirBuilder::new().mode(0o755).create(&to)?;
+        for entry in names {
+            copy(root, &name.join(entry), hash, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fs::write(path, bytes)?;
+    // Readable inside the sandbox, whose user is the host's user under another uid.
+    fs::set_permissions(path, fs::Permissions::from_mode(0o644))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_content_makes_the_same_directory_and_other_content_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = |content| {
+            make(
+                dir.path(),
+                &["hostname"],
+                &["resolv.conf"],
+                &[("passwd", content)],
+            )
+            .unwrap()
+        };
+        let first = made("a\n");
+        assert_eq!(made("a\n"), first);
+        let other = made("b\n");
+        assert_ne!(other, first);
+        assert_eq!(fs::read_to_string(first.join("passwd")).unwrap(), "a\n");
+        assert_eq!(fs::read(first.join("resolv.conf")).unwrap(), b"");
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".etc-"))
+            .collect();
+        assert!(left.is_empty(), "temporaries are removed");
+    }
+
+    #[test]
+    fn links_stay_links_and_missing_entries_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = make(dir.path(), &["no-such-entry", "ssl/certs"], &[], &[]).unwrap();
+        assert!(!made.join("no-such-entry").exists());
+        if Path::new("/etc/ssl/certs").is_dir() {
+            assert!(made.join("ssl/certs").is_dir());
+        }
+    }
+}
