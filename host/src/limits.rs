@@ -5,7 +5,7 @@
 //! component can neither hold a worker for long nor exhaust the host's memory, while the
 //! built-in hooks comfortably handle outputs of several megabytes.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Linear memory one component instance may grow to: 128 MiB. Large enough for a hook to
@@ -65,7 +65,7 @@ pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Processes (and threads) one `bash` command may have at once, all its children
 /// counted: a fork bomb stops here instead of filling the machine's process table
 /// (`pid_max` is 32,768 on small machines). Enforced by `RLIMIT_NPROC` and, on a host
-/// running as root, a `pids` cgroup per command (see [`ShellLimits`]).
+/// running as root, a `pids` cgroup per sandbox (see [`ShellLimits`]).
 pub const DEFAULT_SHELL_PROCESSES: u64 = 256;
 
 /// Memory one process of a `bash` command may map privately and writably
@@ -89,6 +89,15 @@ pub const DEFAULT_SHELL_OPEN_FILES: u64 = 1024;
 /// The size of a `bash` command's private `/tmp` (a `tmpfs`, in memory, gone with the
 /// command): 256 MiB.
 pub const DEFAULT_SHELL_TMP_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Sandboxes kept waiting for their session's next `bash` command, across all sessions:
+/// each is three processes (bubblewrap, its PID 1, hookhost's launcher), 1.9 MiB of
+/// proportional set size here (the launcher's relocated program 1.2 MiB of it). Past it, the one waiting longest is ended; its
+/// session's next command makes a new one (about 6 ms).
+pub const MAX_IDLE_SHELLS: usize = 128;
+
+/// How long a new `bash` sandbox may take to start before the command fails.
+pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Component instances the pooling allocator keeps slots for: every live instance (one per
 /// hook and tool of each call in flight, plus each per-session instance) takes one.
@@ -196,11 +205,11 @@ pub struct LimitOverrides {
 /// process (`memory_bytes`, `cpu_secs`, `file_bytes`, `open_files`) is set with
 /// `setrlimit` inside the sandbox before the command runs, as hard limits the command
 /// cannot raise. `processes` is `RLIMIT_NPROC`, which the kernel counts per sandbox (each
-/// has its own user namespace) but does not enforce for a host running as root; such a
-/// host also gives each command a `pids` cgroup where it may make one (cgroup v1 `pids`
-/// controller). Layered like [`Limits`]: these defaults, `[bash] limits`, then the
+/// has its own user namespace, and runs one command at a time) but does not enforce for a
+/// host running as root; such a host also gives each sandbox a `pids` cgroup where it may
+/// make one (cgroup v1 `pids` controller). Layered like [`Limits`]: these defaults, `[bash] limits`, then the
 /// tenant's `[tenants.ID.bash] limits`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShellLimits {
     pub processes: u64,
     pub memory_bytes: u64,

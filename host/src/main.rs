@@ -67,6 +67,15 @@ enum Command {
     Component(ComponentCommand),
     /// Show the main job: a large bash output offloaded, then paged back with read_file.
     Demo,
+    /// Inside a bash sandbox: start its commands (hookhost starts this itself).
+    #[command(hide = true)]
+    SandboxShell {
+        /// The commands' limits, as JSON.
+        limits: String,
+        /// A `cgroup.procs` file to join first.
+        #[arg(long)]
+        cgroup: Option<PathBuf>,
+    },
     /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
     /// Streamable HTTP with --http.
     Serve {
@@ -205,6 +214,10 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    if let Command::SandboxShell { limits, cgroup } = &cli.command {
+        // Before anything else: no config, logging or runtime inside a sandbox.
+        return hookhost::tools::bash::launcher::main(limits, cgroup.as_deref());
+    }
     if matches!(cli.command, Command::Serve { .. }) {
         // A server outlives whoever reads its stderr: a closed log pipe must not kill it
         // (write errors are ignored instead).
@@ -349,6 +362,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 ExitCode::FAILURE
             })
         }
+        Command::SandboxShell { .. } => unreachable!("served before the runtime starts"),
         Command::Demo => {
             let runtime = start(&config, &data).await?;
             demo::run(&runtime).await?;

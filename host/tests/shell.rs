@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -51,9 +51,10 @@ impl Host {
             .expect("hookhost runs")
     }
 
-    /// `hookhost serve` with `args`, its stdio piped (stderr as `stderr` says).
-    fn serve(&self, args: &[&str], stderr: Stdio) -> std::process::Child {
-        Command::new(env!("CARGO_BIN_EXE_hookhost"))
+    /// `hookhost serve` with `args`, its stdio piped (stderr as `stderr` says); killed
+    /// when dropped, also when a test fails.
+    fn serve(&self, args: &[&str], stderr: Stdio) -> Server {
+        let child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
             .arg("--data")
             .arg(self.data())
             .arg("--config")
@@ -64,7 +65,8 @@ impl Host {
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .unwrap()
+            .unwrap();
+        Server(child)
     }
 
     fn session(&self, tenant: &str, workdir: Option<&Path>) -> String {
@@ -106,6 +108,29 @@ impl Host {
             .join("sessions")
             .join(session)
             .join(mount)
+    }
+}
+
+/// A server, killed (by its process id) when dropped.
+struct Server(std::process::Child);
+
+impl std::ops::Deref for Server {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -323,7 +348,7 @@ fn a_background_process_is_gone_after_its_call() {
         "alpha",
         &alpha,
         &format!(
-            "({}) & setsid {} & echo started",
+            "({}) & setsid bash -c '{}' & echo started",
             common::marked_sleep(&marker, 300),
             common::marked_sleep(&marker, 301)
         ),
@@ -427,42 +452,84 @@ fn two_tenants_shells_over_mcp_see_nothing_of_each_other() {
     let host = Host::new("");
     let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
     let url = common::announced_url(&mut server);
+    let said = python_client(&[
+        "bash-tenants",
+        &url,
+        ALPHA,
+        BETA,
+        host.data().to_str().unwrap(),
+    ]);
+    assert!(said.contains("bash tenants ok"), "{said}");
+}
+
+/// Runs `tests/mcp/client.py` (the Python MCP SDK) with `args`: what it printed, once it
+/// succeeded.
+fn python_client(args: &[&str]) -> String {
     let python = std::env::var_os("HOOKHOST_TEST_PYTHON").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-venv/bin/python"),
         PathBuf::from,
     );
-    let mut client = Command::new(python)
+    let out = Command::new(python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/client.py"))
-        .args([
-            "bash-tenants",
-            &url,
-            ALPHA,
-            BETA,
-            host.data().to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .args(args)
+        .output()
         .expect("the Python MCP client runs (bash .ci/run installs it)");
-    let mut said = String::new();
-    client
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut said)
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}\n{}", text(&out.stderr));
+    said
+}
+
+#[test]
+fn a_session_keeps_its_sandbox_and_each_command_starts_clean() {
+    let host = Host::new("");
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let url = common::announced_url(&mut server);
+    let marker = common::marker("kept");
+    let said = python_client(&[
+        "bash-sessions",
+        &url,
+        ALPHA,
+        host.data().to_str().unwrap(),
+        &marker,
+    ]);
+    assert!(said.contains("bash sessions ok"), "{said}");
+}
+
+#[test]
+fn the_launcher_refuses_to_run_outside_a_sandbox() {
+    // Started by hand with a socket on descriptor 3, it must neither serve nor kill: its
+    // last act in a sandbox is `kill(-1)`.
+    let (_ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let sentinel = common::marked_sleep(&common::marker("sentinel"), 60);
+    let mut sentinel = Command::new("bash")
+        .arg("-c")
+        .arg(sentinel)
+        .spawn()
         .unwrap();
-    let mut err = String::new();
-    client
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let status = client.wait().unwrap();
-    server.kill().unwrap();
-    server.wait().unwrap();
-    assert!(status.success(), "{said}\n{err}");
-    assert!(said.contains("bash tenants ok"), "{said}");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+    launcher.args(["sandbox-shell", "{}"]);
+    // SAFETY: dup2 is async-signal-safe; `theirs` is open until the child ran.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut launcher, move || {
+            if libc::dup2(fd, 3) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = launcher.output().unwrap();
+    drop(theirs);
+    let alive = sentinel.try_wait().unwrap().is_none();
+    sentinel.kill().unwrap();
+    sentinel.wait().unwrap();
+    assert!(alive, "the launcher killed a process outside any sandbox");
+    assert_eq!(out.status.code(), Some(126));
+    assert!(
+        text(&out.stderr).contains("only inside a sandbox"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py http-checks URL TOKEN LIMITED_TOKEN
     client.py http-shutdown URL MARKER HOOKHOST_PID
     client.py bash-tenants URL TOKEN_A TOKEN_B DATA
+    client.py bash-sessions URL TOKEN DATA MARKER
     client.py upstream HOOKHOST DATA CONFIG
     client.py fleet URL_A URL_B
     client.py open-sessions URL_A URL_B COUNT
@@ -478,6 +479,63 @@ async def bash_tenants(url, token_a, token_b, data):
     print("bash tenants ok", flush=True)
 
 
+async def bash_sessions(url, token, data, marker):
+    """Six sessions at once, each calling bash two at a time: a session's sandbox is kept
+    across its commands (the sandbox's PID 1 started once), yet each command starts clean
+    (no process or /tmp file of the one before) and sees only its own output; a command
+    that kills its sandbox's launcher gets an error and the next gets a new sandbox; the
+    sandboxes end with their sessions."""
+    sandbox_id = "cut -d' ' -f22 /proc/1/stat"
+
+    async def one(n):
+        mine = f"{marker}-{n}-"
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+            async with streamable_http_client(url, http_client=client) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    first = await session.call_tool("bash", {"command": f"(exec -a {mine} sleep 300) & {sandbox_id}"})
+                    sandboxes = {text(first).strip()}
+                    # Nothing but stdio: not the launcher's socket, not what the host holds.
+                    fds = await session.call_tool("bash", {"command": "ls /proc/$$/fd; true"})
+                    assert text(fds).split() == ["0", "1", "2"], text(fds)
+                    for i in range(8):
+                        async def call(j):
+                            tag = f"s{n}-{i}-{j}"
+                            done = await session.call_tool("bash", {"command":
+                                f"echo {tag} > /tmp/tag; sleep 0.0{j + 1}; cat /tmp/tag; "
+                                f"find /tmp /dev/shm -mindepth 1 | wc -l; (exec -a {mine} sleep 300) & {sandbox_id}"})
+                            said, _, sandbox = text(done).rpartition("\n1\n")
+                            assert said == tag and sandbox.strip().isdigit(), (tag, text(done))
+                            sandboxes.add(sandbox.strip())
+                        await asyncio.gather(call(0), call(1))
+                    assert not processes_with(mine), "a background process outlived its call"
+                    # Two calls at a time need two sandboxes, and the session keeps both.
+                    assert len(sandboxes) <= 2, ("the sandboxes were not kept", sandboxes)
+                    again = await session.call_tool("bash", {"command": sandbox_id})
+                    assert text(again).strip() in sandboxes, (sandboxes, text(again))
+                    # A sandbox is not used again once a command killed its launcher, or
+                    # left /tmp in a state its launcher cannot empty.
+                    for breaking in ["kill -9 $PPID; sleep 5", "mkdir -p /tmp/locked/in && chmod 000 /tmp/locked"]:
+                        broken = await session.call_tool("bash", {"command": f"{sandbox_id}; {breaking}"})
+                        broken_id = text(broken).split()[0]
+                        if breaking.startswith("kill"):
+                            assert is_error(broken) and "sandbox ended" in text(broken), text(broken)
+                        for _ in range(3):
+                            after = await session.call_tool("bash", {"command": f"{sandbox_id}; find /tmp -mindepth 1 | wc -l"})
+                            [after_id, left] = text(after).split()
+                            assert after_id != broken_id and left == "0", (breaking, broken_id, text(after))
+
+    await asyncio.gather(*(one(n) for n in range(6)))
+    # Each sandbox's bubblewrap names the session's directories, under DATA/tenants.
+    for _ in range(200):
+        if not processes_with(f"{data}/tenants/"):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError(f"sandboxes outlived their sessions: {processes_with(data + '/tenants/')}")
+    print("bash sessions ok", flush=True)
+
+
 async def metrics(url, calls):
     """Makes CALLS write_file calls and one failing read_file through the chain, then checks
     that /metrics, parsed, counts exactly those."""
@@ -508,6 +566,7 @@ async def metrics(url, calls):
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
-             "http-shutdown": http_shutdown, "bash-tenants": bash_tenants, "upstream": upstream, "fleet": fleet,
+             "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
+             "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape}
     asyncio.run(modes[mode](*rest))

@@ -1,13 +1,13 @@
-//! A `pids` cgroup per `bash` command, where the host lets hookhost make one.
+//! A `pids` cgroup per `bash` sandbox, where the host lets hookhost make one.
 //!
 //! `RLIMIT_NPROC` bounds a sandbox's processes only when hookhost does not run as root
 //! (the kernel exempts root's processes, and a sandbox's processes are root's outside
 //! their user namespace when the host is root). So a host running as root also bounds
-//! them with a cgroup (only then: joining one costs a command about 3 ms here, the
-//! migration waiting for an RCU grace period, and stalls other forks meanwhile): each
-//! command gets `<hookhost's pids cgroup>/hookhost-bash/<host pid>.<n>` with `pids.max`,
-//! joined by the command's shell before it runs anything, and removed when the command
-//! ends. Found through `/proc/self/cgroup` and `/proc/self/mountinfo`: the cgroup v1
+//! them with a cgroup (only then: joining one costs about 3 ms here, the migration
+//! waiting for an RCU grace period, and stalls other forks meanwhile): each sandbox gets
+//! `<hookhost's pids cgroup>/hookhost-bash/<host pid>.<n>` with `pids.max`, joined by its
+//! launcher before it starts any command (a sandbox runs one command at a time), and
+//! removed when the sandbox ends. Found through `/proc/self/cgroup` and `/proc/self/mountinfo`: the cgroup v1
 //! `pids` hierarchy, when this process may make directories in its cgroup there.
 //! (Under cgroup v2 a process may move only into a cgroup it was delegated, which a
 //! service manager sets up; that is not done here, and commands are then bounded by
@@ -18,18 +18,18 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The directory under hookhost's own cgroup that holds the commands' cgroups.
+/// The directory under hookhost's own cgroup that holds the sandboxes' cgroups.
 const PARENT: &str = "hookhost-bash";
 
-/// How long a command's cgroup may take to empty once the command's sandbox is gone (its
-/// processes are being killed by the kernel) before hookhost gives up removing it; a
+/// How long a sandbox's cgroup may take to empty once the sandbox is gone (its processes
+/// are being killed by the kernel) before hookhost gives up removing it; a
 /// later start of hookhost removes what is left.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
 
-/// Where commands' `pids` cgroups are made.
+/// Where sandboxes' `pids` cgroups are made.
 pub struct PidsCgroups {
     parent: PathBuf,
-    /// This host's process id, which names its commands' cgroups.
+    /// This host's process id, which names its sandboxes' cgroups.
     host: u32,
     next: AtomicU64,
 }
@@ -57,21 +57,21 @@ impl PidsCgroups {
         Some(cgroups)
     }
 
-    /// How the number of a command's processes is bounded.
+    /// How the number of a sandbox's processes is bounded.
     pub fn describe(&self) -> &'static str {
-        "a pids cgroup per command (cgroup v1), and RLIMIT_NPROC"
+        "a pids cgroup per sandbox (cgroup v1), and RLIMIT_NPROC"
     }
 
-    /// A new cgroup for one command, holding at most `max` processes.
+    /// A new cgroup for one sandbox, holding at most `max` processes.
     ///
     /// # Errors
     ///
     /// When the directory or its limit cannot be written.
-    pub fn create(&self, max: u64) -> io::Result<CommandCgroup> {
+    pub fn create(&self, max: u64) -> io::Result<SandboxCgroup> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.parent.join(format!("{}.{n}", self.host));
         std::fs::create_dir(&dir)?;
-        let cgroup = CommandCgroup { dir };
+        let cgroup = SandboxCgroup { dir };
         std::fs::write(cgroup.dir.join("pids.max"), max.to_string())?;
         Ok(cgroup)
     }
@@ -100,19 +100,19 @@ impl PidsCgroups {
     }
 }
 
-/// One command's cgroup; removed when dropped, once empty.
-pub struct CommandCgroup {
+/// One sandbox's cgroup; removed when dropped, once empty.
+pub struct SandboxCgroup {
     dir: PathBuf,
 }
 
-impl CommandCgroup {
+impl SandboxCgroup {
     /// The file a process writes `0` to, to join the cgroup.
     pub fn procs_file(&self) -> PathBuf {
         self.dir.join("cgroup.procs")
     }
 
-    /// Kills every process in the cgroup (they are the command's: the sandbox's PID 1
-    /// stays outside, so this is the command and its children).
+    /// Kills every process in the cgroup: the sandbox's launcher, its command and their
+    /// children (the sandbox's PID 1 stays outside and dies with its launcher).
     pub fn kill_all(&self) {
         kill_all(&self.dir);
     }
@@ -129,12 +129,12 @@ fn kill_all(dir: &Path) {
     }
 }
 
-impl Drop for CommandCgroup {
+impl Drop for SandboxCgroup {
     fn drop(&mut self) {
         if std::fs::remove_dir(&self.dir).is_ok() {
             return;
         }
-        // The kernel is still reaping the command's last processes.
+        // The kernel is still reaping the sandbox's last processes.
         self.kill_all();
         let dir = std::mem::take(&mut self.dir);
         std::thread::spawn(move || remove_when_empty(&dir));
@@ -150,7 +150,7 @@ fn remove_when_empty(dir: &Path) {
             Err(_) => std::thread::sleep(step),
         }
     }
-    tracing::warn!(dir = %dir.display(), "a bash command's pids cgroup did not empty; a later start removes it");
+    tracing::warn!(dir = %dir.display(), "a bash sandbox's pids cgroup did not empty; a later start removes it");
 }
 
 /// This process's directory in the cgroup v1 `pids` hierarchy, when it is mounted.

@@ -1,12 +1,14 @@
 //! The host-native `bash` tool: runs a command with the host's programs, in the session's
 //! working mount.
 //!
-//! By default each command runs in a sandbox of its own ([`sandbox`]): it sees the system
+//! By default commands run in a sandbox of their session ([`sandbox`]): it sees the system
 //! read-only, exactly the mounts `bash` is granted at their virtual paths (`pwd` is
-//! `/workspace`), no network unless the operator opens it, and it is bounded in processes,
-//! memory, CPU time and file size. Everything it started dies with it: when it ends, times
-//! out, is cancelled (the MCP client's `notifications/cancelled`, a dropped call), when its
-//! session ends, and when hookhost dies.
+//! `/workspace`), no network unless the operator opens it, and each command is bounded in
+//! processes, memory, CPU time and file size. The sandbox is kept for the session's next
+//! command ([`shell`]), yet each starts clean, as in a new one: everything a command
+//! started dies with it: when it ends, times out, is cancelled (the MCP client's
+//! `notifications/cancelled`, a dropped call), when its session ends, and when hookhost
+//! dies; and `/tmp` is emptied.
 //!
 //! With `[bash] sandbox = false` a command runs as the host's user in the host directory of
 //! its mount, with an environment reduced to `PATH`, `HOME` and `LANG`, in a process group
@@ -16,7 +18,9 @@
 
 pub mod cgroup;
 mod etc;
+pub mod launcher;
 pub mod sandbox;
+pub mod shell;
 
 pub use sandbox::{Readiness, SYSTEM_PATHS, ShellSandbox, Unavailable};
 
@@ -25,11 +29,12 @@ use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{BashPlan, ShellSandboxPlan};
 use crate::failure::Failure;
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
+use crate::mounts::ResolvedMount;
 use crate::sandbox::{Grants, Sandbox, writable};
 use crate::sessions::{Session, SessionKey};
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
-use sandbox::Prepared;
 use serde_json::Value;
+use shell::ShellPool;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -51,22 +56,25 @@ pub struct BashTool {
     default_timeout: Duration,
     max_output_bytes: usize,
     confinement: Confinement,
-    /// Process groups started per session that may still have members: killed when the
-    /// session ends.
-    groups: Mutex<HashMap<SessionKey, Vec<Pid>>>,
 }
 
 /// How commands are confined.
 enum Confinement {
-    /// Each in a sandbox seeing `grants`.
+    /// In sandboxes seeing `grants`, one per session at a time, kept across its commands.
     Sandboxed {
         shell: Box<ShellSandbox>,
         plan: ShellSandboxPlan,
         grants: Grants,
+        pool: ShellPool,
     },
     /// As the host's user; `bash` found in `PATH` once, so each spawn names it by its path
     /// (see [`sandbox::find_in_path`]).
-    Unsandboxed { program: PathBuf },
+    Unsandboxed {
+        program: PathBuf,
+        /// Process groups started per session that may still have members: killed when
+        /// the session ends.
+        groups: Mutex<HashMap<SessionKey, Vec<Pid>>>,
+    },
 }
 
 impl BashTool {
@@ -83,6 +91,7 @@ impl BashTool {
                     )),
                     plan: shell.clone(),
                     grants: plan.grants.clone(),
+                    pool: ShellPool::default(),
                 },
                 format!(
                     " It runs in a sandbox that sees the system read-only and {}; background \
@@ -97,6 +106,7 @@ impl BashTool {
             None => (
                 Confinement::Unsandboxed {
                     program: sandbox::find_in_path("bash").unwrap_or_else(|| "bash".into()),
+                    groups: Mutex::new(HashMap::new()),
                 },
                 String::new(),
             ),
@@ -115,7 +125,6 @@ impl BashTool {
             default_timeout: plan.timeout.unwrap_or(DEFAULT_BASH_TIMEOUT),
             max_output_bytes: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
             confinement,
-            groups: Mutex::new(HashMap::new()),
         }
     }
 
@@ -129,20 +138,6 @@ impl BashTool {
         match &self.confinement {
             Confinement::Sandboxed { shell, .. } => shell.ready().await.map(|r| Some(&r.readiness)),
             Confinement::Unsandboxed { .. } => Ok(None),
-        }
-    }
-
-    fn groups(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Vec<Pid>>> {
-        self.groups.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn forget_group(&self, key: &SessionKey, pid: Pid) {
-        let mut groups = self.groups();
-        if let Some(pids) = groups.get_mut(key) {
-            pids.retain(|p| *p != pid);
-            if pids.is_empty() {
-                groups.remove(key);
-            }
         }
     }
 
@@ -168,131 +163,267 @@ impl BashTool {
         Ok((command, timeout))
     }
 
-    /// The command to start for `session`, its mounts' directories made.
-    async fn prepare(&self, session: &Session, command: &str) -> Result<Prepared, String> {
-        let mount = |path: &str| {
-            let mount = session
-                .mounts()
-                .iter()
-                .find(|m| m.virtual_path == path)
-                .ok_or_else(|| format!("bash: the session has no {path} mount"))?;
-            self.sandbox
-                .ensure_dir(mount)
-                .map_err(|e| format!("bash: {e}"))?;
-            Ok::<_, String>(mount)
-        };
-        match &self.confinement {
-            Confinement::Sandboxed {
-                shell,
-                plan,
-                grants,
-            } => {
-                let ready = shell.ready().await.map_err(|e| e.to_string())?;
-                let mounts = grants
-                    .iter()
-                    .map(|(path, access)| Ok((mount(path)?, *access)))
-                    .collect::<Result<Vec<_>, String>>()?;
-                let policy = plan.policy(&session.tenant);
-                Ok(ready.command(&mounts, &self.mount, &policy, command))
-            }
-            Confinement::Unsandboxed { program } => {
-                let dir = &mount(&self.mount)?.host;
-                Ok(Prepared {
-                    command: unsandboxed(program, dir, command),
-                    cgroup: None,
-                })
-            }
-        }
+    /// The session's mount at `path`, its directory made.
+    fn mount<'s>(&self, session: &'s Session, path: &str) -> Result<&'s ResolvedMount, String> {
+        let mount = session
+            .mounts()
+            .iter()
+            .find(|m| m.virtual_path == path)
+            .ok_or_else(|| format!("bash: the session has no {path} mount"))?;
+        self.sandbox
+            .ensure_dir(mount)
+            .map_err(|e| format!("bash: {e}"))?;
+        Ok(mount)
     }
 
     async fn run(&self, session: &Session, command: &str, limit: Duration) -> ToolResult {
-        let Prepared {
-            mut command,
-            cgroup,
-        } = match self.prepare(session, command).await {
-            Ok(prepared) => prepared,
-            Err(message) => return ToolResult::error(message),
+        let ended = match &self.confinement {
+            Confinement::Sandboxed { pool, .. } => {
+                self.run_sandboxed(pool, session, command, limit).await
+            }
+            Confinement::Unsandboxed { program, groups } => {
+                match self.mount(session, &self.mount) {
+                    Ok(mount) => {
+                        let command = unsandboxed(program, &mount.host, command);
+                        self.run_unsandboxed(groups, &session.key(), command, limit)
+                            .await
+                    }
+                    Err(message) => Err(message),
+                }
+            }
         };
-        let mut child = match command.spawn() {
-            Ok(child) => child,
-            Err(e) => return ToolResult::error(format!("bash: cannot start bash: {e}")),
+        match ended {
+            Ok(ended) => ended.result(limit),
+            Err(message) => ToolResult::error(message),
+        }
+    }
+
+    /// A new sandbox for `session`'s commands.
+    async fn start(&self, session: &Session) -> Result<shell::Shell, String> {
+        let Confinement::Sandboxed {
+            shell,
+            plan,
+            grants,
+            ..
+        } = &self.confinement
+        else {
+            return Err("bash: commands are not sandboxed".into());
         };
-        let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) else {
-            return ToolResult::error("bash: the command ended before it could be watched");
+        let ready = shell.ready().await.map_err(|e| e.to_string())?;
+        let mounts = grants
+            .iter()
+            .map(|(path, access)| Ok((self.mount(session, path)?, *access)))
+            .collect::<Result<Vec<_>, String>>()?;
+        let policy = plan.policy(&session.tenant);
+        ready
+            .start(&mounts, &self.mount, &policy)
+            .await
+            .map_err(|e| format!("bash: {e}"))
+    }
+
+    /// Runs `command` in a sandbox of the session: a waiting one, else a new one.
+    async fn run_sandboxed(
+        &self,
+        pool: &ShellPool,
+        session: &Session,
+        command: &str,
+        limit: Duration,
+    ) -> Result<Ended, String> {
+        let key = &session.key();
+        // A waiting sandbox may have ended meanwhile (a command killed its launcher):
+        // then a new one is made.
+        let (lease, (stdout, stderr)) = loop {
+            let (shell, fresh) = match pool.take(key) {
+                Some(shell) => (shell, false),
+                None => (self.start(session).await?, true),
+            };
+            let lease = pool.lend(key, shell);
+            match lease.shell().send(command, &self.mount).await {
+                Ok(pipes) => break (lease, pipes),
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                    lease.give_back();
+                    return Err(format!("bash: {e}"));
+                }
+                Err(e) if fresh => return Err(format!("bash: the sandbox ended at once: {e}")),
+                Err(_) => drop(lease),
+            }
         };
+        let cap = self.max_output_bytes;
+        let stdout = Capture::start(stdout, cap);
+        let stderr = Capture::start(stderr, cap);
+        let reply = tokio::time::timeout(limit, lease.shell().reply()).await;
+        let status = match reply {
+            Ok(Ok(launcher::Reply::Ended {
+                code,
+                signal,
+                reusable,
+            })) => {
+                if reusable {
+                    lease.give_back();
+                }
+                Status::Exited { code, signal }
+            }
+            Ok(Ok(launcher::Reply::Failed { message })) => {
+                lease.give_back();
+                Status::Failed(message)
+            }
+            // The sandbox is killed (the lease dropped), which closes the pipes.
+            Err(_) => Status::TimedOut,
+            Ok(Err(e)) => Status::Failed(format!(
+                "the sandbox ended before the command did ({e}): the session ended, or a \
+                 command killed the sandbox's launcher"
+            )),
+            Ok(Ok(launcher::Reply::Ready)) => {
+                Status::Failed("the sandbox's launcher said `Ready` twice".into())
+            }
+        };
+        Ok(Ended::read(stdout, stderr, status).await)
+    }
+
+    /// Runs `command` on the host, in a process group of its own.
+    async fn run_unsandboxed(
+        &self,
+        groups: &Mutex<HashMap<SessionKey, Vec<Pid>>>,
+        key: &SessionKey,
+        mut command: Command,
+        limit: Duration,
+    ) -> Result<Ended, String> {
+        let lock = || groups.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("bash: cannot start bash: {e}"))?;
+        let pid = child
+            .id()
+            .and_then(|id| Pid::from_raw(id as i32))
+            .ok_or("bash: the command ended before it could be watched")?;
         // Killed on every way out of this call but a normal return (timeout, cancellation).
         let mut group = GroupGuard(Some(pid));
-        self.groups().entry(session.key()).or_default().push(pid);
+        lock().entry(key.clone()).or_default().push(pid);
         let cap = self.max_output_bytes;
         let stdout = Capture::start(child.stdout.take().expect("piped"), cap);
         let stderr = Capture::start(child.stderr.take().expect("piped"), cap);
-
-        let status = tokio::time::timeout(limit, child.wait()).await;
-        if status.is_err() {
-            group.kill();
-            if let Some(cgroup) = &cgroup {
-                cgroup.kill_all();
+        let status = match tokio::time::timeout(limit, child.wait()).await {
+            Err(_) => {
+                group.kill();
+                let _ = child.wait().await;
+                Status::TimedOut
             }
-            let _ = child.wait().await;
+            Ok(Err(e)) => Status::Failed(format!("waiting for the command failed: {e}")),
+            Ok(Ok(status)) => {
+                use std::os::unix::process::ExitStatusExt;
+                // The command is done; its background children may live on (a server the
+                // agent started), until the session ends.
+                group.release();
+                Status::Exited {
+                    code: status.code(),
+                    signal: status.signal(),
+                }
+            }
+        };
+        let ended = Ended::read(stdout, stderr, status).await;
+        if !ended.held_open && test_kill_process_group(pid).is_err() {
+            let mut groups = lock();
+            if let Some(pids) = groups.get_mut(key) {
+                pids.retain(|p| *p != pid);
+                if pids.is_empty() {
+                    groups.remove(key);
+                }
+            }
         }
-        // Both pipes get the same grace, at once.
+        Ok(ended)
+    }
+}
+
+/// How a command ended.
+enum Status {
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    TimedOut,
+    Failed(String),
+}
+
+/// A command's output and end.
+struct Ended {
+    stdout: Captured,
+    stderr: Captured,
+    /// A background process still held the output open after [`DRAIN_GRACE`].
+    held_open: bool,
+    status: Status,
+}
+
+impl Ended {
+    /// The output read to its end (both pipes get the same grace, at once).
+    async fn read(stdout: Capture, stderr: Capture, status: Status) -> Ended {
         let ((stdout, out_held), (stderr, err_held)) =
             tokio::join!(stdout.finish(), stderr.finish());
-        let held_open = out_held || err_held;
-        if status.is_ok() {
-            // The command is done. Unsandboxed, its background children may live on (a
-            // server the agent started), until the session ends.
-            group.release();
-            if !held_open && test_kill_process_group(pid).is_err() {
-                self.forget_group(&session.key(), pid);
-            }
+        Ended {
+            stdout,
+            stderr,
+            held_open: out_held || err_held,
+            status,
         }
-        drop(cgroup);
-        let mut output = String::from_utf8_lossy(&stdout.bytes).into_owned();
+    }
+
+    /// The tool's result: stdout, then stderr, then what went wrong.
+    fn result(self, limit: Duration) -> ToolResult {
+        let mut output = String::from_utf8_lossy(&self.stdout.bytes).into_owned();
         let mut note = |text: String| {
             if !output.is_empty() && !output.ends_with('\n') {
                 output.push('\n');
             }
             output.push_str(&text);
         };
-        if stdout.dropped > 0 {
-            note(format!("[stdout truncated: {} more bytes]", stdout.dropped));
-        }
-        if !stderr.bytes.is_empty() {
+        if self.stdout.dropped > 0 {
             note(format!(
-                "[stderr]\n{}",
-                String::from_utf8_lossy(&stderr.bytes)
+                "[stdout truncated: {} more bytes]",
+                self.stdout.dropped
             ));
         }
-        if stderr.dropped > 0 {
-            note(format!("[stderr truncated: {} more bytes]", stderr.dropped));
+        if !self.stderr.bytes.is_empty() {
+            note(format!(
+                "[stderr]\n{}",
+                String::from_utf8_lossy(&self.stderr.bytes)
+            ));
         }
-        if held_open {
+        if self.stderr.dropped > 0 {
+            note(format!(
+                "[stderr truncated: {} more bytes]",
+                self.stderr.dropped
+            ));
+        }
+        if self.held_open {
             note(format!(
                 "[output may be incomplete: a background process still holds it open; \
                  stopped reading {} s after bash exited]",
                 DRAIN_GRACE.as_secs()
             ));
         }
-        let mut is_error = false;
-        match status {
-            Err(_) => {
+        let is_error = match self.status {
+            Status::TimedOut => {
                 note(format!("[timed out after {} s; killed]", limit.as_secs()));
-                is_error = true;
+                true
             }
-            Ok(Err(e)) => {
-                note(format!("[bash: waiting for the command failed: {e}]"));
-                is_error = true;
+            Status::Failed(message) => {
+                note(format!("[bash: {message}]"));
+                true
             }
-            Ok(Ok(status)) if !status.success() => {
-                match status.code() {
-                    Some(code) => note(format!("[exit code: {code}]")),
-                    None => note("[killed by a signal]".to_string()),
-                }
-                is_error = true;
+            Status::Exited { code: Some(0), .. } => false,
+            Status::Exited {
+                code: Some(code), ..
+            } => {
+                note(format!("[exit code: {code}]"));
+                true
             }
-            Ok(Ok(_)) => {}
-        }
+            Status::Exited { code: None, signal } => {
+                note(match signal {
+                    Some(signal) => format!("[killed by signal {signal}]"),
+                    None => "[killed by a signal]".to_string(),
+                });
+                true
+            }
+        };
         ToolResult {
             output,
             is_error,
@@ -327,10 +458,25 @@ impl Tool for BashTool {
     }
 
     fn end_session(&self, key: &SessionKey) {
-        for pid in self.groups().remove(key).unwrap_or_default() {
-            // ESRCH: the group is gone already.
-            if kill_process_group(pid, Signal::KILL).is_ok() {
-                tracing::info!(session = %key, pid = pid.as_raw_nonzero(), "killed a command left running by the session");
+        match &self.confinement {
+            Confinement::Sandboxed { pool, .. } => {
+                let ended = pool.end_session(key);
+                if ended > 0 {
+                    tracing::debug!(session = %key, sandboxes = ended, "ended the session's bash sandboxes");
+                }
+            }
+            Confinement::Unsandboxed { groups, .. } => {
+                let pids = groups
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(key)
+                    .unwrap_or_default();
+                for pid in pids {
+                    // ESRCH: the group is gone already.
+                    if kill_process_group(pid, Signal::KILL).is_ok() {
+                        tracing::info!(session = %key, pid = pid.as_raw_nonzero(), "killed a command left running by the session");
+                    }
+                }
             }
         }
     }

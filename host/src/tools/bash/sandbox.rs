@@ -1,13 +1,15 @@
-//! The sandbox each `bash` command runs in: a bubblewrap (`bwrap`) container of its own.
+//! The sandbox a session's `bash` commands run in: a bubblewrap (`bwrap`) container
+//! made on the session's first command and kept for the next ones (see [`super::shell`]),
+//! whose launcher starts each command as if in a new sandbox (see [`super::launcher`]).
 //!
 //! Why bubblewrap: it is the sandbox of Flatpak and of Claude Code's sandbox runtime on
 //! Linux, small and audited, and it runs as a program of its own, so that the namespaces
 //! and mounts are made in a fresh single-threaded process rather than in a fork of this
-//! multi-threaded host (where only async-signal-safe calls are allowed and a `fork()` of
-//! the pooling allocator's reservation costs milliseconds). Its price, measured here: a
-//! sandbox's start takes 5.7 ms from hookhost against 1.3 ms for `bash -c true`, and 7.5 ms
-//! of CPU with the kernel's work (1.9 ms of it the network namespace): see the README's
-//! bash rows.
+//! multi-threaded host (where only async-signal-safe calls are allowed). Its price,
+//! measured here: 7.5 ms of CPU per sandbox with the kernel's work (1.9 ms of it the
+//! network namespace), which capped a sandbox per command at about 270 commands/s on two
+//! cores; so a sandbox is made once per session (11 ms, with the launcher's start and its
+//! cgroup) and each command then costs a fork in it: see the README's bash rows.
 //!
 //! Security rules, all made here:
 //! - new user, mount, PID, IPC, UTS and cgroup namespaces; no network namespace is shared
@@ -26,13 +28,17 @@
 //!   other sessions or other tenants exists inside;
 //! - the environment is [`ENVIRONMENT`] plus `HOME` (the working mount), nothing of the
 //!   host's;
-//! - when the command ends, times out, is cancelled, or hookhost dies (`--die-with-parent`),
-//!   the sandbox's PID 1 exits and the kernel kills every process left in its namespace;
-//! - every process runs under [`ShellLimits`], set as hard limits before the command's
-//!   first word, and in a `pids` cgroup of its own where the host has one (see
-//!   [`super::cgroup`]).
+//! - the hookhost program, read-only at [`LAUNCHER`], runs as the sandbox's PID 2 and
+//!   starts its commands; when one ends, it kills every other process of the sandbox and
+//!   empties `/tmp` and `/dev/shm` (see [`super::launcher`]);
+//! - when a command times out or is cancelled, its session ends, or hookhost dies, the
+//!   sandbox is killed: bubblewrap is, its PID 1 dies with it (`--die-with-parent`) and the
+//!   kernel kills every process left in its namespace;
+//! - every command runs under [`ShellLimits`], set as hard limits before it starts, and
+//!   in the sandbox's `pids` cgroup where the host has one (see [`super::cgroup`]).
 
-use super::cgroup::{CommandCgroup, PidsCgroups};
+use super::cgroup::PidsCgroups;
+use super::shell::Shell;
 use crate::config::ShellPolicy;
 use crate::limits::ShellLimits;
 use crate::mounts::ResolvedMount;
@@ -114,9 +120,13 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("TMPDIR", "/tmp"),
 ];
 
-/// Where a command's `pids` cgroup membership file is bound inside the sandbox, so that
-/// the command's shell joins it before it runs anything (see [`Prepared::prologue`]).
+/// Where the sandbox's `pids` cgroup membership file is bound inside it, so that its
+/// launcher joins it before it starts anything.
 const CGROUP_PROCS: &str = "/run/hookhost/cgroup.procs";
+
+/// Where the hookhost program is bound inside the sandbox, to run as its launcher
+/// (`sandbox-shell`, see [`super::launcher`]).
+const LAUNCHER: &str = "/run/hookhost/launcher";
 
 /// Why commands cannot be sandboxed here.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -155,13 +165,8 @@ pub struct Ready {
     /// The hard limits of this process: a limit the sandbox sets is never above them.
     host_hard: ShellLimits,
     cgroups: Option<PidsCgroups>,
-}
-
-/// One command, ready to spawn.
-pub struct Prepared {
-    pub command: Command,
-    /// Its `pids` cgroup, removed when dropped.
-    pub cgroup: Option<CommandCgroup>,
+    /// The hookhost program, run inside as the launcher.
+    launcher: PathBuf,
 }
 
 impl ShellSandbox {
@@ -221,6 +226,7 @@ impl ShellSandbox {
                 "not bounded: the host runs as root (RLIMIT_NPROC does not apply) and has no pids cgroup hookhost may use"
             }
         };
+        let launcher = launcher_program().map_err(fail)?;
         let ready = Ready {
             readiness: Readiness {
                 bwrap: format!("{version} ({})", self.bwrap.display()),
@@ -230,46 +236,56 @@ impl ShellSandbox {
             base: base_args(&etc),
             host_hard: host_hard_limits(),
             cgroups,
+            launcher,
         };
         let policy = ShellPolicy {
             network: false,
             limits: ShellLimits::default(),
         };
-        let mut trial = ready.command(&[], "/", &policy, "true");
-        let ran = trial
-            .command
-            .output()
+        let trial = ready.start(&[], "/", &policy).await.map_err(|e| {
+            fail(format!(
+                "{} could not make a sandbox: {e}",
+                self.bwrap.display()
+            ))
+        })?;
+        let (mut out, mut err) = trial
+            .send("true", "/")
             .await
-            .map_err(|e| fail(format!("cannot run {}: {e}", self.bwrap.display())))?;
-        if !ran.status.success() {
-            let said = String::from_utf8_lossy(&ran.stderr);
-            return Err(fail(format!(
-                "{} could not make a sandbox ({}): {}",
-                self.bwrap.display(),
-                ran.status,
-                said.trim()
-            )));
+            .map_err(|e| fail(format!("the first sandbox failed: {e}")))?;
+        match trial.reply().await {
+            Ok(super::launcher::Reply::Ended { code: Some(0), .. }) => Ok(ready),
+            other => {
+                let mut said = String::new();
+                let _ = tokio::io::AsyncReadExt::read_to_string(&mut err, &mut said).await;
+                let _ = tokio::io::AsyncReadExt::read_to_string(&mut out, &mut said).await;
+                Err(fail(format!(
+                    "`true` failed in the first sandbox ({other:?}): {}",
+                    said.trim()
+                )))
+            }
         }
-        Ok(ready)
     }
 }
 
 impl Ready {
-    /// The bubblewrap command that runs `command` with `bash -c` in a new sandbox, seeing
-    /// `mounts` (each with its access) at their virtual paths, in `workdir` (a virtual
-    /// path), under `policy`. Its stdin is empty, stdout and stderr are piped, and it is
-    /// killed when dropped.
-    pub fn command(
+    /// Starts a sandbox for commands that see `mounts` (each with its access) at their
+    /// virtual paths, in `workdir` (a virtual path, also `HOME`), under `policy`.
+    ///
+    /// # Errors
+    ///
+    /// Why it did not start, as the command's error.
+    pub async fn start(
         &self,
         mounts: &[(&ResolvedMount, Access)],
         workdir: &str,
         policy: &ShellPolicy,
-        command: &str,
-    ) -> Prepared {
+    ) -> Result<Shell, String> {
+        let limits = clamp(policy.limits, self.host_hard);
         let cgroup = self.cgroups.as_ref().and_then(|c| {
-            c.create(policy.limits.processes)
+            // The launcher is in it too.
+            c.create(limits.processes.saturating_add(1))
                 .inspect_err(|e| {
-                    tracing::warn!(error = %e, "bash: cannot make a pids cgroup for a command; its processes are bounded by RLIMIT_NPROC alone");
+                    tracing::warn!(error = %e, "bash: cannot make a pids cgroup for a sandbox; its processes are bounded by RLIMIT_NPROC alone");
                 })
                 .ok()
         });
@@ -283,7 +299,7 @@ impl Ready {
             args.push("--unshare-net".into());
         }
         args.extend(["--setenv".into(), "HOME".into(), workdir.into()]);
-        let tmp_bytes = policy.limits.tmp_bytes.to_string();
+        let tmp_bytes = limits.tmp_bytes.to_string();
         args.extend(["--proc", "/proc", "--dev", "/dev"].map(OsString::from));
         for tmp in ["/tmp", "/dev/shm"] {
             args.extend(["--size", &tmp_bytes, "--tmpfs", tmp].map(OsString::from));
@@ -299,6 +315,11 @@ impl Ready {
                 mount.virtual_path.as_str().into(),
             ]);
         }
+        args.extend([
+            "--ro-bind".into(),
+            self.launcher.clone().into_os_string(),
+            LAUNCHER.into(),
+        ]);
         if let Some(cgroup) = &cgroup {
             args.extend([
                 "--bind".into(),
@@ -306,8 +327,8 @@ impl Ready {
                 CGROUP_PROCS.into(),
             ]);
         }
-        // The root, /dev and what was made in them stay as they are: the command writes
-        // only in its mounts, /tmp and /dev/shm.
+        // The root, /dev and what was made in them stay as they are: commands write only
+        // in their mounts, /tmp and /dev/shm.
         args.extend(
             [
                 "--remount-ro",
@@ -316,25 +337,18 @@ impl Ready {
                 "/dev",
                 "--chdir",
                 workdir,
+                "--",
+                LAUNCHER,
+                "sandbox-shell",
             ]
             .map(OsString::from),
         );
-        let script = format!(
-            "{}{command}",
-            prologue(&clamp(policy.limits, self.host_hard), cgroup.is_some())
-        );
-        args.extend(["--".into(), "/bin/bash".into(), "-c".into(), script.into()]);
-
-        let mut command = Command::new(&self.bwrap);
-        command
-            .args(args)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        Prepared { command, cgroup }
+        let limits = serde_json::to_string(&limits).map_err(|e| e.to_string())?;
+        args.push(limits.into());
+        if cgroup.is_some() {
+            args.extend(["--cgroup", CGROUP_PROCS].map(OsString::from));
+        }
+        Shell::start(&self.bwrap, args, cgroup).await
     }
 }
 
@@ -385,26 +399,6 @@ fn base_args(etc: &Path) -> Vec<OsString> {
     args
 }
 
-/// The shell text run before the command, on the same line (so the command's line
-/// numbers stay its own): it joins the command's `pids` cgroup, then sets the limits as
-/// hard limits, which nothing in the sandbox may raise again. If either fails the command
-/// does not run (exit 126).
-fn prologue(limits: &ShellLimits, cgroup: bool) -> String {
-    let join = if cgroup {
-        format!("echo 0 > {CGROUP_PROCS} || exit 126; ")
-    } else {
-        String::new()
-    };
-    format!(
-        "{join}ulimit -HS -u {} -d {} -t {} -f {} -n {} || exit 126; ",
-        limits.processes,
-        limits.memory_bytes / 1024,
-        limits.cpu_secs,
-        limits.file_bytes / 1024,
-        limits.open_files
-    )
-}
-
 /// `limits`, none above the host's own hard limit (which an unprivileged process cannot
 /// raise, so asking for more would fail the command).
 fn clamp(limits: ShellLimits, hard: ShellLimits) -> ShellLimits {
@@ -432,6 +426,28 @@ fn host_hard_limits() -> ShellLimits {
     }
 }
 
+/// The hookhost program, to run inside each sandbox as its launcher: this process's own
+/// program, or, for a process that is not `hookhost` (a test or a benchmark of the
+/// library, in `target/*/deps`), the `hookhost` beside it or one directory up.
+fn launcher_program() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the hookhost program to run in sandboxes: {e}"))?;
+    if exe.file_stem().is_some_and(|n| n == "hookhost") {
+        return Ok(exe);
+    }
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("hookhost"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            format!(
+                "{} is not hookhost, and no hookhost program is beside it to run in sandboxes",
+                exe.display()
+            )
+        })
+}
+
 /// `program` as a path found in the host's `PATH`. Spawning a program by its path, with an
 /// environment of our own, lets the standard library use `posix_spawn` (a vfork-like
 /// spawn) instead of `fork()`: a `fork()` of a host holding the pooling allocator's large
@@ -451,16 +467,6 @@ pub fn find_in_path(program: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_prologue_joins_the_cgroup_before_it_limits() {
-        let text = prologue(&ShellLimits::default(), true);
-        let join = text.find(CGROUP_PROCS).unwrap();
-        let limit = text.find("ulimit").unwrap();
-        assert!(join < limit, "{text}");
-        assert!(text.ends_with("; "), "the command follows on the same line");
-        assert!(!prologue(&ShellLimits::default(), false).contains(CGROUP_PROCS));
-    }
 
     #[test]
     fn no_limit_asks_more_than_the_host_allows() {
