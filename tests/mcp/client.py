@@ -513,6 +513,10 @@ async def bash_sessions(url, token, data, marker):
                     assert len(sandboxes) <= 2, ("the sandboxes were not kept", sandboxes)
                     again = await session.call_tool("bash", {"command": sandbox_id})
                     assert text(again).strip() in sandboxes, (sandboxes, text(again))
+                    # A command past its time limit ends with its sandbox, background and all.
+                    late = await session.call_tool("bash", {"command": f"(exec -a {mine} sleep 300) & sleep 30", "timeout_secs": 1})
+                    assert is_error(late) and "timed out after 1 s" in text(late), text(late)
+                    assert not processes_with(mine), "a timed-out command outlived its call"
                     # A sandbox is not used again once a command killed its launcher, or
                     # left /tmp in a state its launcher cannot empty.
                     for breaking in ["kill -9 $PPID; sleep 5", "mkdir -p /tmp/locked/in && chmod 000 /tmp/locked"]:

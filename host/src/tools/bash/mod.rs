@@ -268,12 +268,19 @@ impl BashTool {
                 Status::Failed(message)
             }
             // The sandbox is killed (the lease dropped), which closes the pipes.
-            Err(_) => Status::TimedOut,
-            Ok(Err(e)) => Status::Failed(format!(
-                "the sandbox ended before the command did ({e}): the session ended, or a \
-                 command killed the sandbox's launcher"
-            )),
+            Err(_) => {
+                drop(lease);
+                Status::TimedOut
+            }
+            Ok(Err(e)) => {
+                drop(lease);
+                Status::Failed(format!(
+                    "the sandbox ended before the command did ({e}): the session ended, or a \
+                     command killed the sandbox's launcher"
+                ))
+            }
             Ok(Ok(launcher::Reply::Ready)) => {
+                drop(lease);
                 Status::Failed("the sandbox's launcher said `Ready` twice".into())
             }
         };
