@@ -225,9 +225,30 @@ pub struct HookChain {
 struct Entered<'a> {
     layer: &'a HookLayer,
     limits: Limits,
-    instance: Slot,
+    /// The instance that ran `before-execute`; `None` when that ran in another process
+    /// (an agent's pre-tool hook), so `after-execute` gets a new one.
+    instance: Option<Slot>,
     /// The call as this layer passed it inward.
     call: ToolCall,
+}
+
+/// A call on its way through the chain: the layers it entered, innermost last, and what
+/// the host knows of it so far.
+pub struct Passage<'a> {
+    entered: Vec<Entered<'a>>,
+    record: Record,
+    /// Set when a layer refused the call (or a `closed` one failed): the tool must not
+    /// run, and this is its result.
+    pub refusal: Option<ToolResult>,
+}
+
+impl Passage<'_> {
+    /// The layers entered, outermost first, each with the call as it passed it inward.
+    pub fn entered(&self) -> impl Iterator<Item = (&str, &ToolCall)> {
+        self.entered
+            .iter()
+            .map(|e| (e.layer.name.as_str(), &e.call))
+    }
 }
 
 impl HookChain {
@@ -237,6 +258,12 @@ impl HookChain {
 
     pub fn layers(&self) -> &[Arc<HookLayer>] {
         &self.layers
+    }
+
+    /// Whether `layer` wraps a call of `tool`, also known as `alias` (an agent's own name
+    /// for one of hookhost's tools).
+    fn wraps(layer: &HookLayer, tool: &str, alias: Option<&str>) -> bool {
+        layer.tools.matches(tool) || alias.is_some_and(|a| layer.tools.matches(a))
     }
 
     /// Runs `call` through the chain around `tool`; each layer's phase is observed by
@@ -250,17 +277,46 @@ impl HookChain {
         tool: &dyn Tool,
         trace: &mut CallTrace<'_>,
     ) -> (ToolResult, &'static str) {
+        let mut passage = self.enter(session, &mut ctx, &mut call, None, trace).await;
+        let result = match passage.refusal.take() {
+            Some(refused) => refused,
+            None => {
+                let result = self
+                    .execute(tool, session, &ctx, &call, &mut passage.record, trace)
+                    .await;
+                passage.record.tool_error = result.is_error;
+                result
+            }
+        };
+        self.leave(session, &ctx, passage, result, trace).await
+    }
+
+    /// Runs every `before-execute` of the layers that wrap `call` (see [`HookChain::wraps`]),
+    /// outermost first, until one refuses: `ctx` and `call` leave as the innermost layer
+    /// passed them to the tool.
+    pub async fn enter(
+        &self,
+        session: &Session,
+        ctx: &mut CallContext,
+        call: &mut ToolCall,
+        alias: Option<&str>,
+        trace: &mut CallTrace<'_>,
+    ) -> Passage<'_> {
         let mut record = Record::default();
         let mut entered: Vec<Entered<'_>> = Vec::new();
         let mut refusal = None;
-        for layer in self.layers.iter().filter(|l| l.tools.matches(&call.name)) {
+        for layer in self
+            .layers
+            .iter()
+            .filter(|l| Self::wraps(l, &call.name, alias))
+        {
             let limits = session.limits().with(&layer.limits);
             let watch = trace
                 .enter(&layer.name, Phase::Before, &granted(&layer.grants))
                 .await;
             let step = match self.start(layer, session, &limits).await {
                 Ok(mut instance) => instance
-                    .before(&layer.name, &limits, &ctx, &call)
+                    .before(&layer.name, &limits, ctx, call)
                     .await
                     .map(|outcome| (instance, outcome)),
                 Err(failure) => Err(failure),
@@ -286,7 +342,7 @@ impl HookChain {
                     entered.push(Entered {
                         layer,
                         limits,
-                        instance,
+                        instance: Some(instance),
                         call: call.clone(),
                     });
                 }
@@ -299,7 +355,7 @@ impl HookChain {
                 }
                 Err(failure) => {
                     layer.forget(&session.key());
-                    record.failed(layer, "before-execute", &call, &failure);
+                    record.failed(layer, "before-execute", call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         refusal = Some(ToolResult::error(format!(
                             "call refused: hook '{}' failed in before-execute ({})",
@@ -310,31 +366,78 @@ impl HookChain {
                 }
             }
         }
+        Passage {
+            entered,
+            record,
+            refusal,
+        }
+    }
 
-        let mut result = match refusal {
-            Some(refused) => refused,
-            None => {
-                let result = self
-                    .execute(tool, session, &ctx, &call, &mut record, trace)
-                    .await;
-                record.tool_error = result.is_error;
-                result
-            }
-        };
+    /// A passage whose `before-execute` phases ran elsewhere (an agent's pre-tool hook, in
+    /// another process): `entered` names each layer that passed the call inward, with the
+    /// call as it passed it. Layers the chain no longer has are skipped.
+    pub fn resume<'a>(
+        &'a self,
+        session: &Session,
+        entered: impl IntoIterator<Item = (String, ToolCall)>,
+        tool_error: bool,
+    ) -> Passage<'a> {
+        let entered = entered
+            .into_iter()
+            .filter_map(|(name, call)| {
+                let layer = self.layers.iter().find(|l| l.name == name)?;
+                Some(Entered {
+                    layer,
+                    limits: session.limits().with(&layer.limits),
+                    instance: None,
+                    call,
+                })
+            })
+            .collect();
+        Passage {
+            entered,
+            record: Record::tool_ran(tool_error),
+            refusal: None,
+        }
+    }
 
+    /// Runs the `after-execute` of every layer `passage` entered, innermost first, on
+    /// `result`. Returns the result and the call's outcome (see [`HookChain::run`]).
+    pub async fn leave(
+        &self,
+        session: &Session,
+        ctx: &CallContext,
+        passage: Passage<'_>,
+        mut result: ToolResult,
+        trace: &mut CallTrace<'_>,
+    ) -> (ToolResult, &'static str) {
+        let Passage {
+            entered,
+            mut record,
+            ..
+        } = passage;
         for Entered {
             layer,
             limits,
-            mut instance,
+            instance,
             call,
         } in entered.into_iter().rev()
         {
             let watch = trace
                 .enter(&layer.name, Phase::After, &granted(&layer.grants))
                 .await;
-            let after = instance
-                .after(&layer.name, &limits, &ctx, &call, &record, &result)
-                .await;
+            let instance = match instance {
+                Some(instance) => Ok(instance),
+                None => self.start(layer, session, &limits).await,
+            };
+            let after = match instance {
+                Ok(mut instance) => {
+                    instance
+                        .after(&layer.name, &limits, ctx, &call, &record, &result)
+                        .await
+                }
+                Err(failure) => Err(failure),
+            };
             let end = match &after {
                 Ok(replaced) => PhaseEnd::Passed {
                     rewrote: replaced.is_some(),

@@ -21,6 +21,7 @@
 //! # }
 //! ```
 
+pub mod agents;
 pub mod bindings;
 pub mod chain;
 pub mod check;

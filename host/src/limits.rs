@@ -90,6 +90,17 @@ pub const DEFAULT_SHELL_OPEN_FILES: u64 = 1024;
 /// command): 256 MiB.
 pub const DEFAULT_SHELL_TMP_BYTES: u64 = 256 * 1024 * 1024;
 
+/// How long `hookhost hook` may take to answer an agent, by default (`--deadline-ms`):
+/// well under the agents' own hook timeouts (Claude Code's and Codex's default 60 s,
+/// Gemini CLI's 60 s, Cursor's and Copilot CLI's 30 s), so that hookhost, not the agent,
+/// decides what a slow chain means: a pre-tool event past it is denied when a `closed`
+/// layer wraps the tool, else let through; a post-tool event leaves the output as it is.
+pub const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The largest hook input `hookhost hook` reads from an agent: a post-tool event carries
+/// the tool's whole output (Gemini CLI sends it untruncated).
+pub const MAX_HOOK_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Sandboxes kept waiting for their session's next `bash` command, across all sessions:
 /// each is three processes (bubblewrap, its PID 1, hookhost's launcher), 1.9 MiB of
 /// proportional set size here (the launcher's relocated program 1.2 MiB of it). Past it, the one waiting longest is ended; its

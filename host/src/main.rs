@@ -67,6 +67,24 @@ enum Command {
     Component(ComponentCommand),
     /// Show the main job: a large bash output offloaded, then paged back with read_file.
     Demo,
+    /// Answer a coding agent's hook: its JSON on stdin, its answer on stdout. EVENT:
+    /// pre-tool, post-tool, session-start, session-end (or the agent's own name for it:
+    /// PreToolUse, BeforeTool, preToolUse, …). What each agent can and cannot take from a
+    /// hook (Copilot CLI, for one, cannot have a tool's output replaced): docs/agents.md.
+    Hook {
+        agent: hookhost::agents::Agent,
+        event: String,
+        /// The tenant whose sessions the agent's sessions are.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// A call the chain rewrote is also approved, for agents that apply a rewrite only
+        /// with an approval (Codex; Claude Code and Cursor skip their own prompt then).
+        #[arg(long)]
+        rewrite_allows: bool,
+        /// How long hookhost may take to answer, in milliseconds.
+        #[arg(long, default_value_t = hookhost::limits::DEFAULT_HOOK_DEADLINE.as_millis() as u64)]
+        deadline_ms: u64,
+    },
     /// Inside a bash sandbox: start its commands (hookhost starts this itself).
     #[command(hide = true)]
     SandboxShell {
@@ -363,6 +381,42 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             })
         }
         Command::SandboxShell { .. } => unreachable!("served before the runtime starts"),
+        Command::Hook {
+            agent,
+            event,
+            tenant,
+            rewrite_allows,
+            deadline_ms,
+        } => {
+            use hookhost::agents::{self, Event, HookSettings, protocol::Options};
+            let event = Event::parse(&event).with_context(|| {
+                format!(
+                    "unknown event {event:?}: pre-tool, post-tool, session-start or session-end"
+                )
+            })?;
+            let settings = HookSettings {
+                tenant: TenantId::new(tenant).context("--tenant")?,
+                options: Options { rewrite_allows },
+            };
+            let deadline = std::time::Duration::from_millis(deadline_ms);
+            let answer = agents::answer_hook(
+                agent,
+                event,
+                &settings,
+                deadline,
+                tokio::io::stdin(),
+                || start(&config, &data),
+            )
+            .await;
+            if let Some(line) = &answer.stderr {
+                eprintln!("{line}");
+            }
+            let mut out = std::io::stdout().lock();
+            if !answer.stdout.is_empty() {
+                writeln!(out, "{}", answer.stdout)?;
+            }
+            Ok(ExitCode::from(answer.exit))
+        }
         Command::Demo => {
             let runtime = start(&config, &data).await?;
             demo::run(&runtime).await?;

@@ -5,21 +5,13 @@
 //! The components are built by `.ci/run` (examples/hooks/build.sh and
 //! tests/foreign/build.sh) into target/example-hooks.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+
 fn built(file: &str) -> String {
-    let dir = std::env::var_os("HOOKHOST_EXAMPLE_HOOKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/example-hooks"));
-    let path = dir.join(file);
-    assert!(
-        path.is_file(),
-        "{} is missing: build the example hooks first (examples/hooks/build.sh and \
-         tests/foreign/build.sh; .ci/run does both)",
-        path.display()
-    );
-    path.display().to_string()
+    common::example_hook(file)
 }
 
 /// A data directory whose compiled-code cache is shared by these tests: a Python or JS

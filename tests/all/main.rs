@@ -1,5 +1,6 @@
 //! Integration tests: the real host against the real guest components.
 
+mod agents;
 mod audit;
 mod chain;
 mod check;

@@ -31,6 +31,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+/// Where an agent's pre-tool hooks leave what their post-tool hooks need, per call, for
+/// a session (see `agents`): under the data directory, apart from every mount (no
+/// component reaches it), removed when the session ends.
+pub fn hook_calls_dir(data: &Path, tenant: &TenantId, session: &SessionId) -> PathBuf {
+    data.join("hook-calls")
+        .join(tenant.as_str())
+        .join(session.as_str())
+}
+
 /// Names one session across tenants: a session id means something only with its tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionKey {
@@ -449,6 +458,12 @@ impl Sessions {
         self.tell_ended(&key);
         if let Err(e) = self.table.forget_mcp_state(key.id.as_str()).await {
             tracing::warn!(session = %key, error = %e, "could not forget the MCP session's state");
+        }
+        let calls = hook_calls_dir(self.dirs.data_root(), &key.tenant, &key.id);
+        if let Err(e) = std::fs::remove_dir_all(&calls)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(session = %key, error = %e, "could not remove the session's pending agent hook calls");
         }
         let freed = quota::measure_async(owned(session.own_dirs())).await;
         self.dirs.remove_session(&self.mounts, session.mounts())?;

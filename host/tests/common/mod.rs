@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses some
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
@@ -75,4 +76,20 @@ pub fn announced_url(child: &mut Child) -> String {
         .expect("hookhost announced its address");
     std::thread::spawn(move || lines.for_each(drop));
     url
+}
+
+/// An example hook built by `.ci/run` (examples/hooks/build.sh and tests/foreign/build.sh)
+/// into target/example-hooks, or `HOOKHOST_EXAMPLE_HOOKS`.
+pub fn example_hook(file: &str) -> String {
+    let dir = std::env::var_os("HOOKHOST_EXAMPLE_HOOKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/example-hooks"));
+    let path = dir.join(file);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the example hooks first (examples/hooks/build.sh and \
+         tests/foreign/build.sh; .ci/run does both)",
+        path.display()
+    );
+    path.display().to_string()
 }

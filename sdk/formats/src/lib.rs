@@ -56,6 +56,49 @@ pub fn split_page(page: &str) -> (&str, Option<u64>) {
     (page, None)
 }
 
+/// Lines an agent's line-paging reader is told to read at once.
+pub const PAGE_LINES: u64 = 2000;
+
+/// How a reference tells an agent whose reader pages by lines (Claude Code's `Read`) to
+/// read the file at `path`: `tool` with `path_key`, `offset` (the first line, from 1) and
+/// `limit` (lines).
+pub fn line_read_hint(tool: &str, path_key: &str, path: &str) -> String {
+    format!(
+        "To read it, call {tool} with {{\"{path_key}\": \"{path}\", \"offset\": 1, \"limit\": {PAGE_LINES}}} \
+         (lines), then with the next offset, until the end; or search it with grep."
+    )
+}
+
+/// How a reference tells an agent to read the file at `path` with its shell.
+pub fn shell_read_hint(path: &str) -> String {
+    let next = PAGE_LINES + 1;
+    let end = 2 * PAGE_LINES;
+    format!(
+        "To read it, run `sed -n '1,{PAGE_LINES}p' {path}`, then `sed -n '{next},{end}p' {path}` \
+         and so on, until the end; or search it with grep."
+    )
+}
+
+/// An offload `reference` as an agent that runs its own tools reads it: the file named by
+/// `host_path` (where its tools find it) instead of `virtual_path`, and `hint` instead of
+/// how to page it with `read_file`.
+pub fn for_agent(reference: &str, virtual_path: &str, host_path: &str, hint: &str) -> String {
+    let standard = read_hint(virtual_path);
+    reference
+        .split('\n')
+        .map(|line| {
+            if line.strip_prefix(FULL_OUTPUT) == Some(virtual_path) {
+                format!("{FULL_OUTPUT}{host_path}")
+            } else if line == standard {
+                hint.to_string()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// What the model is told at MCP `initialize` when offload is in its chain.
 pub fn instructions() -> String {
     format!(
@@ -94,6 +137,24 @@ mod tests {
         assert_eq!(split_page("last page"), ("last page", None));
         let lookalike = "x\n\n[bytes are fun]";
         assert_eq!(split_page(lookalike), (lookalike, None));
+    }
+
+    #[test]
+    fn an_agent_reads_the_host_path_with_its_own_reader() {
+        let reference = format!(
+            "{}\n{FULL_OUTPUT}/artifacts/x.txt\n{}\nPreview",
+            offload_header(20_000, 10_000),
+            read_hint("/artifacts/x.txt")
+        );
+        let hint = line_read_hint("Read", "file_path", "/data/x.txt");
+        let agent = for_agent(&reference, "/artifacts/x.txt", "/data/x.txt", &hint);
+        assert_eq!(offloaded_path(&agent), Some("/data/x.txt"));
+        assert!(
+            agent.contains("call Read with {\"file_path\": \"/data/x.txt\""),
+            "{agent}"
+        );
+        assert!(!agent.contains("read_file"), "{agent}");
+        assert!(agent.ends_with("\nPreview"));
     }
 
     #[test]

@@ -1,0 +1,454 @@
+//! hookhost's chain as the hook runtime of coding agents that run their own tools
+//! (`hookhost hook AGENT EVENT`): the agent starts hookhost around each tool call with
+//! its hook JSON on stdin, and reads a decision from stdout.
+//!
+//! - **Session**: the agent's session id names a hookhost session of the tenant, made on
+//!   first use with the agent's working directory as its workdir (so `/workspace` is the
+//!   user's project), and deleted at the agent's session end.
+//! - **Pre-tool**: every layer's `before-execute` that wraps the tool, outermost first. A
+//!   refusal, or a `closed` layer's failure, is the agent's deny; rewritten arguments are
+//!   its updated input. What the layers passed inward (each layer's call, the context
+//!   values) is kept per call for the post-tool event, in another process.
+//! - **Post-tool**: the agent's tool response becomes a tool result
+//!   ([`tools::result`]), every layer's `after-execute` runs on it, innermost first, and a
+//!   replaced output goes back in the shape the agent accepts ([`protocol`]). An offload
+//!   reference names the file's host path and how to page it with the agent's own tools.
+//! - Tools keep the agent's names, with hookhost's canonical ones as aliases
+//!   ([`tools::canonical`]): a layer's `tools = ["bash"]` wraps every agent's shell tool.
+
+pub mod protocol;
+pub mod tools;
+
+use crate::bindings::{CallContext, ToolCall, ToolResult};
+use crate::chain::FailurePolicy;
+use crate::ids::{SessionId, TenantId};
+use crate::limits::MAX_HOOK_INPUT_BYTES;
+use crate::runtime::Runtime;
+use crate::sessions::{Session, hook_calls_dir};
+use protocol::{Answer, Decision, HookInput, Options};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// The agents whose hook protocols hookhost speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    ClaudeCode,
+    Codex,
+    Gemini,
+    Cursor,
+    Copilot,
+}
+
+impl Agent {
+    /// The name on hookhost's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+            Agent::Cursor => "cursor",
+            Agent::Copilot => "copilot",
+        }
+    }
+
+    /// The product's name.
+    pub fn title(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Claude Code",
+            Agent::Codex => "Codex CLI",
+            Agent::Gemini => "Gemini CLI",
+            Agent::Cursor => "Cursor",
+            Agent::Copilot => "Copilot CLI",
+        }
+    }
+
+    fn session_field(self) -> &'static str {
+        match self {
+            Agent::Cursor => "conversation_id",
+            Agent::Copilot => "sessionId or cwd",
+            _ => "session_id",
+        }
+    }
+
+    /// The agent's own name of `event`, as its hook settings spell it (`None`: the agent
+    /// has no such event).
+    pub fn event_name(self, event: Event) -> Option<&'static str> {
+        Some(match (self, event) {
+            (Agent::ClaudeCode | Agent::Codex, Event::PreTool) => "PreToolUse",
+            (Agent::ClaudeCode | Agent::Codex, Event::PostTool) => "PostToolUse",
+            (Agent::ClaudeCode | Agent::Codex | Agent::Gemini, Event::SessionStart) => {
+                "SessionStart"
+            }
+            (Agent::ClaudeCode | Agent::Gemini, Event::SessionEnd) => "SessionEnd",
+            (Agent::Codex, Event::SessionEnd) => return None,
+            (Agent::Gemini, Event::PreTool) => "BeforeTool",
+            (Agent::Gemini, Event::PostTool) => "AfterTool",
+            (Agent::Cursor | Agent::Copilot, Event::PreTool) => "preToolUse",
+            (Agent::Cursor | Agent::Copilot, Event::PostTool) => "postToolUse",
+            (Agent::Cursor | Agent::Copilot, Event::SessionStart) => "sessionStart",
+            (Agent::Cursor | Agent::Copilot, Event::SessionEnd) => "sessionEnd",
+        })
+    }
+}
+
+/// The events hookhost answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    PreTool,
+    PostTool,
+    SessionStart,
+    SessionEnd,
+}
+
+impl Event {
+    pub const ALL: [Event; 4] = [
+        Event::PreTool,
+        Event::PostTool,
+        Event::SessionStart,
+        Event::SessionEnd,
+    ];
+
+    /// An event by hookhost's name (`pre-tool`) or any agent's (`PreToolUse`,
+    /// `pre-tool-use`, `BeforeTool`, `preToolUse`), case and `-`/`_` aside.
+    pub fn parse(name: &str) -> Option<Event> {
+        let folded: String = name
+            .chars()
+            .filter(|c| *c != '-' && *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect();
+        Some(match folded.as_str() {
+            "pretool" | "pretooluse" | "beforetool" => Event::PreTool,
+            "posttool" | "posttooluse" | "aftertool" => Event::PostTool,
+            "sessionstart" => Event::SessionStart,
+            "sessionend" => Event::SessionEnd,
+            _ => return None,
+        })
+    }
+
+    /// hookhost's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::PreTool => "pre-tool",
+            Event::PostTool => "post-tool",
+            Event::SessionStart => "session-start",
+            Event::SessionEnd => "session-end",
+        }
+    }
+}
+
+/// How `hookhost hook` runs.
+#[derive(Debug, Clone)]
+pub struct HookSettings {
+    pub tenant: TenantId,
+    pub options: Options,
+}
+
+/// What a pre-tool event leaves for the call's post-tool event: each layer the call
+/// entered with the call as it passed it inward, and the context values.
+#[derive(Debug, Serialize, Deserialize)]
+struct Pending {
+    entered: Vec<(String, String, String)>,
+    values: Vec<(String, String)>,
+}
+
+/// `hookhost hook AGENT EVENT`: reads the agent's input from `stdin` (at most
+/// [`MAX_HOOK_INPUT_BYTES`]) and answers it with the chain of the runtime `start` makes,
+/// all within `deadline`. Never fails: what goes wrong is the agent's non-blocking error,
+/// or, past the deadline, the answer [`crate::limits::DEFAULT_HOOK_DEADLINE`] describes.
+pub async fn answer_hook<F, R>(
+    agent: Agent,
+    event: Event,
+    settings: &HookSettings,
+    deadline: Duration,
+    stdin: impl AsyncRead + Unpin,
+    start: F,
+) -> Answer
+where
+    F: FnOnce() -> R,
+    R: Future<Output = anyhow::Result<Runtime>>,
+{
+    let read = async {
+        let mut bytes = Vec::new();
+        stdin
+            .take(MAX_HOOK_INPUT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map(|_| bytes)
+    };
+    let started = Instant::now();
+    let bytes = match tokio::time::timeout(deadline, read).await {
+        Ok(Ok(bytes)) if bytes.len() as u64 > MAX_HOOK_INPUT_BYTES => {
+            return protocol::unreadable(
+                agent,
+                &format!("the hook input is larger than {MAX_HOOK_INPUT_BYTES} bytes"),
+            );
+        }
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return protocol::unreadable(agent, &format!("cannot read stdin: {e}")),
+        Err(_) => {
+            return protocol::unreadable(
+                agent,
+                &format!("stdin did not close within {} ms", deadline.as_millis()),
+            );
+        }
+    };
+    let input = match protocol::parse(agent, event, &bytes) {
+        Ok(input) => input,
+        Err(why) => return protocol::unreadable(agent, &why),
+    };
+    let tool = input.tool.as_ref().map(|t| t.name.clone());
+    let left = deadline.saturating_sub(started.elapsed());
+    let mut runtime = None;
+    let answered = tokio::time::timeout(left, async {
+        let started = start().await?;
+        handle(runtime.insert(started), agent, event, input, settings).await
+    })
+    .await;
+    match answered {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => protocol::unreadable(agent, &crate::error_line(e.as_ref())),
+        Err(_) => {
+            let why = format!(
+                "the chain did not answer within {} ms",
+                deadline.as_millis()
+            );
+            let closed = match (&runtime, &tool) {
+                (Some(runtime), Some(tool)) => closed_for(runtime, &settings.tenant, agent, tool),
+                // Not even started: whether a closed layer wraps the tool is unknown.
+                (None, Some(_)) => true,
+                _ => false,
+            };
+            if event == Event::PreTool && closed {
+                let mut answer = protocol::answer(
+                    agent,
+                    event,
+                    tool.as_deref().unwrap_or_default(),
+                    Decision::Deny {
+                        reason: format!("call refused: {why}, and a `closed` hook wraps this tool"),
+                    },
+                    settings.options,
+                );
+                answer.stderr = Some(format!("hookhost hook {}: {why}", agent.name()));
+                answer
+            } else {
+                protocol::unreadable(agent, &why)
+            }
+        }
+    }
+}
+
+/// Answers `event` for `input`, running the chain of `runtime`.
+///
+/// # Errors
+///
+/// When the session cannot be opened or made (the answer is then the agent's
+/// non-blocking error, see [`protocol::unreadable`]).
+pub async fn handle(
+    runtime: &Runtime,
+    agent: Agent,
+    event: Event,
+    input: HookInput,
+    settings: &HookSettings,
+) -> anyhow::Result<Answer> {
+    let nothing = || protocol::answer(agent, event, "", Decision::Pass, settings.options);
+    let id = SessionId::new(session_id(&input.session))?;
+    let sessions = runtime.sessions();
+    if event == Event::SessionEnd {
+        match sessions.delete(&settings.tenant, &id).await {
+            Ok(()) | Err(crate::sessions::SessionError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        return Ok(nothing());
+    }
+    let session = sessions
+        .open_or_create(&settings.tenant, &id, input.cwd.as_deref())
+        .await?;
+    let Some(call) = input.tool else {
+        return Ok(nothing());
+    };
+    let canonical = tools::canonical(agent, &call.name);
+    let mut tool_call = ToolCall {
+        id: call.id.clone(),
+        name: canonical.unwrap_or(&call.name).to_string(),
+        arguments: call.input.to_string(),
+    };
+    let alias = canonical.map(|_| call.name.as_str());
+    let mut ctx = CallContext {
+        session_id: session.id.to_string(),
+        tenant_id: session.tenant.to_string(),
+        values: Vec::new(),
+    };
+    let chain = runtime.chain(&session.tenant);
+    let started = Instant::now();
+    let traced_name = tool_call.name.clone();
+    let mut trace = runtime.tracer().begin(&session, &call.id, &traced_name);
+    let decision = match event {
+        Event::PreTool => {
+            let original = tool_call.arguments.clone();
+            let passage = chain
+                .enter(&session, &mut ctx, &mut tool_call, alias, &mut trace)
+                .await;
+            let decision = match &passage.refusal {
+                Some(refused) => Decision::Deny {
+                    reason: refused.output.clone(),
+                },
+                None if tool_call.arguments != original => {
+                    match serde_json::from_str(&tool_call.arguments) {
+                        Ok(input) => Decision::Rewrite { input },
+                        Err(_) => Decision::Pass,
+                    }
+                }
+                None => Decision::Pass,
+            };
+            if passage.refusal.is_none() {
+                let pending = Pending {
+                    entered: passage
+                        .entered()
+                        .map(|(layer, c)| (layer.to_string(), c.name.clone(), c.arguments.clone()))
+                        .collect(),
+                    values: ctx.values.clone(),
+                };
+                save_pending(runtime.data_root(), &session, &call.id, &pending);
+            }
+            // The `after-execute` of the layers entered runs at the post-tool event; a
+            // refused call has none, so they run now, as in hookhost's own calls.
+            if let Some(refused) = passage.refusal.clone() {
+                let mut passage = passage;
+                passage.refusal = None;
+                chain
+                    .leave(&session, &ctx, passage, refused, &mut trace)
+                    .await;
+            }
+            trace.finish("pre-tool", 0, started.elapsed());
+            decision
+        }
+        Event::PostTool => {
+            let result = tools::result(
+                canonical,
+                &call.input,
+                call.response.as_ref().unwrap_or(&serde_json::Value::Null),
+            );
+            let pending = take_pending(runtime.data_root(), &session, &call.id);
+            let entered: Vec<(String, ToolCall)> = match pending {
+                Some(pending) => {
+                    ctx.values = pending.values;
+                    pending
+                        .entered
+                        .into_iter()
+                        .map(|(layer, name, arguments)| {
+                            let call = ToolCall {
+                                id: call.id.clone(),
+                                name,
+                                arguments,
+                            };
+                            (layer, call)
+                        })
+                        .collect()
+                }
+                // No pre-tool event ran for this call: every layer that wraps the tool
+                // gets its `after-execute` with the call as the agent made it.
+                None => chain
+                    .layers()
+                    .iter()
+                    .filter(|l| {
+                        l.tools.matches(&tool_call.name)
+                            || alias.is_some_and(|a| l.tools.matches(a))
+                    })
+                    .map(|l| (l.name.clone(), tool_call.clone()))
+                    .collect(),
+            };
+            let passage = chain.resume(&session, entered, result.is_error);
+            let original = result.output.clone();
+            let (result, outcome) = chain
+                .leave(&session, &ctx, passage, result, &mut trace)
+                .await;
+            trace.finish(outcome, result.output.len(), started.elapsed());
+            if result.output == original {
+                Decision::Pass
+            } else {
+                Decision::Replace {
+                    output: for_agent(agent, &session, &result),
+                }
+            }
+        }
+        Event::SessionStart | Event::SessionEnd => Decision::Pass,
+    };
+    Ok(protocol::answer(
+        agent,
+        event,
+        &call.name,
+        decision,
+        settings.options,
+    ))
+}
+
+/// Whether a layer that wraps `tool` (an agent's, with its canonical alias) refuses calls
+/// when it fails: then a pre-tool event hookhost could not answer is a denial.
+pub fn closed_for(runtime: &Runtime, tenant: &TenantId, agent: Agent, tool: &str) -> bool {
+    let canonical = tools::canonical(agent, tool);
+    runtime.chain(tenant).layers().iter().any(|l| {
+        l.on_failure == FailurePolicy::Closed
+            && (l.tools.matches(canonical.unwrap_or(tool)) || l.tools.matches(tool))
+    })
+}
+
+/// An agent's session id as a hookhost session id: as it is when hookhost accepts it,
+/// else a hash of it.
+fn session_id(agent_id: &str) -> String {
+    if SessionId::new(agent_id).is_ok() {
+        agent_id.to_string()
+    } else {
+        protocol::short_hash(agent_id)
+    }
+}
+
+/// A replaced output as the agent's tools can follow it: an offload reference names the
+/// file's host path, and how to page it with the agent's reader.
+fn for_agent(agent: Agent, session: &Session, result: &ToolResult) -> String {
+    let Some(virtual_path) = hookhost_formats::offloaded_path(&result.output) else {
+        return result.output.clone();
+    };
+    let host = session.mounts().iter().find_map(|m| {
+        let rest = virtual_path.strip_prefix(&m.virtual_path)?;
+        Some(m.host.join(rest.trim_start_matches('/')))
+    });
+    let Some(host) = host else {
+        return result.output.clone();
+    };
+    let host = host.to_string_lossy();
+    let hint = match agent {
+        Agent::ClaudeCode => hookhost_formats::line_read_hint("Read", "file_path", &host),
+        _ => hookhost_formats::shell_read_hint(&host),
+    };
+    hookhost_formats::for_agent(&result.output, virtual_path, &host, &hint)
+}
+
+fn pending_file(data: &Path, session: &Session, call: &str) -> PathBuf {
+    hook_calls_dir(data, &session.tenant, &session.id)
+        .join(format!("{}.json", protocol::short_hash(call)))
+}
+
+fn save_pending(data: &Path, session: &Session, call: &str, pending: &Pending) {
+    let path = pending_file(data, session, call);
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            let text = serde_json::to_vec(pending).map_err(std::io::Error::other)?;
+            let partial = path.with_extension("partial");
+            std::fs::write(&partial, text)?;
+            std::fs::rename(&partial, &path)
+        });
+    if let Err(e) = written {
+        tracing::warn!(path = %path.display(), error = %e, "cannot keep the call's hook state for its post-tool event");
+    }
+}
+
+fn take_pending(data: &Path, session: &Session, call: &str) -> Option<Pending> {
+    let path = pending_file(data, session, call);
+    let text = std::fs::read(&path).ok()?;
+    let _ = std::fs::remove_file(&path);
+    serde_json::from_slice(&text).ok()
+}

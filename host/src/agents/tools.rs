@@ -1,0 +1,168 @@
+//! The agents' tools in hookhost's terms: their canonical names, and their responses as
+//! tool results.
+
+use super::Agent;
+use crate::bindings::ToolResult;
+use serde_json::{Value, json};
+
+/// hookhost's name for each agent's tool, where it has one: a layer's `tools` pattern
+/// matches the canonical name or the agent's own. One row per tool an agent has:
+/// (agent, its tool's name, hookhost's name).
+pub const ALIASES: &[(Agent, &str, &str)] = &[
+    (Agent::ClaudeCode, "Bash", "bash"),
+    (Agent::ClaudeCode, "Read", "read_file"),
+    (Agent::ClaudeCode, "Write", "write_file"),
+    (Agent::ClaudeCode, "Edit", "edit_file"),
+    (Agent::ClaudeCode, "MultiEdit", "edit_file"),
+    (Agent::ClaudeCode, "TodoWrite", "todo_write"),
+    (Agent::Codex, "Bash", "bash"),
+    (Agent::Codex, "shell", "bash"),
+    (Agent::Codex, "apply_patch", "edit_file"),
+    (Agent::Codex, "update_plan", "todo_write"),
+    (Agent::Gemini, "run_shell_command", "bash"),
+    (Agent::Gemini, "read_file", "read_file"),
+    (Agent::Gemini, "write_file", "write_file"),
+    (Agent::Gemini, "replace", "edit_file"),
+    (Agent::Gemini, "write_todos", "todo_write"),
+    (Agent::Cursor, "Shell", "bash"),
+    (Agent::Cursor, "Read", "read_file"),
+    (Agent::Cursor, "Write", "write_file"),
+    (Agent::Cursor, "StrReplace", "edit_file"),
+    (Agent::Cursor, "TodoWrite", "todo_write"),
+    (Agent::Copilot, "bash", "bash"),
+    (Agent::Copilot, "view", "read_file"),
+    (Agent::Copilot, "create", "write_file"),
+    (Agent::Copilot, "edit", "edit_file"),
+];
+
+/// hookhost's name for `agent`'s tool `tool`, if it has one.
+pub fn canonical(agent: Agent, tool: &str) -> Option<&'static str> {
+    ALIASES
+        .iter()
+        .find(|(a, name, _)| *a == agent && *name == tool)
+        .map(|(_, _, canonical)| *canonical)
+}
+
+/// An agent's tool response as the result hooks see (`canonical`: hookhost's name of the
+/// tool, `input`: its input). The shapes read:
+/// - text (Codex's responses): the output;
+/// - `{stdout, stderr, interrupted, …}` (Claude Code's Bash): stdout, then `[stderr]` and
+///   stderr as hookhost's own `bash` shows it; an error when interrupted;
+/// - `{llmContent, returnDisplay}` (Gemini): `llmContent` (text, or its parts' texts);
+/// - `{resultType, textResultForLlm}` (Copilot): the text; an error unless `success`;
+/// - MCP content (`[{type: "text", text}]`, or `{content: […], isError}`): the texts;
+/// - for a todo tool, whatever its response: `{"todos": [{content, status}]}` from its
+///   input, the shape hookhost's `todo_write` returns (so plan-writer writes the plan);
+/// - anything else: its JSON text.
+pub fn result(canonical: Option<&str>, input: &Value, response: &Value) -> ToolResult {
+    if canonical == Some("todo_write")
+        && let Some(todos) = todos(input)
+    {
+        return ToolResult {
+            output: json!({ "todos": todos }).to_string(),
+            is_error: false,
+            media_type: None,
+        };
+    }
+    let (output, is_error) = match response {
+        Value::String(text) => (text.clone(), false),
+        Value::Object(o) if o.contains_key("stdout") => {
+            let text = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
+            let mut output = text("stdout").to_string();
+            if !text("stderr").is_empty() {
+                if !output.is_empty() && !output.ends_with('\n') {
+                    output.push('\n');
+                }
+                output.push_str("[stderr]\n");
+                output.push_str(text("stderr"));
+            }
+            let interrupted = o.get("interrupted").and_then(Value::as_bool) == Some(true);
+            (output, interrupted)
+        }
+        Value::Object(o) if o.contains_key("llmContent") => (texts(&o["llmContent"]), false),
+        Value::Object(o) if o.contains_key("textResultForLlm") => (
+            texts(&o["textResultForLlm"]),
+            o.get("resultType").and_then(Value::as_str) != Some("success"),
+        ),
+        Value::Object(o) if o.get("content").is_some_and(Value::is_array) => (
+            texts(&o["content"]),
+            o.get("isError").and_then(Value::as_bool) == Some(true),
+        ),
+        Value::Array(_) => (texts(response), false),
+        Value::Null => (String::new(), false),
+        other => (other.to_string(), false),
+    };
+    ToolResult {
+        output,
+        is_error,
+        media_type: None,
+    }
+}
+
+/// Text, or the texts of a list of parts (`{text}` or `{type: "text", text}`).
+fn texts(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str).or(p.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The todo items of a todo tool's input, as `{content, status}`: Claude Code's and
+/// Cursor's `todos[].content`, Gemini's `todos[].description`, Codex's `plan[].step`.
+fn todos(input: &Value) -> Option<Vec<Value>> {
+    let items = input
+        .get("todos")
+        .or_else(|| input.get("plan"))?
+        .as_array()?;
+    Some(
+        items
+            .iter()
+            .filter_map(|item| {
+                let content = ["content", "description", "step"]
+                    .iter()
+                    .find_map(|k| item.get(*k).and_then(Value::as_str))?;
+                let status = item
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("pending");
+                Some(json!({"content": content, "status": status}))
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_bash_keeps_stderr_apart() {
+        let r = result(
+            Some("bash"),
+            &json!({}),
+            &json!({"stdout": "out", "stderr": "err", "interrupted": false, "isImage": false}),
+        );
+        assert_eq!(r.output, "out\n[stderr]\nerr");
+        assert!(!r.is_error);
+    }
+
+    #[test]
+    fn every_agents_todo_tool_becomes_todo_writes_result() {
+        for input in [
+            json!({"todos": [{"content": "a", "status": "pending", "activeForm": "A"}]}),
+            json!({"todos": [{"description": "a", "status": "pending"}]}),
+            json!({"plan": [{"step": "a", "status": "pending"}]}),
+        ] {
+            let r = result(Some("todo_write"), &input, &Value::Null);
+            assert_eq!(
+                r.output,
+                r#"{"todos":[{"content":"a","status":"pending"}]}"#
+            );
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! `hookhost hook AGENT EVENT` through the real binary, fed what each agent writes on a
+//! hook's stdin (built from its documented schema, see docs/agents.md), with the built-in
+//! components and the C guard example (built by `.ci/run` into target/example-hooks).
+
+mod common;
+
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A data directory, a git project the agent works in, and a config: the built-in one
+/// with the C guard refusing `rm -rf` after its hooks.
+struct Agent {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    project: PathBuf,
+}
+
+impl Agent {
+    fn new(extra: &str) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        let builtin =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
+                .unwrap();
+        let guard = common::example_hook("c-guard.wasm");
+        // Innermost: the built-in hooks (audit) see what it refuses.
+        let config = dir.path().join("hookhost.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "{builtin}\n[[hooks]]\nname = \"guard\"\ncomponent = {guard:?}\n\
+                 allow_unknown_imports = true\ntools = [\"bash\"]\n\
+                 settings = {{ deny = [\"*rm -rf*\"] }}\n{extra}"
+            ),
+        )
+        .unwrap();
+        Agent {
+            dir,
+            config,
+            project,
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// `hookhost hook AGENT EVENT` with `stdin`.
+    fn hook(&self, agent: &str, event: &str, stdin: &[u8]) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(self.data())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["hook", agent, event])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin).unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    }
+
+    /// The answer's stdout as JSON (`Null` when empty), once it exited 0.
+    fn answer(&self, agent: &str, event: &str, stdin: &Value) -> Value {
+        let out = self.hook(agent, event, stdin.to_string().as_bytes());
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let said = text(&out.stdout);
+        if said.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}"))
+        }
+    }
+
+    fn sessions(&self) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(self.data())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["session", "list"])
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// What Claude Code writes for a `Bash` call (`tool_response` in post-tool events).
+fn claude(
+    session: &str,
+    project: &Path,
+    event: &str,
+    command: &str,
+    response: Option<&str>,
+) -> Value {
+    let mut input = json!({
+        "session_id": session,
+        "transcript_path": "/tmp/transcript.jsonl",
+        "cwd": project,
+        "permission_mode": "default",
+        "hook_event_name": event,
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "run it"},
+        "tool_use_id": format!("toolu_{}", command.len()),
+    });
+    if let Some(stdout) = response {
+        input["tool_response"] = json!({
+            "stdout": stdout, "stderr": "", "interrupted": false, "isImage": false, "noOutputExpected": false
+        });
+    }
+    input
+}
+
+/// `seq 1 100000`, as the shell prints it.
+fn seq() -> String {
+    (1..=100_000).map(|n| format!("{n}\n")).collect()
+}
+
+#[test]
+fn claude_code_calls_run_through_the_chain() {
+    let agent = Agent::new("");
+    let session = "5d0f6a4e-0c1b-4c55-9d6e-6f2a0d1c2b3a";
+    let start = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionStart", "source": "startup"});
+    assert_eq!(
+        agent.answer("claude-code", "SessionStart", &start),
+        Value::Null
+    );
+    assert!(agent.sessions().contains(session), "{}", agent.sessions());
+
+    // Allowed: nothing to say, the agent's own permissions decide.
+    let ls = claude(session, &agent.project, "PreToolUse", "ls", None);
+    assert_eq!(agent.answer("claude-code", "pre-tool", &ls), Value::Null);
+
+    // Refused by the guard: a deny the model sees the reason of.
+    let rm = claude(session, &agent.project, "PreToolUse", "rm -rf /", None);
+    assert_eq!(
+        agent.answer("claude-code", "pre-tool-use", &rm),
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": "refused by policy: the command matches the operator's pattern `*rm -rf*`",
+        }})
+    );
+
+    // A large output is offloaded: Bash's own shape, naming a host file with all of it
+    // and how to page it with Read.
+    let big = seq();
+    let pre = claude(session, &agent.project, "PreToolUse", "seq 1 100000", None);
+    assert_eq!(agent.answer("claude-code", "pre-tool", &pre), Value::Null);
+    let post = claude(
+        session,
+        &agent.project,
+        "PostToolUse",
+        "seq 1 100000",
+        Some(&big),
+    );
+    let answer = agent.answer("claude-code", "post-tool", &post);
+    let replaced = &answer["hookSpecificOutput"]["updatedToolOutput"];
+    assert_eq!(replaced["stderr"], "");
+    assert_eq!(replaced["interrupted"], false);
+    let reference = replaced["stdout"].as_str().unwrap();
+    assert!(
+        reference.starts_with("[Output offloaded: 588895 characters"),
+        "{reference}"
+    );
+    let file = reference
+        .lines()
+        .find_map(|l| l.strip_prefix("Full output: "))
+        .unwrap();
+    assert!(file.starts_with(agent.data().to_str().unwrap()), "{file}");
+    assert_eq!(std::fs::read_to_string(file).unwrap(), big);
+    assert!(
+        reference.contains(&format!(
+            "call Read with {{\"file_path\": \"{file}\", \"offset\": 1"
+        )),
+        "{reference}"
+    );
+
+    // A small output passes unchanged.
+    let small = claude(session, &agent.project, "PostToolUse", "ls", Some("a\nb\n"));
+    assert_eq!(
+        agent.answer("claude-code", "post-tool", &small),
+        Value::Null
+    );
+
+    // TodoWrite feeds plan-writer: the plan lands in the git project.
+    let todos = json!({"todos": [
+        {"content": "Read the code", "status": "completed", "activeForm": "Reading the code"},
+        {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+    ]});
+    let todo = json!({
+        "session_id": session, "cwd": agent.project, "hook_event_name": "PostToolUse",
+        "tool_name": "TodoWrite", "tool_input": todos, "tool_use_id": "toolu_todo",
+        "tool_response": {"oldTodos": [], "newTodos": todos["todos"]},
+    });
+    assert_eq!(agent.answer("claude-code", "post-tool", &todo), Value::Null);
+    let plans: Vec<_> = std::fs::read_dir(agent.project.join(".hookhost/plans"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "md"))
+        .collect();
+    assert_eq!(plans.len(), 1);
+    let plan = std::fs::read_to_string(plans[0].path()).unwrap();
+    assert!(
+        plan.contains("Fix the bug") && plan.contains("Read the code"),
+        "{plan}"
+    );
+
+    // Audit saw every call start and end (each call's two events in two processes), the
+    // refused one too.
+    let audit =
+        std::fs::read_to_string(agent.data().join("tenants/default/audit/audit.jsonl")).unwrap();
+    let events: Vec<(String, String)> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|e| {
+            (
+                e["call_id"].as_str().unwrap().into(),
+                e["event"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let rm = format!("toolu_{}", "rm -rf /".len());
+    let seq_id = format!("toolu_{}", "seq 1 100000".len());
+    for (call, event) in [
+        (&rm, "start"),
+        (&rm, "refused"),
+        (&seq_id, "start"),
+        (&seq_id, "done"),
+    ] {
+        assert!(
+            events.contains(&(call.clone(), event.to_string())),
+            "{call} {event}: {audit}"
+        );
+    }
+
+    // The session's end deletes it, and what its pre-tool events left.
+    let end = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionEnd", "reason": "exit"});
+    assert_eq!(agent.answer("claude-code", "SessionEnd", &end), Value::Null);
+    assert!(!agent.sessions().contains(session), "{}", agent.sessions());
+    assert!(
+        !agent
+            .data()
+            .join("hook-calls/default")
+            .join(session)
+            .exists()
+    );
+    assert!(
+        !Path::new(file).exists(),
+        "the offloaded file outlived its session"
+    );
+    assert!(plans[0].path().exists(), "the plan outlives the session");
+}
+
+#[test]
+fn each_agent_gets_its_own_deny_and_replacement() {
+    let agent = Agent::new("");
+    let big = seq();
+    let project = agent.project.to_str().unwrap().to_string();
+    // (agent, pre-tool input, post-tool input, the deny's reason at, the replacement at)
+    type Pointer = &'static str;
+    let cases: [(&str, Value, Value, Pointer, Option<Pointer>); 4] = [
+        (
+            "codex",
+            json!({"session_id": "codex-1", "turn_id": "t", "model": "m", "cwd": project,
+                   "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                   "tool_input": {"command": "rm -rf /"}, "tool_use_id": "call_1"}),
+            json!({"session_id": "codex-1", "cwd": project, "hook_event_name": "PostToolUse",
+                   "tool_name": "Bash", "tool_input": {"command": "seq 1 100000"},
+                   "tool_use_id": "call_2", "tool_response": big}),
+            "/hookSpecificOutput/permissionDecisionReason",
+            Some("/reason"),
+        ),
+        (
+            "gemini",
+            json!({"session_id": "gemini-1", "cwd": project, "hook_event_name": "BeforeTool",
+                   "timestamp": "2026-12-01T00:00:00Z", "tool_name": "run_shell_command",
+                   "tool_input": {"command": "rm -rf /"}}),
+            json!({"session_id": "gemini-1", "cwd": project, "hook_event_name": "AfterTool",
+                   "tool_name": "run_shell_command", "tool_input": {"command": "seq 1 100000"},
+                   "tool_response": {"llmContent": big, "returnDisplay": big}}),
+            "/reason",
+            Some("/reason"),
+        ),
+        (
+            "cursor",
+            json!({"conversation_id": "cursor-1", "generation_id": "g", "workspace_roots": [project],
+                   "hook_event_name": "preToolUse", "tool_name": "Shell",
+                   "tool_input": {"command": "rm -rf /"}, "tool_use_id": "c1"}),
+            json!({"conversation_id": "cursor-1", "workspace_roots": [project],
+                   "hook_event_name": "postToolUse", "tool_name": "Shell",
+                   "tool_input": {"command": "seq 1 100000"}, "tool_use_id": "c2",
+                   "tool_output": big}),
+            "/agent_message",
+            Some("/additional_context"),
+        ),
+        (
+            "copilot",
+            json!({"timestamp": 1, "cwd": project, "toolName": "bash",
+                   "toolArgs": json!({"command": "rm -rf /"}).to_string()}),
+            json!({"timestamp": 2, "cwd": project, "toolName": "bash",
+                   "toolArgs": json!({"command": "seq 1 100000"}).to_string(),
+                   "toolResult": {"resultType": "success", "textResultForLlm": big}}),
+            "/permissionDecisionReason",
+            None,
+        ),
+    ];
+    for (name, pre, post, reason_at, replaced_at) in cases {
+        let denied = agent.answer(name, "pre-tool", &pre);
+        assert_eq!(
+            denied.pointer(reason_at).and_then(Value::as_str),
+            Some("refused by policy: the command matches the operator's pattern `*rm -rf*`"),
+            "{name}: {denied}"
+        );
+        let answer = agent.answer(name, "post-tool", &post);
+        match replaced_at {
+            Some(at) => {
+                let reference = answer
+                    .pointer(at)
+                    .and_then(Value::as_str)
+                    .unwrap_or_else(|| panic!("{name}: no replacement at {at}: {answer}"));
+                let file = reference
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Full output: "))
+                    .unwrap_or_else(|| panic!("{name}: {reference}"));
+                assert_eq!(std::fs::read_to_string(file).unwrap(), big, "{name}");
+                assert!(
+                    reference.contains(&format!("sed -n '1,2000p' {file}")),
+                    "{reference}"
+                );
+            }
+            // Copilot CLI cannot have an output replaced: nothing is said, the file is
+            // written all the same.
+            None => assert_eq!(answer, Value::Null, "{name}"),
+        }
+    }
+}
+
+#[test]
+fn input_that_cannot_be_read_is_a_non_blocking_error() {
+    let agent = Agent::new("");
+    for (name, nothing) in [("claude-code", ""), ("cursor", "{}\n")] {
+        for input in [&b"not json"[..], br#"{"cwd": "/"}"#, b""] {
+            let out = agent.hook(name, "pre-tool", input);
+            assert_eq!(out.status.code(), Some(1), "{name}");
+            assert_eq!(text(&out.stdout), nothing, "{name}");
+            let said = text(&out.stderr);
+            assert!(
+                said.starts_with(&format!("hookhost hook {name}: ")),
+                "{said}"
+            );
+            assert_eq!(said.lines().count(), 1, "{said}");
+        }
+    }
+    let unknown = agent.hook("claude-code", "NotAnEvent", b"{}");
+    assert_eq!(unknown.status.code(), Some(2));
+}
+
+#[test]
+fn a_closed_hook_that_fails_before_the_call_denies_it() {
+    // An audit log in a directory that does not exist: the closed audit hook traps in
+    // before-execute.
+    let agent = Agent::new(
+        "\n[[hooks]]\nname = \"strict-audit\"\ncomponent = \"builtin:audit\"\n\
+         on_failure = \"closed\"\ngrants = { \"/audit\" = \"rw\" }\n\
+         settings = { file = \"/audit/missing/audit.jsonl\" }\n",
+    );
+    let ls = claude("s-closed", &agent.project, "PreToolUse", "ls", None);
+    let denied = agent.answer("claude-code", "pre-tool", &ls);
+    assert_eq!(
+        denied["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{denied}"
+    );
+    let reason = denied["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.starts_with("call refused: hook 'strict-audit' failed in before-execute"),
+        "{reason}"
+    );
+}
