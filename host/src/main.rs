@@ -32,6 +32,30 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum HookCommand {
+    /// Write hookhost's hook entries into the agent's settings (merged with what is there;
+    /// twice is once), for this process's --config, --data and --tenant.
+    Install {
+        agent: hookhost::agents::Agent,
+        /// The project whose settings to change (default: the current directory).
+        #[arg(long, conflicts_with = "user")]
+        project: Option<PathBuf>,
+        /// The user's own settings instead of a project's.
+        #[arg(long)]
+        user: bool,
+        /// Remove hookhost's entries (only them).
+        #[arg(long)]
+        uninstall: bool,
+        /// Print the settings as they would be written, and write nothing.
+        #[arg(long)]
+        print: bool,
+        /// The tenant whose sessions the agent's sessions are.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Call a tool through the hook chain and print its output (exit 1 when it is an error).
     Call {
@@ -67,13 +91,17 @@ enum Command {
     Component(ComponentCommand),
     /// Show the main job: a large bash output offloaded, then paged back with read_file.
     Demo,
-    /// Answer a coding agent's hook: its JSON on stdin, its answer on stdout. EVENT:
-    /// pre-tool, post-tool, session-start, session-end (or the agent's own name for it:
-    /// PreToolUse, BeforeTool, preToolUse, …). What each agent can and cannot take from a
-    /// hook (Copilot CLI, for one, cannot have a tool's output replaced): docs/agents.md.
+    /// Answer a coding agent's hook: its JSON on stdin, its answer on stdout (`hook AGENT
+    /// EVENT`); or write hookhost's hooks into the agent's settings (`hook install AGENT`).
+    /// EVENT: pre-tool, post-tool, session-start, session-end (or the agent's own name for
+    /// it: PreToolUse, BeforeTool, preToolUse, …). What each agent can and cannot take from
+    /// a hook (Copilot CLI, for one, cannot have a tool's output replaced): docs/agents.md.
+    #[command(args_conflicts_with_subcommands = true)]
     Hook {
-        agent: hookhost::agents::Agent,
-        event: String,
+        #[command(subcommand)]
+        install: Option<HookCommand>,
+        agent: Option<hookhost::agents::Agent>,
+        event: Option<String>,
         /// The tenant whose sessions the agent's sessions are.
         #[arg(long, default_value = "default")]
         tenant: String,
@@ -382,13 +410,93 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
         }
         Command::SandboxShell { .. } => unreachable!("served before the runtime starts"),
         Command::Hook {
+            install:
+                Some(HookCommand::Install {
+                    agent,
+                    project,
+                    user,
+                    uninstall,
+                    print,
+                    tenant,
+                }),
+            ..
+        } => {
+            use hookhost::agents::install::{self, Scope, shell_word};
+            let scope = if user {
+                Scope::User {
+                    home: dirs::home_dir().context("no home directory for --user")?,
+                }
+            } else {
+                let dir = match project {
+                    Some(dir) => dir,
+                    None => std::env::current_dir()?,
+                };
+                Scope::Project(std::path::absolute(dir)?)
+            };
+            let file = install::settings_file(agent, &scope).map_err(anyhow::Error::msg)?;
+            let exe = std::env::current_exe().context("finding this program")?;
+            let mut words = vec![exe.to_string_lossy().into_owned()];
+            if let Some(config) = &cli.config {
+                words.extend([
+                    "--config".into(),
+                    std::path::absolute(config)?.to_string_lossy().into_owned(),
+                ]);
+            }
+            if let Some(data) = &cli.data {
+                words.extend([
+                    "--data".into(),
+                    std::path::absolute(data)?.to_string_lossy().into_owned(),
+                ]);
+            }
+            words.extend(["hook".into(), agent.name().into()]);
+            if tenant != "default" {
+                words.extend(["--tenant".into(), tenant]);
+            }
+            let command = words
+                .iter()
+                .map(|w| shell_word(w))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let current = match std::fs::read_to_string(&file) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
+            };
+            let merged = install::merged(agent, &current, &command, uninstall)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("in {}", file.display()))?;
+            if print {
+                print!("{merged}");
+            } else if merged != current {
+                if let Some(dir) = file.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&file, merged)
+                    .with_context(|| format!("writing {}", file.display()))?;
+                eprintln!(
+                    "hookhost: {} {}",
+                    if uninstall {
+                        "removed hookhost's hooks from"
+                    } else {
+                        "installed hookhost's hooks in"
+                    },
+                    file.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Hook {
             agent,
             event,
             tenant,
             rewrite_allows,
             deadline_ms,
+            ..
         } => {
             use hookhost::agents::{self, Event, HookSettings, protocol::Options};
+            let (Some(agent), Some(event)) = (agent, event) else {
+                bail!("`hookhost hook` needs AGENT and EVENT, or `install AGENT`");
+            };
             let event = Event::parse(&event).with_context(|| {
                 format!(
                     "unknown event {event:?}: pre-tool, post-tool, session-start or session-end"

@@ -390,3 +390,166 @@ fn a_closed_hook_that_fails_before_the_call_denies_it() {
         "{reason}"
     );
 }
+
+/// The Claude Code CLI, installed by `.ci/run` (npm `@anthropic-ai/claude-code`) into
+/// target/ci-agents, or `HOOKHOST_CLAUDE`.
+fn claude_cli() -> PathBuf {
+    let path = std::env::var_os("HOOKHOST_CLAUDE").map_or_else(
+        || {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/ci-agents/node_modules/.bin/claude")
+        },
+        PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "{} is missing: `npm install --prefix target/ci-agents @anthropic-ai/claude-code` (.ci/run does)",
+        path.display()
+    );
+    path
+}
+
+/// Waits for `child` at most `secs` seconds; kills it (by its pid) past that.
+fn wait_bounded(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    for _ in 0..secs * 10 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    panic!("{} did not end within {secs} s", child.id());
+}
+
+#[test]
+fn the_real_claude_code_cli_runs_every_call_through_hookhost() {
+    let agent = Agent::new("");
+    std::fs::create_dir(agent.project.join("victim")).unwrap();
+    let home = agent.dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let record = agent.dir.path().join("requests.jsonl");
+
+    // `hook install` writes the project's .claude/settings.json.
+    let install = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(agent.data())
+        .arg("--config")
+        .arg(&agent.config)
+        .args(["hook", "install", "claude-code", "--project"])
+        .arg(&agent.project)
+        .output()
+        .unwrap();
+    assert!(install.status.success(), "{}", text(&install.stderr));
+
+    let mut model = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/agents/model.py"))
+        .arg(&record)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(model.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let port = first.trim().strip_prefix("listening ").unwrap().to_string();
+    let mut claude = Command::new(claude_cli())
+        .args(["-p", "Count to 100000, then clean up."])
+        .args(["--allowedTools", "Bash,Read,TaskCreate,TaskUpdate"])
+        .args(["--output-format", "json"])
+        .current_dir(&agent.project)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("HOME", &home)
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_bounded(&mut claude, 180);
+    model.kill().unwrap();
+    model.wait().unwrap();
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut claude.stdout.take().unwrap(), &mut said).unwrap();
+    assert!(status.success(), "{said}");
+
+    // The model's last request holds every tool result, as Claude Code passed them on.
+    let requests = std::fs::read_to_string(&record).unwrap();
+    let last: Value = serde_json::from_str(requests.lines().last().unwrap()).unwrap();
+    let results: Vec<String> = last["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|block| block["type"] == "tool_result")
+        .map(|block| match &block["content"] {
+            Value::String(text) => text.clone(),
+            parts => parts
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["text"].as_str())
+                .collect(),
+        })
+        .collect();
+    assert_eq!(results.len(), 6, "{results:#?}");
+
+    // `seq 1 100000` reached the model as a reference to a file holding all of it …
+    let reference = &results[0];
+    assert!(
+        reference.starts_with("[Output offloaded: 588895 characters"),
+        "{reference}"
+    );
+    assert!(
+        !reference.contains("\n99999\n"),
+        "the whole output reached the model"
+    );
+    let file = reference
+        .lines()
+        .find_map(|l| l.strip_prefix("Full output: "))
+        .unwrap();
+    assert!(reference.contains("call Read with"), "{reference}");
+    // … which Claude Code's own Read paged back (the model asked for line 99,990 on).
+    assert!(
+        results[1].contains("99999\t99999") && results[1].contains("100000\t100000"),
+        "{}",
+        results[1]
+    );
+
+    // The tasks became the plan, in the git project.
+    let plans: Vec<PathBuf> = std::fs::read_dir(agent.project.join(".hookhost/plans"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    assert_eq!(plans.len(), 1, "{plans:?}");
+    let plan = std::fs::read_to_string(&plans[0]).unwrap();
+    assert!(
+        plan.contains("- [x] Count to 100000") && plan.contains("- [ ] Report the count"),
+        "{plan}"
+    );
+
+    // The guard refused `rm -rf`: it never ran, and the model saw why.
+    assert!(results[5].contains("refused by policy"), "{}", results[5]);
+    assert!(
+        agent.project.join("victim").is_dir(),
+        "a refused command ran"
+    );
+
+    // Audit logged the calls; the session ended with Claude Code, and its files with it.
+    let audit =
+        std::fs::read_to_string(agent.data().join("tenants/default/audit/audit.jsonl")).unwrap();
+    for line in [
+        r#""event":"done","tool":"bash","call_id":"toolu_e2e_0""#,
+        r#""event":"refused","tool":"bash","call_id":"toolu_e2e_5""#,
+    ] {
+        assert!(audit.contains(line), "{line}: {audit}");
+    }
+    assert_eq!(agent.sessions(), "", "the session outlived Claude Code's");
+    assert!(!Path::new(file).exists());
+}

@@ -16,6 +16,7 @@
 //! - Tools keep the agent's names, with hookhost's canonical ones as aliases
 //!   ([`tools::canonical`]): a layer's `tools = ["bash"]` wraps every agent's shell tool.
 
+pub mod install;
 pub mod protocol;
 pub mod tools;
 
@@ -325,11 +326,15 @@ pub async fn handle(
             decision
         }
         Event::PostTool => {
-            let result = tools::result(
-                canonical,
-                &call.input,
-                call.response.as_ref().unwrap_or(&serde_json::Value::Null),
-            );
+            let response = call.response.as_ref().unwrap_or(&serde_json::Value::Null);
+            let result = match (agent, call.name.as_str()) {
+                (Agent::ClaudeCode, "TaskCreate" | "TaskUpdate") => {
+                    let dir = hook_calls_dir(runtime.data_root(), &session.tenant, &session.id);
+                    let todos = tools::claude_tasks(&dir, &call.name, &call.input, response)?;
+                    ToolResult::text(serde_json::json!({ "todos": todos }).to_string())
+                }
+                _ => tools::result(canonical, &call.input, response),
+            };
             let pending = take_pending(runtime.data_root(), &session, &call.id);
             let entered: Vec<(String, ToolCall)> = match pending {
                 Some(pending) => {

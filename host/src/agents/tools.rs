@@ -3,7 +3,10 @@
 
 use super::Agent;
 use crate::bindings::ToolResult;
+use crate::limits::MAX_HOOK_INPUT_BYTES;
 use serde_json::{Value, json};
+use std::io::{Read, Seek, Write};
+use std::path::Path;
 
 /// hookhost's name for each agent's tool, where it has one: a layer's `tools` pattern
 /// matches the canonical name or the agent's own. One row per tool an agent has:
@@ -15,6 +18,8 @@ pub const ALIASES: &[(Agent, &str, &str)] = &[
     (Agent::ClaudeCode, "Edit", "edit_file"),
     (Agent::ClaudeCode, "MultiEdit", "edit_file"),
     (Agent::ClaudeCode, "TodoWrite", "todo_write"),
+    (Agent::ClaudeCode, "TaskCreate", "todo_write"),
+    (Agent::ClaudeCode, "TaskUpdate", "todo_write"),
     (Agent::Codex, "Bash", "bash"),
     (Agent::Codex, "shell", "bash"),
     (Agent::Codex, "apply_patch", "edit_file"),
@@ -68,7 +73,13 @@ pub fn result(canonical: Option<&str>, input: &Value, response: &Value) -> ToolR
         Value::String(text) => (text.clone(), false),
         Value::Object(o) if o.contains_key("stdout") => {
             let text = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
-            let mut output = text("stdout").to_string();
+            // Claude Code keeps an output over 30,000 characters in a file of its own and
+            // sends only its start: the whole is in that file.
+            let mut output = o
+                .get("persistedOutputPath")
+                .and_then(Value::as_str)
+                .and_then(|path| read_bounded(Path::new(path)))
+                .unwrap_or_else(|| text("stdout").to_string());
             if !text("stderr").is_empty() {
                 if !output.is_empty() && !output.ends_with('\n') {
                     output.push('\n');
@@ -97,6 +108,77 @@ pub fn result(canonical: Option<&str>, input: &Value, response: &Value) -> ToolR
         is_error,
         media_type: None,
     }
+}
+
+/// The text of the file at `path`, if it can be read and holds at most
+/// [`MAX_HOOK_INPUT_BYTES`].
+fn read_bounded(path: &Path) -> Option<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_HOOK_INPUT_BYTES + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    (text.len() as u64 <= MAX_HOOK_INPUT_BYTES).then_some(text)
+}
+
+/// Claude Code's task list, which its `TaskCreate` and `TaskUpdate` change one task at a
+/// time (they replace `TodoWrite` from 2.1): kept per session in `dir` (`tasks.json`,
+/// under a lock, since the agent may run tools at once), and returned whole, as
+/// `{content, status}` items, after applying the call `tool` made with `input`, which
+/// returned `response`.
+pub fn claude_tasks(
+    dir: &Path,
+    tool: &str,
+    input: &Value,
+    response: &Value,
+) -> std::io::Result<Vec<Value>> {
+    std::fs::create_dir_all(dir)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join("tasks.json"))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    let mut text = String::new();
+    (&file).read_to_string(&mut text)?;
+    let mut tasks: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    match tool {
+        "TaskCreate" => {
+            let id = response
+                .get("task")
+                .and_then(|t| field(t, "id"))
+                .unwrap_or_else(|| (tasks.len() + 1).to_string());
+            let subject = field(input, "subject").unwrap_or_default();
+            tasks.push(json!({"id": id, "content": subject, "status": "pending"}));
+        }
+        "TaskUpdate" => {
+            let id = field(input, "taskId").unwrap_or_default();
+            if field(input, "status").as_deref() == Some("deleted") {
+                tasks.retain(|t| field(t, "id").as_deref() != Some(&id));
+            } else if let Some(task) = tasks
+                .iter_mut()
+                .find(|t| field(t, "id").as_deref() == Some(&id))
+            {
+                for (from, to) in [("subject", "content"), ("status", "status")] {
+                    if let Some(value) = field(input, from) {
+                        task[to] = value.into();
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    let written = serde_json::to_vec(&tasks).map_err(std::io::Error::other)?;
+    (&file).seek(std::io::SeekFrom::Start(0))?;
+    file.set_len(0)?;
+    (&file).write_all(&written)?;
+    Ok(tasks
+        .iter()
+        .map(|t| json!({"content": t["content"], "status": t["status"]}))
+        .collect())
 }
 
 /// Text, or the texts of a list of parts (`{text}` or `{type: "text", text}`).
