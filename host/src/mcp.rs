@@ -616,6 +616,9 @@ pub async fn serve_metrics(runtime: Arc<Runtime>, addr: &str) -> anyhow::Result<
         .with_context(|| format!("--metrics {addr}: cannot listen"))?;
     let local = listener.local_addr()?;
     eprintln!("hookhost: serving metrics at http://{local}/metrics");
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, metrics_route(runtime)).await {
             tracing::warn!(error = %e, "the metrics server stopped");
@@ -673,6 +676,13 @@ pub async fn serve_http(
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
+    // Without TCP_NODELAY the last small segment of every response waits for the
+    // client's delayed ACK: a kept-alive call took 44 ms instead of 0.7 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+        }
+    });
 
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(http.idle);
