@@ -422,6 +422,7 @@ const GROUPS: &[&str] = &[
     "per-session",
     "heavy",
     "startup",
+    "agent-hook",
     "trace",
 ];
 
@@ -686,6 +687,72 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             native: format!("{:.1} ms (no runtime)", bare.as_secs_f64() * 1e3),
             ratio: format!("cold: {:.0} ms", cold.as_secs_f64() * 1e3),
             goal: "≤ 50 ms",
+        });
+    }
+
+    if wanted("agent-hook") {
+        // What an agent pays per tool call for a command hook: `hookhost hook claude-code
+        // pre-tool` with the built-in chain (the session already made, the compiled-code
+        // cache warm), beside a process that does nothing and a Python hook that only
+        // parses its stdin (what users write today).
+        let exe = Path::new(env!("CARGO_BIN_EXE_hookhost"));
+        let data = scratch.path().join("agent-hook");
+        let input = serde_json::json!({
+            "session_id": "bench-agent-session", "cwd": scratch.path(), "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "toolu_bench",
+        })
+        .to_string();
+        let time = |program: &Path, args: &[&str]| -> Result<Duration> {
+            use std::io::Write;
+            let start = Instant::now();
+            let mut child = std::process::Command::new(program)
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()?;
+            // A process that does not read its stdin may close it first.
+            let _ = child
+                .stdin
+                .take()
+                .context("stdin")?
+                .write_all(input.as_bytes());
+            let status = child.wait()?;
+            anyhow::ensure!(status.success(), "{} {args:?} failed", program.display());
+            Ok(start.elapsed())
+        };
+        let data_arg = data.to_string_lossy().into_owned();
+        let hook = [
+            "--data",
+            data_arg.as_str(),
+            "hook",
+            "claude-code",
+            "pre-tool",
+        ];
+        time(exe, &hook)?; // fills the compiled-code cache and makes the session
+        let runs = |program: &Path, args: &[&str]| -> Result<Duration> {
+            Ok(median(
+                (0..STARTS)
+                    .map(|_| time(program, args))
+                    .collect::<Result<_>>()?,
+            ))
+        };
+        let hookhost = runs(exe, &hook)?;
+        let nothing = runs(Path::new("/bin/true"), &[])?;
+        let python = runs(
+            Path::new("/usr/bin/python3"),
+            &["-c", "import json, sys; json.load(sys.stdin)"],
+        )?;
+        rows.push(Row {
+            what: "agent hook: one `hookhost hook claude-code pre-tool` process, built-in chain, warm cache (median)".into(),
+            hookhost: format!("{:.1} ms", hookhost.as_secs_f64() * 1e3),
+            native: format!(
+                "{:.1} ms (`/bin/true`); {:.1} ms (Python parsing stdin)",
+                nothing.as_secs_f64() * 1e3,
+                python.as_secs_f64() * 1e3
+            ),
+            ratio: ratio(hookhost.as_secs_f64(), python.as_secs_f64()),
+            goal: "≤ 15 ms",
         });
     }
 
