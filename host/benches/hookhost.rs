@@ -414,6 +414,22 @@ fn one_hook_config(component: &Path, per_session: bool) -> Result<Config> {
     Ok(Config::parse(&text, "<bench config>")?)
 }
 
+/// The URL a `serve --http` child announces on stderr (the rest of its stderr is drained,
+/// so its log writes never block).
+fn announced(child: &mut std::process::Child) -> Result<String> {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().context("stderr")?;
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    for line in lines.by_ref().take(100) {
+        let line = line?;
+        if let Some(url) = line.strip_prefix("hookhost: serving MCP at ") {
+            std::thread::spawn(move || lines.for_each(drop));
+            return Ok(url.trim().to_string());
+        }
+    }
+    anyhow::bail!("the server did not announce its address")
+}
+
 /// The groups of rows, in the order they run; `--only GROUP` runs one (to profile it).
 const GROUPS: &[&str] = &[
     "fresh",
@@ -743,6 +759,48 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             Path::new("/usr/bin/python3"),
             &["-c", "import json, sys; json.load(sys.stdin)"],
         )?;
+        // The same through a warm daemon: `serve --http`'s `POST /hooks/…`, one kept-alive
+        // connection.
+        let mut server = std::process::Command::new(exe)
+            .args([
+                "--data",
+                data_arg.as_str(),
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+            ])
+            .arg("--unauthenticated-bash")
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        let served = async {
+            let url = announced(&mut server)?;
+            let client = reqwest::Client::new();
+            let hook = format!(
+                "{}/hooks/claude-code/pre-tool",
+                url.trim_end_matches("/mcp")
+            );
+            let mut took = Vec::with_capacity(CALLS);
+            for i in 0..CALLS + 10 {
+                let start = Instant::now();
+                let response = client.post(&hook).body(input.clone()).send().await?;
+                anyhow::ensure!(response.status().is_success(), "{}", response.status());
+                response.bytes().await?;
+                if i >= 10 {
+                    took.push(start.elapsed());
+                }
+            }
+            Ok::<_, anyhow::Error>(median(took))
+        }
+        .await;
+        let _ = server.kill();
+        let _ = server.wait();
+        let daemon = served?;
+        rows.push(Row::latency(
+            "agent hook through the daemon: `POST /hooks/claude-code/pre-tool`, kept-alive (median)",
+            daemon,
+            nothing,
+            "≤ 1 ms",
+        ));
         rows.push(Row {
             what: "agent hook: one `hookhost hook claude-code pre-tool` process, built-in chain, warm cache (median)".into(),
             hookhost: format!("{:.1} ms", hookhost.as_secs_f64() * 1e3),

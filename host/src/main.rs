@@ -507,12 +507,14 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 options: Options { rewrite_allows },
             };
             let deadline = std::time::Duration::from_millis(deadline_ms);
+            let daemon = agents::Daemon::from_env();
             let answer = agents::answer_hook(
                 agent,
                 event,
                 &settings,
                 deadline,
                 tokio::io::stdin(),
+                daemon.as_ref(),
                 || start(&config, &data),
             )
             .await;

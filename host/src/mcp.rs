@@ -19,7 +19,9 @@
 //! end a server gracefully: running calls get [`SHUTDOWN_GRACE`], then the server's
 //! sessions are ended as on disconnect.
 
+use crate::agents;
 use crate::ids::{SessionId, TenantId};
+use crate::limits::DEFAULT_HOOK_DEADLINE;
 use crate::runtime::{CallError, Runtime};
 use crate::sessions::{Owner, Session, SessionError, SessionKey};
 use crate::tools::upstream;
@@ -586,6 +588,72 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
     axum::Json(serde_json::json!({"status": "ok", "upstreams": upstreams})).into_response()
 }
 
+/// `POST /hooks/AGENT/EVENT`: an agent's hook (see [`crate::agents`]) answered by this
+/// server's chain, for the caller's tenant (as for MCP, by its bearer token). The body is
+/// what the agent writes on a command hook's stdin; the response body what it reads on
+/// stdout, with the exit code it expects in [`agents::EXIT_HEADER`] (and a line for its
+/// stderr in [`agents::STDERR_HEADER`]). A Claude Code `http` hook can call it directly: an
+/// answer that is the agent's non-blocking error comes with status 422.
+async fn agent_hook(
+    State(gate): State<Arc<Gate>>,
+    axum::extract::Path((agent, event)): axum::extract::Path<(String, String)>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    use agents::{Agent, Event, HookSettings};
+    let Some(tenant) = gate.tenant(&headers) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "a valid bearer token is required\n",
+        )
+            .into_response();
+    };
+    let agent = <Agent as clap::ValueEnum>::from_str(&agent, true);
+    let (Ok(agent), Some(event)) = (agent, Event::parse(&event)) else {
+        return (StatusCode::NOT_FOUND, "no such agent or event\n").into_response();
+    };
+    let settings = HookSettings {
+        tenant,
+        options: agents::protocol::Options::default(),
+    };
+    let runtime = gate.runtime.clone();
+    let answer = agents::answer(
+        agent,
+        event,
+        &settings,
+        DEFAULT_HOOK_DEADLINE,
+        &body,
+        || async { Ok(runtime) },
+    )
+    .await;
+    let status = if answer.exit == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::UNPROCESSABLE_ENTITY
+    };
+    let mut response = (status, answer.stdout).into_response();
+    let headers = response.headers_mut();
+    headers.insert(agents::EXIT_HEADER, u16::from(answer.exit).into());
+    if let Some(line) = answer.stderr {
+        // A header holds visible ASCII only.
+        let line: String = line
+            .chars()
+            .map(|c| {
+                if c.is_ascii_graphic() || c == ' ' {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        if let Ok(value) = line.parse() {
+            headers.insert(agents::STDERR_HEADER, value);
+        }
+    }
+    response
+}
+
 /// `/metrics`: the runtime's metrics, OpenMetrics text (see [`crate::metrics`]).
 async fn metrics(State(runtime): State<Arc<Runtime>>) -> Response {
     (
@@ -728,6 +796,10 @@ pub async fn serve_http(
         .route(
             "/healthz",
             axum::routing::get(healthz).with_state(gate.clone()),
+        )
+        .route(
+            "/hooks/{agent}/{event}",
+            axum::routing::post(agent_hook).with_state(gate.clone()),
         )
         .merge(metrics_route(gate.runtime.clone()));
 

@@ -553,3 +553,135 @@ fn the_real_claude_code_cli_runs_every_call_through_hookhost() {
     assert_eq!(agent.sessions(), "", "the session outlived Claude Code's");
     assert!(!Path::new(file).exists());
 }
+
+/// `POST path` with `body` (and a bearer `token`) to the server at `url`, over one
+/// connection: (status, headers and body as text).
+fn post(url: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
+    use std::io::Read;
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n{auth}\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    (status, response)
+}
+
+#[test]
+fn the_daemon_answers_hooks_and_the_command_forwards_to_it() {
+    const TOKEN: &str = "alpha-token-0123456789abcdef";
+    let agent = Agent::new(&format!(
+        "\n[tenants.alpha]\ntoken = \"{TOKEN}\"\n\n[tenants.beta]\ntoken = \"beta-token-0123456789abcdef\"\n"
+    ));
+    let mut server = Killed(
+        Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(agent.data())
+            .arg("--config")
+            .arg(&agent.config)
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let url = common::announced_url(&mut server.0);
+    let rm = claude("s-daemon", &agent.project, "PreToolUse", "rm -rf /", None).to_string();
+
+    let (status, response) = post(&url, "/hooks/claude-code/pre-tool", Some(TOKEN), &rm);
+    assert_eq!(status, 200, "{response}");
+    assert!(
+        response.contains("\r\nx-hookhost-exit: 0\r\n"),
+        "{response}"
+    );
+    assert!(
+        response.contains(r#""permissionDecision":"deny""#),
+        "{response}"
+    );
+    let (status, _) = post(&url, "/hooks/claude-code/pre-tool", None, &rm);
+    assert_eq!(status, 401);
+    let (status, response) = post(&url, "/hooks/claude-code/pre-tool", Some(TOKEN), "not json");
+    assert_eq!(status, 422, "{response}");
+    assert!(
+        response.contains("\r\nx-hookhost-exit: 1\r\n"),
+        "{response}"
+    );
+
+    // The command form (told tenant beta) forwards to the daemon: its sessions are then
+    // the token's tenant's (alpha).
+    let forwarded = |url: &str, session: &str| {
+        let start =
+            json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionStart"});
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(agent.data())
+            .arg("--config")
+            .arg(&agent.config)
+            .args(["hook", "claude-code", "session-start", "--tenant", "beta"])
+            .env("HOOKHOST_URL", url)
+            .env("HOOKHOST_TOKEN", TOKEN)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(start.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    forwarded(&url, "s-through-daemon");
+    // A daemon that does not answer: the command answers itself, as tenant beta.
+    forwarded("http://127.0.0.1:9", "s-without-daemon");
+    let list = |tenant: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(agent.data())
+            .arg("--config")
+            .arg(&agent.config)
+            .args(["session", "list", "--tenant", tenant])
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    };
+    assert!(
+        list("alpha").contains("s-through-daemon"),
+        "{}",
+        list("alpha")
+    );
+    assert!(
+        list("beta").contains("s-without-daemon"),
+        "{}",
+        list("beta")
+    );
+    assert!(
+        !list("beta").contains("s-through-daemon"),
+        "{}",
+        list("beta")
+    );
+}
+
+/// A child killed (by its pid) when dropped, also when a test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -23,6 +23,7 @@ async fn answer(config: &str, data: &Path, event: Event, input: &Value) -> Value
         &settings,
         Duration::from_secs(30),
         stdin.as_bytes(),
+        None,
         || async { Ok(Runtime::new(&config, data).await?) },
     )
     .await;

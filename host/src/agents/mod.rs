@@ -155,15 +155,17 @@ struct Pending {
 }
 
 /// `hookhost hook AGENT EVENT`: reads the agent's input from `stdin` (at most
-/// [`MAX_HOOK_INPUT_BYTES`]) and answers it with the chain of the runtime `start` makes,
-/// all within `deadline`. Never fails: what goes wrong is the agent's non-blocking error,
-/// or, past the deadline, the answer [`crate::limits::DEFAULT_HOOK_DEADLINE`] describes.
+/// [`MAX_HOOK_INPUT_BYTES`]) and answers it, all within `deadline`: through the daemon
+/// `forward` names when it answers (see [`forward`]), else with the chain of the runtime
+/// `start` makes. Never fails: what goes wrong is the agent's non-blocking error, or, past
+/// the deadline, the answer [`crate::limits::DEFAULT_HOOK_DEADLINE`] describes.
 pub async fn answer_hook<F, R>(
     agent: Agent,
     event: Event,
     settings: &HookSettings,
     deadline: Duration,
     stdin: impl AsyncRead + Unpin,
+    forward: Option<&Daemon>,
     start: F,
 ) -> Answer
 where
@@ -180,12 +182,6 @@ where
     };
     let started = Instant::now();
     let bytes = match tokio::time::timeout(deadline, read).await {
-        Ok(Ok(bytes)) if bytes.len() as u64 > MAX_HOOK_INPUT_BYTES => {
-            return protocol::unreadable(
-                agent,
-                &format!("the hook input is larger than {MAX_HOOK_INPUT_BYTES} bytes"),
-            );
-        }
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) => return protocol::unreadable(agent, &format!("cannot read stdin: {e}")),
         Err(_) => {
@@ -195,16 +191,51 @@ where
             );
         }
     };
-    let input = match protocol::parse(agent, event, &bytes) {
+    if let Some(daemon) = forward {
+        let left = deadline.saturating_sub(started.elapsed());
+        match daemon.ask(agent, event, &bytes, left).await {
+            Ok(answer) => return answer,
+            Err(e) => {
+                tracing::info!(url = %daemon.url, error = %e, "the hook daemon did not answer; answering here");
+            }
+        }
+    }
+    let left = deadline.saturating_sub(started.elapsed());
+    answer(agent, event, settings, left, &bytes, start).await
+}
+
+/// Answers the hook input `bytes` with the chain of the runtime `start` gives, within
+/// `deadline` (see [`answer_hook`]); what `serve --http` answers at
+/// `POST /hooks/AGENT/EVENT`.
+pub async fn answer<F, R, T>(
+    agent: Agent,
+    event: Event,
+    settings: &HookSettings,
+    deadline: Duration,
+    bytes: &[u8],
+    start: F,
+) -> Answer
+where
+    F: FnOnce() -> R,
+    R: Future<Output = anyhow::Result<T>>,
+    T: std::borrow::Borrow<Runtime>,
+{
+    if bytes.len() as u64 > MAX_HOOK_INPUT_BYTES {
+        return protocol::unreadable(
+            agent,
+            &format!("the hook input is larger than {MAX_HOOK_INPUT_BYTES} bytes"),
+        );
+    }
+    let input = match protocol::parse(agent, event, bytes) {
         Ok(input) => input,
         Err(why) => return protocol::unreadable(agent, &why),
     };
     let tool = input.tool.as_ref().map(|t| t.name.clone());
-    let left = deadline.saturating_sub(started.elapsed());
     let mut runtime = None;
-    let answered = tokio::time::timeout(left, async {
+    let answered = tokio::time::timeout(deadline, async {
         let started = start().await?;
-        handle(runtime.insert(started), agent, event, input, settings).await
+        let runtime: &Runtime = runtime.insert(started).borrow();
+        handle(runtime, agent, event, input, settings).await
     })
     .await;
     match answered {
@@ -216,7 +247,9 @@ where
                 deadline.as_millis()
             );
             let closed = match (&runtime, &tool) {
-                (Some(runtime), Some(tool)) => closed_for(runtime, &settings.tenant, agent, tool),
+                (Some(runtime), Some(tool)) => {
+                    closed_for(runtime.borrow(), &settings.tenant, agent, tool)
+                }
                 // Not even started: whether a closed layer wraps the tool is unknown.
                 (None, Some(_)) => true,
                 _ => false,
@@ -237,6 +270,88 @@ where
                 protocol::unreadable(agent, &why)
             }
         }
+    }
+}
+
+/// A running `hookhost serve --http` that answers hooks (`HOOKHOST_URL`, with
+/// `HOOKHOST_TOKEN` when its tenants have tokens): the command form forwards to it, so the
+/// chain's per-session instances and compiled components stay warm across calls.
+#[derive(Debug, Clone)]
+pub struct Daemon {
+    /// `http://HOST:PORT`, the server's root.
+    pub url: String,
+    pub token: Option<String>,
+}
+
+/// The header of a hook answer that carries the exit code the agent expects.
+pub const EXIT_HEADER: &str = "x-hookhost-exit";
+/// The header of a hook answer that carries the line for the agent's stderr.
+pub const STDERR_HEADER: &str = "x-hookhost-stderr";
+
+impl Daemon {
+    /// The daemon the environment names, if any.
+    pub fn from_env() -> Option<Daemon> {
+        let url = std::env::var("HOOKHOST_URL")
+            .ok()
+            .filter(|u| !u.is_empty())?;
+        Some(Daemon {
+            url: url
+                .trim_end_matches('/')
+                .trim_end_matches("/mcp")
+                .to_string(),
+            token: std::env::var("HOOKHOST_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty()),
+        })
+    }
+
+    /// The daemon's answer to `bytes`.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be reached or answers something else than a hook answer (then the
+    /// caller answers itself).
+    pub async fn ask(
+        &self,
+        agent: Agent,
+        event: Event,
+        bytes: &[u8],
+        deadline: Duration,
+    ) -> anyhow::Result<Answer> {
+        let client = reqwest::Client::builder()
+            .timeout(deadline)
+            .no_proxy()
+            .build()?;
+        let mut request = client
+            .post(format!(
+                "{}/hooks/{}/{}",
+                self.url,
+                agent.name(),
+                event.name()
+            ))
+            .header("content-type", "application/json")
+            .body(bytes.to_vec());
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await?;
+        let exit = response
+            .headers()
+            .get(EXIT_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no hook answer ({})", response.status()))?;
+        let stderr = response
+            .headers()
+            .get(STDERR_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let stdout = response.text().await?;
+        Ok(Answer {
+            stdout,
+            exit,
+            stderr,
+        })
     }
 }
 
