@@ -505,6 +505,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             let settings = HookSettings {
                 tenant: TenantId::new(tenant).context("--tenant")?,
                 options: Options { rewrite_allows },
+                trust_cwd: true,
             };
             let deadline = std::time::Duration::from_millis(deadline_ms);
             let daemon = agents::Daemon::from_env();

@@ -616,6 +616,8 @@ async fn agent_hook(
     let settings = HookSettings {
         tenant,
         options: agents::protocol::Options::default(),
+        // Only a server of one user (no tenants' tokens) takes the agent's directory.
+        trust_cwd: gate.tokens.is_empty(),
     };
     let runtime = gate.runtime.clone();
     let answer = agents::answer(

@@ -674,6 +674,18 @@ fn the_daemon_answers_hooks_and_the_command_forwards_to_it() {
         "{}",
         list("beta")
     );
+    // A daemon with tenants takes no directory from a request: the session has none.
+    let show = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(agent.data())
+        .arg("--config")
+        .arg(&agent.config)
+        .args(["session", "show", "s-through-daemon", "--tenant", "alpha"])
+        .output()
+        .unwrap();
+    let shown = text(&show.stdout);
+    assert!(show.status.success(), "{}", text(&show.stderr));
+    assert!(!shown.contains(agent.project.to_str().unwrap()), "{shown}");
 }
 
 /// A child killed (by its pid) when dropped, also when a test fails.

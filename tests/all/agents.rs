@@ -15,6 +15,7 @@ async fn answer(config: &str, data: &Path, event: Event, input: &Value) -> Value
     let settings = HookSettings {
         tenant: TenantId::default_tenant(),
         options: Options::default(),
+        trust_cwd: true,
     };
     let stdin = input.to_string();
     let answer = answer_hook(

@@ -144,6 +144,11 @@ impl Event {
 pub struct HookSettings {
     pub tenant: TenantId,
     pub options: Options,
+    /// Whether the agent's `cwd` becomes a new session's working directory (`/workspace`
+    /// is then that directory). True for the command form, which the agent runs as its
+    /// user; a daemon serving tenants takes no directory from a request (a tenant could
+    /// name any directory of the server's user), as MCP clients choose none.
+    pub trust_cwd: bool,
 }
 
 /// What a pre-tool event leaves for the call's post-tool event: each layer the call
@@ -156,7 +161,7 @@ struct Pending {
 
 /// `hookhost hook AGENT EVENT`: reads the agent's input from `stdin` (at most
 /// [`MAX_HOOK_INPUT_BYTES`]) and answers it, all within `deadline`: through the daemon
-/// `forward` names when it answers (see [`forward`]), else with the chain of the runtime
+/// `forward` names when it answers (see [`Daemon`]), else with the chain of the runtime
 /// `start` makes. Never fails: what goes wrong is the agent's non-blocking error, or, past
 /// the deadline, the answer [`crate::limits::DEFAULT_HOOK_DEADLINE`] describes.
 pub async fn answer_hook<F, R>(
@@ -378,8 +383,9 @@ pub async fn handle(
         }
         return Ok(nothing());
     }
+    let workdir = input.cwd.as_deref().filter(|_| settings.trust_cwd);
     let session = sessions
-        .open_or_create(&settings.tenant, &id, input.cwd.as_deref())
+        .open_or_create(&settings.tenant, &id, workdir)
         .await?;
     let Some(call) = input.tool else {
         return Ok(nothing());
