@@ -125,6 +125,12 @@ pub struct HookLayer {
 }
 
 impl HookLayer {
+    /// Whether it wraps a call of `tool`, also known as `alias` (an agent's own name for
+    /// one of hookhost's tools).
+    pub fn wraps(&self, tool: &str, alias: Option<&str>) -> bool {
+        self.tools.matches(tool) || alias.is_some_and(|a| self.tools.matches(a))
+    }
+
     /// Drops the instance kept for a session (at session end).
     pub fn forget(&self, key: &SessionKey) {
         self.kept
@@ -260,12 +266,6 @@ impl HookChain {
         &self.layers
     }
 
-    /// Whether `layer` wraps a call of `tool`, also known as `alias` (an agent's own name
-    /// for one of hookhost's tools).
-    fn wraps(layer: &HookLayer, tool: &str, alias: Option<&str>) -> bool {
-        layer.tools.matches(tool) || alias.is_some_and(|a| layer.tools.matches(a))
-    }
-
     /// Runs `call` through the chain around `tool`; each layer's phase is observed by
     /// `trace`. Returns the result and the call's outcome (`done`, `tool-error`, `refused`
     /// or `failed`).
@@ -291,7 +291,7 @@ impl HookChain {
         self.leave(session, &ctx, passage, result, trace).await
     }
 
-    /// Runs every `before-execute` of the layers that wrap `call` (see [`HookChain::wraps`]),
+    /// Runs every `before-execute` of the layers that wrap `call` (see [`HookLayer::wraps`]),
     /// outermost first, until one refuses: `ctx` and `call` leave as the innermost layer
     /// passed them to the tool.
     pub async fn enter(
@@ -305,11 +305,7 @@ impl HookChain {
         let mut record = Record::default();
         let mut entered: Vec<Entered<'_>> = Vec::new();
         let mut refusal = None;
-        for layer in self
-            .layers
-            .iter()
-            .filter(|l| Self::wraps(l, &call.name, alias))
-        {
+        for layer in self.layers.iter().filter(|l| l.wraps(&call.name, alias)) {
             let limits = session.limits().with(&layer.limits);
             let watch = trace
                 .enter(&layer.name, Phase::Before, &granted(&layer.grants))

@@ -478,10 +478,7 @@ pub async fn handle(
                 None => chain
                     .layers()
                     .iter()
-                    .filter(|l| {
-                        l.tools.matches(&tool_call.name)
-                            || alias.is_some_and(|a| l.tools.matches(a))
-                    })
+                    .filter(|l| l.wraps(&tool_call.name, alias))
                     .map(|l| (l.name.clone(), tool_call.clone()))
                     .collect(),
             };
@@ -516,7 +513,7 @@ pub fn closed_for(runtime: &Runtime, tenant: &TenantId, agent: Agent, tool: &str
     let canonical = tools::canonical(agent, tool);
     runtime.chain(tenant).layers().iter().any(|l| {
         l.on_failure == FailurePolicy::Closed
-            && (l.tools.matches(canonical.unwrap_or(tool)) || l.tools.matches(tool))
+            && l.wraps(canonical.unwrap_or(tool), canonical.map(|_| tool))
     })
 }
 
