@@ -412,7 +412,7 @@ pub struct BashConfig {
     /// `mount` read-write and `/artifacts` (when declared) read-only.
     #[serde(default)]
     pub grants: Option<BTreeMap<Spanned<String>, Access>>,
-    /// Each command in a sandbox of its own (the default; see `tools::bash`). `false`
+    /// Commands in a sandbox of their session (the default; see `tools::bash`). `false`
     /// runs commands as the host's user, with every file that user can reach.
     #[serde(default = "yes")]
     pub sandbox: bool,
