@@ -52,6 +52,12 @@ enum HookCommand {
         /// The tenant whose sessions the agent's sessions are.
         #[arg(long, default_value = "default")]
         tenant: String,
+        /// Have the agent post its events to the warm daemon (`serve --http`) at this URL
+        /// itself, with `$HOOKHOST_TOKEN` as its bearer token, instead of running a command
+        /// (Claude Code only: the others run the command, which forwards to the daemon when
+        /// HOOKHOST_URL names it).
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
     },
 }
 
@@ -418,6 +424,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                     uninstall,
                     print,
                     tenant,
+                    url,
                 }),
             ..
         } => {
@@ -462,7 +469,11 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
                 Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
             };
-            let merged = install::merged(agent, &current, &command, uninstall)
+            let target = match &url {
+                Some(url) => install::Target::Url(url),
+                None => install::Target::Command(&command),
+            };
+            let merged = install::merged(agent, &current, target, uninstall)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("in {}", file.display()))?;
             if print {

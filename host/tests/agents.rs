@@ -80,15 +80,7 @@ impl Agent {
     }
 
     fn sessions(&self) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .arg("--data")
-            .arg(self.data())
-            .arg("--config")
-            .arg(&self.config)
-            .args(["session", "list"])
-            .output()
-            .unwrap();
-        text(&out.stdout)
+        self.sessions_of("default")
     }
 }
 
@@ -391,19 +383,17 @@ fn a_closed_hook_that_fails_before_the_call_denies_it() {
     );
 }
 
-/// The Claude Code CLI, installed by `.ci/run` (npm `@anthropic-ai/claude-code`) into
-/// target/ci-agents, or `HOOKHOST_CLAUDE`.
-fn claude_cli() -> PathBuf {
-    let path = std::env::var_os("HOOKHOST_CLAUDE").map_or_else(
-        || {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/ci-agents/node_modules/.bin/claude")
-        },
+/// An agent's CLI (`claude`, `codex`, `gemini`), installed by `.ci/run` (npm) into
+/// target/ci-agents, or in the directory `HOOKHOST_AGENTS`.
+fn agent_cli(program: &str) -> PathBuf {
+    let dir = std::env::var_os("HOOKHOST_AGENTS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-agents/node_modules/.bin"),
         PathBuf::from,
     );
+    let path = dir.join(program);
     assert!(
         path.exists(),
-        "{} is missing: `npm install --prefix target/ci-agents @anthropic-ai/claude-code` (.ci/run does)",
+        "{} is missing: `.ci/run` installs the agents' CLIs from npm into target/ci-agents",
         path.display()
     );
     path
@@ -421,107 +411,146 @@ fn wait_bounded(child: &mut std::process::Child, secs: u64) -> std::process::Exi
     panic!("{} did not end within {secs} s", child.id());
 }
 
-#[test]
-fn the_real_claude_code_cli_runs_every_call_through_hookhost() {
-    let agent = Agent::new("");
-    std::fs::create_dir(agent.project.join("victim")).unwrap();
-    let home = agent.dir.path().join("home");
-    std::fs::create_dir(&home).unwrap();
-    let record = agent.dir.path().join("requests.jsonl");
+/// The scripted model of `tests/agents/model.py` for one agent's API, on 127.0.0.1.
+struct Model {
+    _process: Killed,
+    url: String,
+    record: PathBuf,
+}
 
-    // `hook install` writes the project's .claude/settings.json.
-    let install = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(agent.data())
-        .arg("--config")
-        .arg(&agent.config)
-        .args(["hook", "install", "claude-code", "--project"])
-        .arg(&agent.project)
-        .output()
+impl Model {
+    fn start(agent: &str, dir: &Path) -> Model {
+        let record = dir.join("requests.jsonl");
+        let mut process = Killed(
+            Command::new("python3")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/agents/model.py"))
+                .arg(&record)
+                .arg(agent)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(process.0.stdout.take().unwrap()),
+            &mut first,
+        )
         .unwrap();
-    assert!(install.status.success(), "{}", text(&install.stderr));
+        let port = first.trim().strip_prefix("listening ").unwrap();
+        Model {
+            url: format!("http://127.0.0.1:{port}"),
+            _process: process,
+            record,
+        }
+    }
 
-    let mut model = Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/agents/model.py"))
-        .arg(&record)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(model.stdout.take().unwrap()),
-        &mut first,
-    )
-    .unwrap();
-    let port = first.trim().strip_prefix("listening ").unwrap().to_string();
-    let mut claude = Command::new(claude_cli())
-        .args(["-p", "Count to 100000, then clean up."])
-        .args(["--allowedTools", "Bash,Read,TaskCreate,TaskUpdate"])
-        .args(["--output-format", "json"])
-        .current_dir(&agent.project)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .env("HOME", &home)
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let status = wait_bounded(&mut claude, 180);
-    model.kill().unwrap();
-    model.wait().unwrap();
-    let mut said = String::new();
-    std::io::Read::read_to_string(&mut claude.stdout.take().unwrap(), &mut said).unwrap();
-    assert!(status.success(), "{said}");
+    /// Every tool result of the conversation, as text, as the agent passed them on in its
+    /// last request to the model.
+    fn results(&self) -> Vec<String> {
+        let requests = std::fs::read_to_string(&self.record).unwrap();
+        let last: Value = serde_json::from_str(requests.lines().last().unwrap()).unwrap();
+        serde_json::from_value(last["results"].clone()).unwrap()
+    }
+}
 
-    // The model's last request holds every tool result, as Claude Code passed them on.
-    let requests = std::fs::read_to_string(&record).unwrap();
-    let last: Value = serde_json::from_str(requests.lines().last().unwrap()).unwrap();
-    let results: Vec<String> = last["body"]["messages"]
-        .as_array()
+impl Agent {
+    /// `hookhost hook install ARGS` with `home` as the user's home.
+    fn install(&self, home: &Path, args: &[&str]) {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(self.data())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["hook", "install"])
+            .args(args)
+            .env("HOME", home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+
+    /// The agent's CLI `program` run in the project with `args`, with nothing in its
+    /// environment but PATH, HOME and `env`: its stdout, once it succeeded.
+    fn run(&self, program: &str, home: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+        // Files, not pipes: a pipe nobody reads while waiting would stall a CLI that
+        // prints much (Codex prints each command's whole output).
+        let out = self.dir.path().join(format!("{program}.out"));
+        let err = self.dir.path().join(format!("{program}.err"));
+        let mut cli = Command::new(agent_cli(program))
+            .args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env("HOME", home)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let status = wait_bounded(&mut cli, 180);
+        let said = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            status.success(),
+            "{program}: {said}\n{}",
+            std::fs::read_to_string(&err).unwrap()
+        );
+        said
+    }
+
+    fn sessions_of(&self, tenant: &str) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(self.data())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["session", "list", "--tenant", tenant])
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    }
+
+    /// The tenant's audit log.
+    fn audit(&self, tenant: &str) -> String {
+        std::fs::read_to_string(
+            self.data()
+                .join("tenants")
+                .join(tenant)
+                .join("audit/audit.jsonl"),
+        )
         .unwrap()
-        .iter()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .filter(|block| block["type"] == "tool_result")
-        .map(|block| match &block["content"] {
-            Value::String(text) => text.clone(),
-            parts => parts
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p["text"].as_str())
-                .collect(),
-        })
-        .collect();
-    assert_eq!(results.len(), 6, "{results:#?}");
+    }
 
-    // `seq 1 100000` reached the model as a reference to a file holding all of it …
-    let reference = &results[0];
-    assert!(
-        reference.starts_with("[Output offloaded: 588895 characters"),
-        "{reference}"
-    );
-    assert!(
-        !reference.contains("\n99999\n"),
-        "the whole output reached the model"
-    );
-    let file = reference
+    /// `serve --http` on 127.0.0.1 with this config: the process and its URL.
+    fn daemon(&self) -> (Killed, String) {
+        let mut server = Killed(
+            Command::new(env!("CARGO_BIN_EXE_hookhost"))
+                .arg("--data")
+                .arg(self.data())
+                .arg("--config")
+                .arg(&self.config)
+                .args(["serve", "--http", "127.0.0.1:0"])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let url = common::announced_url(&mut server.0);
+        (server, url)
+    }
+}
+
+/// The file an offload reference names (its "Full output: PATH" line).
+fn named_file(reference: &str) -> PathBuf {
+    reference
         .lines()
         .find_map(|l| l.strip_prefix("Full output: "))
-        .unwrap();
-    assert!(reference.contains("call Read with"), "{reference}");
-    // … which Claude Code's own Read paged back (the model asked for line 99,990 on).
-    assert!(
-        results[1].contains("99999\t99999") && results[1].contains("100000\t100000"),
-        "{}",
-        results[1]
-    );
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no offloaded file named in {reference}"))
+}
 
-    // The tasks became the plan, in the git project.
-    let plans: Vec<PathBuf> = std::fs::read_dir(agent.project.join(".hookhost/plans"))
+/// `dir` holds one plan, the scripted model's: one task done, one to do.
+fn assert_the_scripted_plan(dir: &Path) {
+    let plans: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -533,6 +562,97 @@ fn the_real_claude_code_cli_runs_every_call_through_hookhost() {
         plan.contains("- [x] Count to 100000") && plan.contains("- [ ] Report the count"),
         "{plan}"
     );
+}
+
+/// How Claude Code reaches hookhost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Via {
+    /// `hookhost hook claude-code EVENT`, answering in its own process.
+    Command,
+    /// Claude Code's `http` hooks, posting to the daemon (`hook install --url`).
+    Url,
+    /// The command, forwarding to the daemon (`HOOKHOST_URL`).
+    Forwarded,
+}
+
+const ALPHA_TOKEN: &str = "alpha-token-0123456789abcdef";
+
+/// The real Claude Code CLI, run with `-p` against the scripted model after `hookhost
+/// hook install claude-code`: every call goes through hookhost's chain (`via`).
+fn claude_code_end_to_end(via: Via) {
+    let tenants = format!("\n[tenants.alpha]\ntoken = \"{ALPHA_TOKEN}\"\n");
+    let agent = Agent::new(if via == Via::Command { "" } else { &tenants });
+    std::fs::create_dir(agent.project.join("victim")).unwrap();
+    let home = agent.dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    // A daemon's tenant is its token's, and it takes no directory from the agent: the
+    // plan goes to the tenant's plans.
+    let (_daemon, url) = match via {
+        Via::Command => (None, String::new()),
+        Via::Url | Via::Forwarded => {
+            let (daemon, url) = agent.daemon();
+            (Some(daemon), url)
+        }
+    };
+    let (tenant, plans) = match via {
+        Via::Command => ("default", agent.project.join(".hookhost/plans")),
+        Via::Url | Via::Forwarded => ("alpha", agent.data().join("tenants/alpha/plans")),
+    };
+    let project = agent.project.to_str().unwrap();
+    let mut install = vec!["claude-code", "--project", project];
+    if via == Via::Url {
+        install.extend(["--url", &url]);
+    }
+    agent.install(&home, &install);
+
+    let model = Model::start("claude-code", agent.dir.path());
+    let mut env = vec![
+        ("ANTHROPIC_BASE_URL", model.url.as_str()),
+        ("ANTHROPIC_API_KEY", "test-key"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ];
+    match via {
+        Via::Command => {}
+        Via::Url => env.push(("HOOKHOST_TOKEN", ALPHA_TOKEN)),
+        Via::Forwarded => env.extend([("HOOKHOST_TOKEN", ALPHA_TOKEN), ("HOOKHOST_URL", &url)]),
+    }
+    agent.run(
+        "claude",
+        &home,
+        &[
+            "-p",
+            "Count to 100000, then clean up.",
+            "--allowedTools",
+            "Bash,Read,TaskCreate,TaskUpdate",
+            "--output-format",
+            "json",
+        ],
+        &env,
+    );
+
+    let results = model.results();
+    assert_eq!(results.len(), 6, "{via:?}: {results:#?}");
+    // `seq 1 100000` reached the model as a reference to a file holding all of it …
+    let reference = &results[0];
+    assert!(
+        reference.starts_with("[Output offloaded: 588895 characters"),
+        "{via:?}: {reference}"
+    );
+    assert!(
+        !reference.contains("\n99999\n"),
+        "the whole output reached the model"
+    );
+    let file = named_file(reference);
+    assert!(reference.contains("call Read with"), "{reference}");
+    // … which Claude Code's own Read paged back (the model asked for line 99,990 on).
+    assert!(
+        results[1].contains("99999\t99999") && results[1].contains("100000\t100000"),
+        "{via:?}: {}",
+        results[1]
+    );
+
+    // The tasks became the plan.
+    assert_the_scripted_plan(&plans);
 
     // The guard refused `rm -rf`: it never ran, and the model saw why.
     assert!(results[5].contains("refused by policy"), "{}", results[5]);
@@ -542,16 +662,205 @@ fn the_real_claude_code_cli_runs_every_call_through_hookhost() {
     );
 
     // Audit logged the calls; the session ended with Claude Code, and its files with it.
-    let audit =
-        std::fs::read_to_string(agent.data().join("tenants/default/audit/audit.jsonl")).unwrap();
+    let audit = agent.audit(tenant);
     for line in [
         r#""event":"done","tool":"bash","call_id":"toolu_e2e_0""#,
         r#""event":"refused","tool":"bash","call_id":"toolu_e2e_5""#,
     ] {
         assert!(audit.contains(line), "{line}: {audit}");
     }
-    assert_eq!(agent.sessions(), "", "the session outlived Claude Code's");
-    assert!(!Path::new(file).exists());
+    assert_eq!(
+        agent.sessions_of(tenant),
+        "",
+        "the session outlived Claude Code's"
+    );
+    assert!(!file.exists());
+}
+
+#[test]
+fn the_real_claude_code_cli_runs_every_call_through_hookhost() {
+    claude_code_end_to_end(Via::Command);
+}
+
+#[test]
+fn the_real_claude_code_cli_posts_every_call_to_the_daemon() {
+    claude_code_end_to_end(Via::Url);
+}
+
+#[test]
+fn the_real_claude_code_cli_reaches_the_daemon_through_the_command() {
+    claude_code_end_to_end(Via::Forwarded);
+}
+
+#[test]
+fn the_real_codex_cli_runs_every_call_through_hookhost() {
+    let agent = Agent::new("");
+    std::fs::create_dir(agent.project.join("victim")).unwrap();
+    let home = agent.dir.path().join("home");
+    let model = Model::start("codex", agent.dir.path());
+    // The model provider, then hookhost's hooks, in the user's config.toml.
+    let codex_home = home.join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\n\
+             name = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\n\
+             env_key = \"SCRIPTED_KEY\"\n",
+            model.url
+        ),
+    )
+    .unwrap();
+    agent.install(&home, &["codex", "--user"]);
+    let said = agent.run(
+        "codex",
+        &home,
+        &[
+            "exec",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--dangerously-bypass-hook-trust",
+            "--skip-git-repo-check",
+            "--json",
+            "Count to 100000, then clean up.",
+        ],
+        &[
+            ("CODEX_HOME", codex_home.to_str().unwrap()),
+            ("SCRIPTED_KEY", "test-key"),
+        ],
+    );
+    let thread: Value = serde_json::from_str(said.lines().next().unwrap()).unwrap();
+    let session = thread["thread_id"].as_str().unwrap();
+
+    let results = model.results();
+    assert_eq!(results.len(), 3, "{results:#?}");
+    // Codex cuts a command's output (to about 10,000 tokens, head and tail) before its
+    // hooks see it: the file holds what Codex had, its last line the command's last.
+    let reference = &results[0];
+    assert!(reference.starts_with("[Output offloaded: "), "{reference}");
+    assert!(reference.contains("sed -n '1,2000p' "), "{reference}");
+    let file = named_file(reference);
+    let held = std::fs::read_to_string(&file).unwrap();
+    assert!(held.ends_with("\n99999\n100000\n"), "{held}");
+    // Codex's own shell read it back.
+    assert!(results[1].contains("99999\n100000"), "{}", results[1]);
+    // The guard refused `rm -rf`.
+    assert!(results[2].contains("refused by policy"), "{}", results[2]);
+    assert!(agent.project.join("victim").is_dir());
+
+    let audit = agent.audit("default");
+    for line in [
+        r#""event":"done","tool":"bash","call_id":"call_e2e_0""#,
+        r#""event":"refused","tool":"bash","call_id":"call_e2e_2""#,
+    ] {
+        assert!(audit.contains(line), "{line}: {audit}");
+    }
+    // Codex says no goodbye: the session stays for the idle sweep.
+    assert!(agent.sessions().contains(session), "{}", agent.sessions());
+}
+
+#[test]
+fn the_real_gemini_cli_runs_every_call_through_hookhost() {
+    let agent = Agent::new("");
+    std::fs::create_dir(agent.project.join("victim")).unwrap();
+    let home = agent.dir.path().join("home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        r#"{"security": {"folderTrust": {"enabled": false}, "auth": {"selectedType": "gemini-api-key"}}}"#,
+    )
+    .unwrap();
+    let project = agent.project.to_str().unwrap();
+    agent.install(&home, &["gemini", "--project", project]);
+    let model = Model::start("gemini", agent.dir.path());
+    let said = agent.run(
+        "gemini",
+        &home,
+        &[
+            "-p",
+            "Count to 100000, then clean up.",
+            "-m",
+            "gemini-2.5-pro",
+            "--yolo",
+            "--output-format",
+            "json",
+        ],
+        &[
+            ("GOOGLE_GEMINI_BASE_URL", &model.url),
+            ("GEMINI_API_KEY", "test-key"),
+        ],
+    );
+    let said: Value = serde_json::from_str(&said).unwrap();
+    let session = said["session_id"].as_str().unwrap();
+
+    let results = model.results();
+    assert_eq!(results.len(), 4, "{results:#?}");
+    // Gemini hands its hooks the whole output: the file held all of it (with Gemini's
+    // own lines around it), and Gemini's shell read its end back.
+    let reference = &results[0];
+    assert!(
+        reference.starts_with("[Output offloaded: 5889"),
+        "{reference}"
+    );
+    let file = named_file(reference);
+    assert!(results[1].contains("99999\n100000"), "{}", results[1]);
+    // write_todos became the plan, in the git project.
+    assert_the_scripted_plan(&agent.project.join(".hookhost/plans"));
+    assert!(results[3].contains("refused by policy"), "{}", results[3]);
+    assert!(agent.project.join("victim").is_dir());
+
+    let audit = agent.audit("default");
+    assert!(
+        audit.contains(r#""event":"refused","tool":"bash""#),
+        "{audit}"
+    );
+    // Gemini's session end ended hookhost's, and its files with it.
+    assert!(!agent.sessions().contains(session), "{}", agent.sessions());
+    assert!(!file.exists());
+}
+
+#[test]
+fn the_real_copilot_cli_runs_every_call_through_hookhost() {
+    let agent = Agent::new("");
+    std::fs::create_dir(agent.project.join("victim")).unwrap();
+    let home = agent.dir.path().join("home");
+    // Copilot CLI reads a repository's hooks only in a folder the user trusts.
+    std::fs::create_dir_all(home.join(".copilot")).unwrap();
+    std::fs::write(
+        home.join(".copilot/config.json"),
+        json!({ "trusted_folders": [agent.project] }).to_string(),
+    )
+    .unwrap();
+    let project = agent.project.to_str().unwrap();
+    agent.install(&home, &["copilot", "--project", project]);
+    let model = Model::start("copilot", agent.dir.path());
+    let base = format!("{}/v1", model.url);
+    agent.run(
+        "copilot",
+        &home,
+        &["-p", "Count to 100000, then clean up.", "--allow-all-tools"],
+        &[
+            ("COPILOT_PROVIDER_BASE_URL", &base),
+            ("COPILOT_PROVIDER_WIRE_API", "responses"),
+            ("COPILOT_PROVIDER_API_KEY", "test-key"),
+            ("COPILOT_MODEL", "gpt-5.5"),
+        ],
+    );
+    let results = model.results();
+    assert_eq!(results.len(), 2, "{results:#?}");
+    // Copilot CLI keeps a large output in a file of its own before hooks see it, and
+    // ignores what a post-tool hook answers: the output reaches the model as Copilot made it.
+    assert!(!results[0].contains("Output offloaded"), "{}", results[0]);
+    assert!(results[1].contains("refused by policy"), "{}", results[1]);
+    assert!(agent.project.join("victim").is_dir());
+    let audit = agent.audit("default");
+    for event in ["done", "refused"] {
+        assert!(
+            audit.contains(&format!(r#""event":"{event}","tool":"bash""#)),
+            "{event}: {audit}"
+        );
+    }
+    // Its session end ended hookhost's session.
+    assert_eq!(agent.sessions(), "");
 }
 
 /// `POST path` with `body` (and a bearer `token`) to the server at `url`, over one
@@ -581,25 +890,13 @@ fn post(url: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String)
 
 #[test]
 fn the_daemon_answers_hooks_and_the_command_forwards_to_it() {
-    const TOKEN: &str = "alpha-token-0123456789abcdef";
     let agent = Agent::new(&format!(
-        "\n[tenants.alpha]\ntoken = \"{TOKEN}\"\n\n[tenants.beta]\ntoken = \"beta-token-0123456789abcdef\"\n"
+        "\n[tenants.alpha]\ntoken = \"{ALPHA_TOKEN}\"\n\n[tenants.beta]\ntoken = \"beta-token-0123456789abcdef\"\n"
     ));
-    let mut server = Killed(
-        Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .arg("--data")
-            .arg(agent.data())
-            .arg("--config")
-            .arg(&agent.config)
-            .args(["serve", "--http", "127.0.0.1:0"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let url = common::announced_url(&mut server.0);
+    let (_server, url) = agent.daemon();
     let rm = claude("s-daemon", &agent.project, "PreToolUse", "rm -rf /", None).to_string();
 
-    let (status, response) = post(&url, "/hooks/claude-code/pre-tool", Some(TOKEN), &rm);
+    let (status, response) = post(&url, "/hooks/claude-code/pre-tool", Some(ALPHA_TOKEN), &rm);
     assert_eq!(status, 200, "{response}");
     assert!(
         response.contains("\r\nx-hookhost-exit: 0\r\n"),
@@ -611,7 +908,12 @@ fn the_daemon_answers_hooks_and_the_command_forwards_to_it() {
     );
     let (status, _) = post(&url, "/hooks/claude-code/pre-tool", None, &rm);
     assert_eq!(status, 401);
-    let (status, response) = post(&url, "/hooks/claude-code/pre-tool", Some(TOKEN), "not json");
+    let (status, response) = post(
+        &url,
+        "/hooks/claude-code/pre-tool",
+        Some(ALPHA_TOKEN),
+        "not json",
+    );
     assert_eq!(status, 422, "{response}");
     assert!(
         response.contains("\r\nx-hookhost-exit: 1\r\n"),
@@ -630,7 +932,7 @@ fn the_daemon_answers_hooks_and_the_command_forwards_to_it() {
             .arg(&agent.config)
             .args(["hook", "claude-code", "session-start", "--tenant", "beta"])
             .env("HOOKHOST_URL", url)
-            .env("HOOKHOST_TOKEN", TOKEN)
+            .env("HOOKHOST_TOKEN", ALPHA_TOKEN)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -648,31 +950,20 @@ fn the_daemon_answers_hooks_and_the_command_forwards_to_it() {
     forwarded(&url, "s-through-daemon");
     // A daemon that does not answer: the command answers itself, as tenant beta.
     forwarded("http://127.0.0.1:9", "s-without-daemon");
-    let list = |tenant: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .arg("--data")
-            .arg(agent.data())
-            .arg("--config")
-            .arg(&agent.config)
-            .args(["session", "list", "--tenant", tenant])
-            .output()
-            .unwrap();
-        text(&out.stdout)
-    };
     assert!(
-        list("alpha").contains("s-through-daemon"),
+        agent.sessions_of("alpha").contains("s-through-daemon"),
         "{}",
-        list("alpha")
+        agent.sessions_of("alpha")
     );
     assert!(
-        list("beta").contains("s-without-daemon"),
+        agent.sessions_of("beta").contains("s-without-daemon"),
         "{}",
-        list("beta")
+        agent.sessions_of("beta")
     );
     assert!(
-        !list("beta").contains("s-through-daemon"),
+        !agent.sessions_of("beta").contains("s-through-daemon"),
         "{}",
-        list("beta")
+        agent.sessions_of("beta")
     );
     // A daemon with tenants takes no directory from a request: the session has none.
     let show = Command::new(env!("CARGO_BIN_EXE_hookhost"))

@@ -1,12 +1,15 @@
-"""A scripted stand-in for the Anthropic Messages API on 127.0.0.1, for running the real
-Claude Code CLI offline (see host/tests/agents.rs).
+"""A scripted stand-in for a model API on 127.0.0.1, for running the real agent CLIs offline
+(see host/tests/agents.rs).
 
-    model.py RECORD_FILE
+    model.py RECORD_FILE AGENT
 
-Prints `listening PORT` once it listens. Every request body is appended to RECORD_FILE as
-one JSON line. A request with tools is answered by the script below, by how many tool
-calls the conversation already holds; one without (Claude Code's side requests: titles,
-summaries) gets a short text. Streams (SSE) when the request asks to.
+AGENT is `claude-code` (Anthropic's Messages API), `codex` or `copilot` (OpenAI's Responses
+API) or `gemini` (Gemini's generateContent). Prints `listening PORT` once it listens. Every request
+is appended to RECORD_FILE as one JSON line: its path, its body, and the tool results its
+conversation holds, as text (`results`). A request that offers tools is answered by
+the agent's script below, by how many tool results the conversation already holds; one
+without (the agents' side requests: titles, summaries, checks) gets a short text. Streams
+(SSE) when the request asks to.
 """
 
 import json
@@ -15,47 +18,151 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RECORD = sys.argv[1]
+AGENT = sys.argv[2]
 
-# What the model does, one step per tool call; `path` is the file the last tool result
-# named (an offload reference's "Full output: PATH").
-SCRIPT = [
-    lambda path: ("Bash", {"command": "seq 1 100000", "description": "Count to 100000"}),
-    lambda path: ("Read", {"file_path": path, "offset": 99990, "limit": 20}),
-    lambda path: ("TaskCreate", {"subject": "Count to 100000", "description": "Print the numbers"}),
-    lambda path: ("TaskCreate", {"subject": "Report the count", "description": "Say how far it went"}),
-    lambda path: ("TaskUpdate", {"taskId": "1", "status": "completed"}),
-    lambda path: ("Bash", {"command": "rm -rf victim", "description": "Clean up"}),
-]
+# What the model does, one step per tool call, in each agent's own tools; `path` is the
+# file the last tool result named (an offload reference's "Full output: PATH").
+SCRIPTS = {
+    "claude-code": [
+        lambda path: ("Bash", {"command": "seq 1 100000", "description": "Count to 100000"}),
+        lambda path: ("Read", {"file_path": path, "offset": 99990, "limit": 20}),
+        lambda path: ("TaskCreate", {"subject": "Count to 100000", "description": "Print the numbers"}),
+        lambda path: ("TaskCreate", {"subject": "Report the count", "description": "Say how far it went"}),
+        lambda path: ("TaskUpdate", {"taskId": "1", "status": "completed"}),
+        lambda path: ("Bash", {"command": "rm -rf victim", "description": "Clean up"}),
+    ],
+    "codex": [
+        lambda path: ("exec_command", {"cmd": "seq 1 100000"}),
+        lambda path: ("exec_command", {"cmd": f"tail -n 2 {path}"}),
+        lambda path: ("exec_command", {"cmd": "rm -rf victim"}),
+    ],
+    "copilot": [
+        lambda path: ("bash", {"command": "seq 1 100000", "description": "Count"}),
+        lambda path: ("bash", {"command": "rm -rf victim", "description": "Clean up"}),
+    ],
+    "gemini": [
+        lambda path: ("run_shell_command", {"command": "seq 1 100000", "description": "Count"}),
+        lambda path: ("run_shell_command", {"command": f"grep -x -e 99999 -e 100000 {path}", "description": "Read the end"}),
+        lambda path: ("write_todos", {"todos": [
+            {"description": "Count to 100000", "status": "completed"},
+            {"description": "Report the count", "status": "pending"},
+        ]}),
+        lambda path: ("run_shell_command", {"command": "rm -rf victim", "description": "Clean up"}),
+    ],
+}
 
 
-def tool_results(messages):
-    """Every tool_result block of the conversation, in order, as text."""
+def text_of(content):
+    """A tool result's content as text: text, or the texts of a list of parts."""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if isinstance(content, dict):
+        # Gemini's function responses: {"output": …}, or {"error": …} for a refusal.
+        said = content.get("output", content.get("error"))
+        return said if isinstance(said, str) else json.dumps(content)
+    return content or ""
+
+
+def tool_results(body):
+    """Every tool result of the conversation, in order, as text."""
+    if AGENT in ("codex", "copilot"):
+        return [text_of(item.get("output")) for item in body.get("input", [])
+                if isinstance(item, dict) and item.get("type", "").endswith("call_output")]
+    if AGENT == "gemini":
+        return [text_of(part["functionResponse"].get("response"))
+                for message in body.get("contents", []) for part in message.get("parts", [])
+                if "functionResponse" in part]
     found = []
-    for message in messages:
+    for message in body.get("messages", []):
         content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        for block in content:
-            if block.get("type") == "tool_result":
-                inner = block.get("content")
-                if isinstance(inner, list):
-                    inner = "".join(b.get("text", "") for b in inner if isinstance(b, dict))
-                found.append(inner or "")
+        if isinstance(content, list):
+            found += [text_of(b.get("content")) for b in content if b.get("type") == "tool_result"]
     return found
 
 
-def respond(body):
-    """The assistant's content blocks and stop reason for a request."""
+def step(body):
+    """The model's next move: ("text", TEXT) or ("tool", NAME, INPUT, N)."""
     if not body.get("tools"):
-        return [{"type": "text", "text": "Counting"}], "end_turn"
-    results = tool_results(body.get("messages", []))
-    step = len(results)
-    if step >= len(SCRIPT):
-        return [{"type": "text", "text": "done"}], "end_turn"
-    last = results[-1] if results else ""
-    named = re.search(r"^Full output: (.+)$", last, re.M)
-    name, tool_input = SCRIPT[step](named.group(1).strip() if named else "")
-    return [{"type": "tool_use", "id": f"toolu_e2e_{step}", "name": name, "input": tool_input}], "tool_use"
+        # Gemini CLI asks, without tools, whether the model should go on.
+        if AGENT == "gemini" and "generationConfig" in body and "responseJsonSchema" in json.dumps(body):
+            return ("text", json.dumps({"reasoning": "done", "next_speaker": "user"}))
+        return ("text", "Counting")
+    results = tool_results(body)
+    n = len(results)
+    script = SCRIPTS[AGENT]
+    if n >= len(script):
+        return ("text", "done")
+    named = re.search(r"^Full output: (.+)$", results[-1], re.M) if results else None
+    name, tool_input = script[n](named.group(1).strip() if named else "")
+    return ("tool", name, tool_input, n)
+
+
+def anthropic(body, move):
+    """The Messages API's answer: a message, or its SSE events."""
+    if move[0] == "text":
+        blocks, stop = [{"type": "text", "text": move[1]}], "end_turn"
+    else:
+        blocks, stop = [{"type": "tool_use", "id": f"toolu_e2e_{move[3]}", "name": move[1], "input": move[2]}], "tool_use"
+    message = {"id": "msg_e2e", "type": "message", "role": "assistant",
+               "model": body.get("model", "claude"), "content": blocks,
+               "stop_reason": stop, "stop_sequence": None,
+               "usage": {"input_tokens": 100, "output_tokens": 10}}
+    if not body.get("stream"):
+        return None, message
+    events = [("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}})]
+    for i, block in enumerate(blocks):
+        if block["type"] == "text":
+            events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}})]
+        else:
+            events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}})]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}),
+               ("message_stop", {"type": "message_stop"})]
+    return events, None
+
+
+def responses(body, move):
+    """The Responses API's SSE events (Codex and Copilot CLI always stream): each output
+    item added, its text or arguments as one delta, done, then the whole response."""
+    if move[0] == "text":
+        item = {"type": "message", "role": "assistant", "id": "msg_e2e", "status": "completed",
+                "content": [{"type": "output_text", "text": move[1], "annotations": []}]}
+        deltas = [("response.content_part.added", {"item_id": "msg_e2e", "output_index": 0, "content_index": 0,
+                                                   "part": {"type": "output_text", "text": "", "annotations": []}}),
+                  ("response.output_text.delta", {"item_id": "msg_e2e", "output_index": 0, "content_index": 0, "delta": move[1]}),
+                  ("response.output_text.done", {"item_id": "msg_e2e", "output_index": 0, "content_index": 0, "text": move[1]}),
+                  ("response.content_part.done", {"item_id": "msg_e2e", "output_index": 0, "content_index": 0,
+                                                  "part": item["content"][0]})]
+    else:
+        item = {"type": "function_call", "id": f"fc_e2e_{move[3]}", "call_id": f"call_e2e_{move[3]}",
+                "name": move[1], "arguments": json.dumps(move[2]), "status": "completed"}
+        deltas = [("response.function_call_arguments.delta", {"item_id": item["id"], "output_index": 0, "delta": item["arguments"]}),
+                  ("response.function_call_arguments.done", {"item_id": item["id"], "output_index": 0, "arguments": item["arguments"]})]
+    empty = {**item, "status": "in_progress"}
+    if "content" in empty:
+        empty["content"] = []
+    else:
+        empty["arguments"] = ""
+    usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}
+    response = {"id": "resp_e2e", "object": "response", "status": "in_progress", "model": body.get("model", "gpt"), "output": []}
+    events = [("response.created", {"response": response}),
+              ("response.output_item.added", {"output_index": 0, "item": empty}),
+              *deltas,
+              ("response.output_item.done", {"output_index": 0, "item": item}),
+              ("response.completed", {"response": {**response, "status": "completed", "output": [item], "usage": usage}})]
+    return [(name, {"type": name, "sequence_number": i, **data}) for i, (name, data) in enumerate(events)], None
+
+
+def gemini(body, move, stream):
+    """generateContent's answer: one response, or one SSE event holding it."""
+    part = {"text": move[1]} if move[0] == "text" else {"functionCall": {"name": move[1], "args": move[2]}}
+    answer = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+              "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+              "modelVersion": "gemini-2.5-pro"}
+    return ([(None, answer)], None) if stream else (None, answer)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,28 +175,19 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
         with open(RECORD, "a") as f:
-            f.write(json.dumps({"path": self.path, "body": body}) + "\n")
-        if "count_tokens" in self.path:
-            return self.send(json.dumps({"input_tokens": 100}).encode(), "application/json")
-        blocks, stop = respond(body)
-        message = {"id": "msg_e2e", "type": "message", "role": "assistant",
-                   "model": body.get("model", "claude"), "content": blocks,
-                   "stop_reason": stop, "stop_sequence": None,
-                   "usage": {"input_tokens": 100, "output_tokens": 10}}
-        if not body.get("stream"):
-            return self.send(json.dumps(message).encode(), "application/json")
-        events = [("message_start", {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}})]
-        for i, block in enumerate(blocks):
-            if block["type"] == "text":
-                events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
-                           ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}})]
-            else:
-                events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}}),
-                           ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}})]
-            events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-        events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}),
-                   ("message_stop", {"type": "message_stop"})]
-        text = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+            f.write(json.dumps({"path": self.path, "body": body, "results": tool_results(body)}) + "\n")
+        if "count_tokens" in self.path or "countTokens" in self.path:
+            return self.send(json.dumps({"input_tokens": 100, "totalTokens": 100}).encode(), "application/json")
+        move = step(body)
+        if AGENT in ("codex", "copilot"):
+            events, whole = responses(body, move)
+        elif AGENT == "gemini":
+            events, whole = gemini(body, move, "streamGenerateContent" in self.path)
+        else:
+            events, whole = anthropic(body, move)
+        if events is None:
+            return self.send(json.dumps(whole).encode(), "application/json")
+        text = "".join((f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n" for name, data in events)
         self.send(text.encode(), "text/event-stream")
 
     def send(self, data, kind):

@@ -53,20 +53,41 @@ pub fn settings_file(agent: Agent, scope: &Scope) -> Result<PathBuf, String> {
     Ok(base.join(relative))
 }
 
-/// The settings text with hookhost's entries for `agent` (each running `command` followed
-/// by the event's name), or without them when `uninstall`; `current` is what the file
-/// holds (empty when it does not exist).
+/// What hookhost's entries run.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// A command line, to which each entry appends its event's name.
+    Command(&'a str),
+    /// A warm daemon (`serve --http`) at this URL (its base, or the MCP endpoint it
+    /// announces), which the agent posts each event to itself (`BASE/hooks/AGENT/EVENT`),
+    /// with `$HOOKHOST_TOKEN` as its bearer token. Only Claude Code has such hooks.
+    Url(&'a str),
+}
+
+/// The settings text with hookhost's entries for `agent`, running `target`, or without
+/// them when `uninstall`; `current` is what the file holds (empty when it does not exist).
 ///
 /// # Errors
 ///
-/// When `current` is not what the agent reads (not JSON, not an object).
+/// When `current` is not what the agent reads (not JSON, not an object), or the agent
+/// cannot call a URL.
 pub fn merged(
     agent: Agent,
     current: &str,
-    command: &str,
+    target: Target,
     uninstall: bool,
 ) -> Result<String, String> {
+    if matches!(target, Target::Url(_)) && agent != Agent::ClaudeCode {
+        return Err(format!(
+            "{} has no URL hooks: install the command form, which forwards to the daemon \
+             when HOOKHOST_URL names it",
+            agent.title()
+        ));
+    }
     if agent == Agent::Codex {
+        let Target::Command(command) = target else {
+            unreachable!("checked above")
+        };
         return Ok(codex(current, command, uninstall));
     }
     let mut settings: Value = if current.trim().is_empty() {
@@ -95,7 +116,7 @@ pub fn merged(
             .ok_or_else(|| format!("`hooks.{name}` is not a list"))?;
         entries.retain(|entry| !is_ours(agent, entry));
         if !uninstall {
-            entries.push(entry(agent, event, &format!("{command} {}", event.name())));
+            entries.push(entry(agent, event, target));
         }
         if entries.is_empty() {
             hooks.remove(name);
@@ -108,8 +129,28 @@ pub fn merged(
 }
 
 /// One hook entry as `agent`'s settings spell it.
-fn entry(agent: Agent, event: Event, command: &str) -> Value {
+fn entry(agent: Agent, event: Event, target: Target) -> Value {
     let tool_event = matches!(event, Event::PreTool | Event::PostTool);
+    let command = match target {
+        Target::Command(command) => format!("{command} {}", event.name()),
+        Target::Url(url) => {
+            let mut entry = json!({"hooks": [{
+                "type": "http",
+                "url": format!(
+                    "{}/hooks/{}/{}",
+                    url.trim_end_matches('/').trim_end_matches("/mcp"),
+                    agent.name(),
+                    event.name()
+                ),
+                "headers": {"Authorization": "Bearer $HOOKHOST_TOKEN"},
+                "allowedEnvVars": ["HOOKHOST_TOKEN"],
+            }]});
+            if tool_event {
+                entry["matcher"] = "*".into();
+            }
+            return entry;
+        }
+    };
     match agent {
         Agent::ClaudeCode | Agent::Gemini | Agent::Codex => {
             let mut entry = Map::new();
@@ -133,20 +174,21 @@ fn entry(agent: Agent, event: Event, command: &str) -> Value {
 }
 
 /// Whether an entry is hookhost's: its command (or one of its commands) runs a program
-/// named `hookhost` with `hook AGENT`.
+/// named `hookhost` with `hook AGENT`, or its URL is a daemon's `/hooks/AGENT/`.
 fn is_ours(agent: Agent, entry: &Value) -> bool {
     let mut commands: Vec<&str> = ["command", "bash"]
         .iter()
         .filter_map(|k| entry.get(*k).and_then(Value::as_str))
         .collect();
+    let mut urls = Vec::new();
     if let Some(hooks) = entry.get("hooks").and_then(Value::as_array) {
-        commands.extend(
-            hooks
-                .iter()
-                .filter_map(|h| h.get("command").and_then(Value::as_str)),
-        );
+        for hook in hooks {
+            commands.extend(hook.get("command").and_then(Value::as_str));
+            urls.extend(hook.get("url").and_then(Value::as_str));
+        }
     }
-    commands.iter().any(|c| runs_hookhost(agent, c))
+    let route = format!("/hooks/{}/", agent.name());
+    commands.iter().any(|c| runs_hookhost(agent, c)) || urls.iter().any(|u| u.contains(&route))
 }
 
 fn runs_hookhost(agent: Agent, command: &str) -> bool {
@@ -230,9 +272,16 @@ mod tests {
 
     #[test]
     fn installing_keeps_the_users_hooks_and_twice_is_once() {
-        let mine = r#"{"model": "x", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh"}]}]}}"#;
-        let once = merged(Agent::ClaudeCode, mine, COMMAND, false).unwrap();
-        let twice = merged(Agent::ClaudeCode, &once, COMMAND, false).unwrap();
+        let mine = r#"{"model": "x", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh"}]}]}, "env": {}}"#;
+        let once = merged(Agent::ClaudeCode, mine, Target::Command(COMMAND), false).unwrap();
+        // The user's keys keep their order.
+        let model = once.find("\"model\"").unwrap();
+        assert!(
+            model < once.find("\"hooks\"").unwrap()
+                && once.find("\"hooks\"") < once.find("\"env\""),
+            "{once}"
+        );
+        let twice = merged(Agent::ClaudeCode, &once, Target::Command(COMMAND), false).unwrap();
         assert_eq!(once, twice);
         let settings: Value = serde_json::from_str(&once).unwrap();
         assert_eq!(settings["model"], "x");
@@ -240,10 +289,30 @@ mod tests {
         assert_eq!(pre.len(), 2);
         assert_eq!(pre[0]["hooks"][0]["command"], "./check.sh");
         assert_eq!(pre[1]["hooks"][0]["command"], format!("{COMMAND} pre-tool"));
-        let removed: Value =
-            serde_json::from_str(&merged(Agent::ClaudeCode, &once, COMMAND, true).unwrap())
-                .unwrap();
+        let removed: Value = serde_json::from_str(
+            &merged(Agent::ClaudeCode, &once, Target::Command(COMMAND), true).unwrap(),
+        )
+        .unwrap();
         assert_eq!(removed, serde_json::from_str::<Value>(mine).unwrap());
+    }
+
+    #[test]
+    fn a_url_replaces_the_command_and_uninstalls_alike() {
+        let command = merged(Agent::ClaudeCode, "", Target::Command(COMMAND), false).unwrap();
+        let url = Target::Url("http://127.0.0.1:8080/");
+        let daemon = merged(Agent::ClaudeCode, &command, url, false).unwrap();
+        let settings: Value = serde_json::from_str(&daemon).unwrap();
+        let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
+        assert_eq!(pre.len(), 1, "{daemon}");
+        assert_eq!(
+            pre[0]["hooks"][0]["url"],
+            "http://127.0.0.1:8080/hooks/claude-code/pre-tool"
+        );
+        assert_eq!(
+            merged(Agent::ClaudeCode, &daemon, url, true).unwrap(),
+            "{}\n"
+        );
+        assert!(merged(Agent::Gemini, "", url, false).is_err());
     }
 
     #[test]
