@@ -1,9 +1,12 @@
 //! Compiles the built-in hooks and tools to components and embeds them in the binary, so
-//! that `cargo build` alone yields a `hookhost` that needs no `.wasm` files at run time.
+//! that `cargo build` alone yields a `hookhost` that needs no `.wasm` files at run time,
+//! each with its SHA-256 (the compiled-code cache's key), which a start then need not
+//! compute.
 //! Also compiles the bench's heavy hook (10 MB), which is not embedded: the benchmark
 //! loads it from the path written here.
 
 use guest_build::Guest;
+use sha2::{Digest, Sha256};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -34,14 +37,16 @@ fn main() {
     let heavy = files.pop().unwrap();
 
     let mut out = String::from(
-        "/// Built-in components: `builtin:NAME` → component bytes.\n\
-         pub static BUILTINS: &[(&str, &[u8])] = &[\n",
+        "/// Built-in components: `builtin:NAME` → component bytes and their SHA-256.\n\
+         pub static BUILTINS: &[(&str, &[u8], [u8; 32])] = &[\n",
     );
     for ((name, _, _), file) in BUILTINS.iter().zip(&files) {
+        let digest = Sha256::digest(std::fs::read(file).unwrap());
         writeln!(
             out,
-            "    ({name:?}, include_bytes!({:?})),",
-            file.display().to_string()
+            "    ({name:?}, include_bytes!({:?}), {:?}),",
+            file.display().to_string(),
+            <[u8; 32]>::from(digest)
         )
         .unwrap();
     }

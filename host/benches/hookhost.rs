@@ -704,6 +704,59 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             ratio: format!("cold: {:.0} ms", cold.as_secs_f64() * 1e3),
             goal: "≤ 50 ms",
         });
+        // One-shot commands, as a script runs them: a `read_file` call in a session made
+        // before, and `session list`, beside a process that does nothing.
+        let nothing = median(
+            (0..STARTS)
+                .map(|_| {
+                    let start = Instant::now();
+                    std::process::Command::new("/bin/true").status()?;
+                    Ok(start.elapsed())
+                })
+                .collect::<Result<_>>()?,
+        );
+        let made = std::process::Command::new(exe)
+            .arg("--data")
+            .arg(&data)
+            .args([
+                "call",
+                "write_file",
+                r#"{"path": "/workspace/f.txt", "content": "hello"}"#,
+            ])
+            .output()?;
+        let said = String::from_utf8_lossy(&made.stderr);
+        let session = said
+            .split_whitespace()
+            .skip_while(|w| *w != "session")
+            .nth(1)
+            .context("`call` named no session")?
+            .to_string();
+        let read = [
+            "call",
+            "--session",
+            session.as_str(),
+            "read_file",
+            r#"{"path": "/workspace/f.txt"}"#,
+        ];
+        for (what, args) in [
+            (
+                "one-shot `hookhost call read_file` in a session, warm cache (median)",
+                &read[..],
+            ),
+            (
+                "one-shot `hookhost session list`, warm cache (median)",
+                &["session", "list"][..],
+            ),
+        ] {
+            let took = median((0..STARTS).map(|_| time(args)).collect::<Result<_>>()?);
+            rows.push(Row {
+                what: what.into(),
+                hookhost: format!("{:.1} ms", took.as_secs_f64() * 1e3),
+                native: format!("{:.1} ms (`/bin/true`)", nothing.as_secs_f64() * 1e3),
+                ratio: ratio(took.as_secs_f64(), nothing.as_secs_f64()),
+                goal: "≤ 5 ms",
+            });
+        }
     }
 
     if wanted("agent-hook") {

@@ -54,7 +54,7 @@ impl ComponentRef {
 
     /// The names of the components compiled into this binary.
     pub fn builtin_names() -> impl Iterator<Item = &'static str> {
-        builtins::BUILTINS.iter().map(|(name, _)| *name)
+        builtins::BUILTINS.iter().map(|(name, _, _)| *name)
     }
 
     /// The built-ins as a config names them: `builtin:offload, builtin:audit, …`.
@@ -341,27 +341,31 @@ impl ComponentLoader {
     /// A [`LoadError`]: unknown built-in, unreadable file, or not a valid component.
     pub fn compile_ref(&self, component: &ComponentRef) -> Result<Compiled, LoadError> {
         let name = component.to_string();
-        let bytes = match component {
+        let (bytes, digest) = match component {
             ComponentRef::Builtin(builtin) => builtins::BUILTINS
                 .iter()
-                .find(|(n, _)| n == builtin)
-                .map(|(_, bytes)| std::borrow::Cow::Borrowed(*bytes))
+                .find(|(n, _, _)| n == builtin)
+                .map(|(_, bytes, digest)| (std::borrow::Cow::Borrowed(*bytes), *digest))
                 .ok_or_else(|| LoadError::UnknownBuiltin {
                     component: name.clone(),
                     known: ComponentRef::builtin_list(),
                 })?,
             ComponentRef::File(path) => {
-                std::borrow::Cow::Owned(std::fs::read(path).map_err(|source| LoadError::Read {
+                let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
                     component: name.clone(),
                     source,
-                })?)
+                })?;
+                let digest = Sha256::digest(&bytes).into();
+                (std::borrow::Cow::Owned(bytes), digest)
             }
         };
         let started = Instant::now();
-        let (component, cached) = self.compile(&bytes).map_err(|e| LoadError::Compile {
-            component: name,
-            source: e,
-        })?;
+        let (component, cached) = self
+            .compile(&bytes, digest)
+            .map_err(|e| LoadError::Compile {
+                component: name,
+                source: e,
+            })?;
         Ok(Compiled {
             component,
             size: bytes.len(),
@@ -488,21 +492,22 @@ impl ComponentLoader {
         Ok(())
     }
 
-    /// The compiled form of `bytes`: from the cache when it holds it for this engine, else
-    /// compiled (and cached).
+    /// The compiled form of `bytes`, whose SHA-256 is `digest`: from the cache when it holds
+    /// it for this engine, else compiled (and cached).
     ///
-    /// The cache key is the SHA-256 of the component and of the engine's compatibility hash
-    /// (wasmtime version, target, settings), so a changed component or engine misses. An
+    /// The cache key is the SHA-256 of the component's digest and of the engine's
+    /// compatibility hash (wasmtime version, target, settings), so a changed component or
+    /// engine misses. An
     /// entry is written to a temporary file and renamed into place: two processes filling
     /// the cache at once each write a whole file and the last rename wins. The cache lives
     /// in the data directory, private to the host's user; what is in it is loaded as native
     /// code, so nobody else may write there.
-    fn compile(&self, bytes: &[u8]) -> wasmtime::Result<(Component, bool)> {
+    fn compile(&self, bytes: &[u8], digest: [u8; 32]) -> wasmtime::Result<(Component, bool)> {
         let Some(dir) = &self.cache_dir else {
             return Ok((Component::new(&self.engine, bytes)?, false));
         };
         let mut hasher = Sha256::new();
-        hasher.update(bytes);
+        hasher.update(digest);
         let mut compat = std::collections::hash_map::DefaultHasher::new();
         self.engine
             .precompile_compatibility_hash()

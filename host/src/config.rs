@@ -676,6 +676,7 @@ impl Config {
                     .map(|_| self.trace.mount.clone()),
                 diff_bytes: self.trace.diff_bytes,
                 tenants: HashMap::new(),
+                watch: true,
             },
             otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
         };

@@ -101,7 +101,8 @@ enum Command {
     /// EVENT`); or write hookhost's hooks into the agent's settings (`hook install AGENT`).
     /// EVENT: pre-tool, post-tool, session-start, session-end (or the agent's own name for
     /// it: PreToolUse, BeforeTool, preToolUse, …). What each agent can and cannot take from
-    /// a hook (Copilot CLI, for one, cannot have a tool's output replaced): docs/agents.md.
+    /// a hook (Copilot CLI cannot have a tool's output replaced; Codex CLI cuts an output
+    /// before its hooks see it): docs/agents.md.
     #[command(args_conflicts_with_subcommands = true)]
     Hook {
         #[command(subcommand)]
@@ -288,7 +289,16 @@ fn main() -> ExitCode {
     };
     let spans = init_logging(cli.verbose, otlp_endpoint(config.as_ref().ok()).as_deref());
     hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let runtime = match tokio::runtime::Runtime::new() {
+    // A server runs on every core; a one-shot command does one thing at a time, and
+    // starting worker threads would cost it more than they give.
+    let runtime = if matches!(cli.command, Command::Serve { .. }) {
+        tokio::runtime::Runtime::new()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("hookhost: error: cannot start the async runtime: {e}");
@@ -527,7 +537,11 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 deadline,
                 tokio::io::stdin(),
                 daemon.as_ref(),
-                || start(&config, &data),
+                || async {
+                    Runtime::hooks_only(&config, &data)
+                        .await
+                        .context("starting the runtime")
+                },
             )
             .await;
             if let Some(line) = &answer.stderr {
@@ -553,7 +567,9 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             idle,
             unauthenticated_bash,
         } => {
-            let mut runtime = start(&config, &data).await?;
+            let mut runtime = Runtime::new(&config, &data)
+                .await
+                .context("starting the runtime")?;
             if let Some(Err(unavailable)) = runtime.bash_readiness().await {
                 return Err(unavailable).context("serve: the bash tool is enabled");
             }
@@ -892,8 +908,9 @@ fn grants_text(grants: &hookhost::sandbox::Grants) -> String {
         .collect()
 }
 
+/// The runtime of a one-shot command (every command but `serve`).
 async fn start(config: &Config, data: &Path) -> Result<Runtime> {
-    Runtime::new(config, data)
+    Runtime::one_shot(config, data)
         .await
         .context("starting the runtime")
 }

@@ -237,6 +237,20 @@ fn plan_name(repo: &Path) -> String {
         .unwrap()
 }
 
+/// A kept-alive connection's calls are answered at once: the server sets `TCP_NODELAY` on
+/// every accepted socket (see `client.py kept-alive`; a bound of 10 ms that only the 40 ms
+/// delayed-ACK stall breaks, not a performance figure).
+#[test]
+fn kept_alive_calls_over_http_do_not_wait_for_a_delayed_ack() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("hookhost.toml");
+    let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
+    text.push_str("\n[tenants.alpha]\ntoken = \"alpha-token-0123456789\"\n");
+    std::fs::write(&config, text).unwrap();
+    let server = Server::start(data.path(), &config);
+    client(&["kept-alive", &server.url, "alpha-token-0123456789"]);
+}
+
 #[test]
 fn http_front_end_parse_errors_bearer_case_tool_lists_session_caps_and_health() {
     let data = tempfile::tempdir().unwrap();

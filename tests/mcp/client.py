@@ -14,6 +14,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py open-sessions URL_A URL_B COUNT
     client.py metrics URL CALLS
     client.py scrape METRICS_URL
+    client.py kept-alive URL TOKEN
 """
 
 import asyncio
@@ -23,6 +24,7 @@ import os
 import re
 import signal
 import sys
+from http.client import HTTPConnection
 
 import httpx2
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -567,10 +569,50 @@ async def metrics(url, calls):
     print("metrics ok", calls)
 
 
+async def kept_alive(url, token):
+    """Twenty `tools/call`s of a 100-byte read_file on one kept-alive connection, with the
+    standard library's client, as a script would make them: their median is under 10 ms.
+    A server that leaves Nagle's algorithm on holds the last small segment of each
+    response for the client's delayed ACK: 40-44 ms a call, whatever the call did."""
+    host = url.split("/")[2]
+    path = "/" + url.split("/", 3)[3]
+    conn = HTTPConnection(host, timeout=30)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "Authorization": f"Bearer {token}"}
+
+    def post(body):
+        conn.request("POST", path, body=json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        text = response.read().decode()
+        assert response.status in (200, 202), (response.status, text)
+        return response, text
+
+    response, _ = post(INITIALIZE)
+    headers["Mcp-Session-Id"] = response.getheader("mcp-session-id")
+    headers["MCP-Protocol-Version"] = "2025-11-25"
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "write_file", "arguments": {"path": "/workspace/a.txt", "content": "a" * 100}}}
+    _, text = post(call)
+    assert '"isError":true' not in text, text
+    took = []
+    for n in range(20):
+        call = {"jsonrpc": "2.0", "id": 3 + n, "method": "tools/call",
+                "params": {"name": "read_file", "arguments": {"path": "/workspace/a.txt"}}}
+        start = asyncio.get_running_loop().time()
+        _, text = post(call)
+        took.append(asyncio.get_running_loop().time() - start)
+        assert "a" * 100 in text, text
+    median = sorted(took)[len(took) // 2]
+    assert median < 0.010, f"kept-alive calls took {median * 1000:.1f} ms (median of 20): a delayed-ACK stall"
+    print(f"kept-alive ok {median * 1000:.2f} ms", flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
              "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
              "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
-             "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape}
+             "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
+             "kept-alive": kept_alive}
     asyncio.run(modes[mode](*rest))

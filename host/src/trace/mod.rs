@@ -67,6 +67,11 @@ pub struct TraceSettings {
     pub diff_bytes: usize,
     /// Tenants that say whether they are traced, over `enabled`.
     pub tenants: HashMap<crate::TenantId, bool>,
+    /// Whether mounts are watched with inotify, or walked at each look.
+    /// A server watches. A one-shot process walks: it looks a few times, and closing an
+    /// inotify instance waits for a kernel grace period (a `close` of 10–20 ms measured
+    /// here at the exit of `hookhost hook …`, more than the rest of its work).
+    pub watch: bool,
 }
 
 /// Which phase of a layer.
@@ -132,6 +137,8 @@ struct SessionTrace {
     shared: Arc<SharedMounts>,
     /// Makes a mount's directory, as for a grant, before it is first looked at.
     sandbox: Arc<Sandbox>,
+    /// Whether its mounts are watched (see [`TraceSettings::watch`]).
+    watch: bool,
     /// Mounts already announced.
     mounted: Mutex<HashSet<String>>,
     /// The trace mount's directory.
@@ -226,6 +233,7 @@ impl Tracer {
                 mounts: Mutex::default(),
                 shared: self.shared.clone(),
                 sandbox: self.sandbox.clone(),
+                watch: self.settings.watch,
                 mounted: Mutex::default(),
                 trace_mount,
                 host_wrote: Arc::default(),
@@ -691,7 +699,10 @@ impl SessionTrace {
             self.sandbox
                 .ensure_dir(mount)
                 .map_err(std::io::Error::other)?;
-            Ok(Arc::new(Mutex::new(MountState::open(&mount.host)?)))
+            Ok(Arc::new(Mutex::new(MountState::open(
+                &mount.host,
+                self.watch,
+            )?)))
         };
         if mount.scope == Scope::Session && !mount.in_workdir() {
             let mut mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());

@@ -117,8 +117,10 @@ impl Watcher {
 pub struct MountState {
     root: OwnedFd,
     snapshot: Snapshot,
-    /// `None` until the first look, or when inotify is not available.
+    /// `None` until the first look, or when inotify is not available or not wanted.
     watcher: Option<Watcher>,
+    /// Whether to watch with inotify.
+    watch: bool,
     started: bool,
 }
 
@@ -132,16 +134,18 @@ pub struct Look {
 }
 
 impl MountState {
-    /// Opens the mount's directory `host`.
+    /// Opens the mount's directory `host`, to be watched with inotify when `watch`, else
+    /// walked at every look.
     ///
     /// # Errors
     ///
     /// When it cannot be opened as a directory (missing, or a symlink).
-    pub fn open(host: &Path) -> io::Result<MountState> {
+    pub fn open(host: &Path, watch: bool) -> io::Result<MountState> {
         Ok(MountState {
             root: files::open_dir(rustix::fs::CWD, host)?,
             snapshot: Snapshot::empty(),
             watcher: None,
+            watch,
             started: false,
         })
     }
@@ -161,9 +165,11 @@ impl MountState {
     pub fn look(&mut self, host_wrote: &dyn Fn(&str, &Entry) -> bool, size: bool) -> Look {
         if !self.started {
             self.started = true;
-            self.watcher = Watcher::new()
-                .inspect_err(|e| tracing::debug!(error = %e, "no inotify: traces walk"))
-                .ok();
+            self.watcher = self.watch.then(Watcher::new).and_then(|watcher| {
+                watcher
+                    .inspect_err(|e| tracing::debug!(error = %e, "no inotify: traces walk"))
+                    .ok()
+            });
             self.walk(host_wrote);
             return Look {
                 changes: Vec::new(),
@@ -276,7 +282,7 @@ mod tests {
     fn a_look_after_a_write_sees_it_and_one_after_nothing_sees_nothing() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("old"), "old").unwrap();
-        let mut mount = MountState::open(dir.path()).unwrap();
+        let mut mount = MountState::open(dir.path(), true).unwrap();
         let none = |_: &str, _: &Entry| false;
         let first = mount.look(&none, true);
         assert_eq!(first.size, Some((1, 3, false)));
