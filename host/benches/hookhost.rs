@@ -430,6 +430,166 @@ fn announced(child: &mut std::process::Child) -> Result<String> {
     anyhow::bail!("the server did not announce its address")
 }
 
+/// An MCP client of one server process, for the end-to-end rows: over the server's stdio,
+/// or over Streamable HTTP on one kept-alive connection. The server is killed when the
+/// peer is dropped.
+enum Peer {
+    Stdio {
+        child: std::process::Child,
+        stdin: std::process::ChildStdin,
+        stdout: std::io::BufReader<std::process::ChildStdout>,
+    },
+    Http {
+        child: std::process::Child,
+        client: reqwest::Client,
+        url: String,
+        session: Option<String>,
+    },
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let (Peer::Stdio { child, .. } | Peer::Http { child, .. }) = self;
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Peer {
+    fn stdio(mut command: std::process::Command) -> Result<Peer> {
+        use std::process::Stdio;
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let stdout = std::io::BufReader::new(child.stdout.take().context("stdout")?);
+        Ok(Peer::Stdio {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    fn http(child: std::process::Child, url: String) -> Peer {
+        Peer::Http {
+            child,
+            client: reqwest::Client::new(),
+            url,
+            session: None,
+        }
+    }
+
+    /// Sends a JSON-RPC message; the response to it when it has an `id`.
+    async fn send(&mut self, message: serde_json::Value) -> Result<Option<serde_json::Value>> {
+        let id = message.get("id").cloned();
+        match self {
+            Peer::Stdio { stdin, stdout, .. } => {
+                use std::io::BufRead;
+                writeln!(stdin, "{message}")?;
+                stdin.flush()?;
+                let Some(id) = id else { return Ok(None) };
+                let mut line = String::new();
+                // Notifications and log messages may come first: bounded, as the server is.
+                for _ in 0..1_000 {
+                    line.clear();
+                    anyhow::ensure!(stdout.read_line(&mut line)? > 0, "the server ended");
+                    let reply: serde_json::Value = serde_json::from_str(&line)?;
+                    if reply.get("id") == Some(&id) {
+                        return Ok(Some(reply));
+                    }
+                }
+                anyhow::bail!("no response to {id}")
+            }
+            Peer::Http {
+                client,
+                url,
+                session,
+                ..
+            } => {
+                let mut request = client
+                    .post(url.as_str())
+                    .header("accept", "application/json, text/event-stream")
+                    .header("content-type", "application/json")
+                    .body(message.to_string());
+                if let Some(session) = session.as_deref() {
+                    request = request
+                        .header("mcp-session-id", session)
+                        .header("mcp-protocol-version", "2025-11-25");
+                }
+                let response = request.send().await?.error_for_status()?;
+                if let Some(given) = response.headers().get("mcp-session-id") {
+                    *session = Some(given.to_str()?.to_string());
+                }
+                let text = response.text().await?;
+                let Some(id) = id else { return Ok(None) };
+                // JSON, or server-sent events of which one carries the response.
+                text.lines()
+                    .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .find(|m| m.get("id") == Some(&id))
+                    .map(Some)
+                    .with_context(|| format!("no response to {id} in {text}"))
+            }
+        }
+    }
+
+    /// Initialises the session, then times `calls` calls of `tool` with `arguments`
+    /// (after a tenth as many not timed): their median and 99th percentile.
+    async fn round_trips(
+        &mut self,
+        tool: &str,
+        arguments: serde_json::Value,
+        calls: usize,
+    ) -> Result<(Duration, Duration)> {
+        use serde_json::json;
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}}}),
+        )
+        .await?;
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        let mut took = Vec::with_capacity(calls);
+        for i in 0..calls + calls / 10 {
+            let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments}});
+            let start = Instant::now();
+            let reply = self.send(call).await?.context("no response")?;
+            let elapsed = start.elapsed();
+            anyhow::ensure!(
+                reply["result"]["isError"] != true && reply.get("error").is_none(),
+                "{tool} failed: {reply}"
+            );
+            if i >= calls / 10 {
+                took.push(elapsed);
+            }
+        }
+        took.sort();
+        Ok((took[took.len() / 2], took[took.len() * 99 / 100]))
+    }
+}
+
+/// A free port on 127.0.0.1 (for a server that cannot announce the one it took).
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Waits, at most 20 s, until something listens on `port`.
+fn wait_listening(port: u16) -> Result<()> {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    anyhow::bail!("nothing listens on port {port}")
+}
+
 /// The groups of rows, in the order they run; `--only GROUP` runs one (to profile it).
 const GROUPS: &[&str] = &[
     "fresh",
@@ -440,6 +600,7 @@ const GROUPS: &[&str] = &[
     "startup",
     "agent-hook",
     "trace",
+    "end-to-end",
 ];
 
 /// Measure the hook layer against a native implementation of the same hooks; prints a
@@ -899,6 +1060,114 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
                 ratio: ratio(medians[0].as_secs_f64(), medians[1].as_secs_f64()),
                 goal: "README: cost of tracing",
             });
+        }
+    }
+
+    if wanted("end-to-end") {
+        // A `tools/call` as an agent makes it, through a real client connection: over
+        // stdio and over HTTP kept alive, for a 100-byte `read_file` and for `bash true`;
+        // hookhost with its built-in chain, hookhost with no hooks, and a minimal Python
+        // MCP server exposing the same two tools (no hooks, no sandbox, no trace).
+        let exe = Path::new(env!("CARGO_BIN_EXE_hookhost"));
+        let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-venv/bin/python");
+        anyhow::ensure!(
+            python.exists(),
+            "{} is missing: `.ci/run` installs the Python MCP SDK there",
+            python.display()
+        );
+        let server_py = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/python_server.py");
+        let base = scratch.path().join("end-to-end");
+        let project = base.join("project");
+        std::fs::create_dir_all(&project)?;
+        std::fs::write(project.join("f.txt"), "z".repeat(100))?;
+        let builtin = include_str!("../src/default.toml");
+        let unhooked = base.join("no-hooks.toml");
+        std::fs::write(
+            &unhooked,
+            &builtin[..builtin
+                .find("[[hooks]]")
+                .context("the built-in config has hooks")?],
+        )?;
+        const E2E_CALLS: usize = 500;
+        let read_here = serde_json::json!({ "path": "/workspace/f.txt" });
+        let read_python = serde_json::json!({ "path": project.join("f.txt") });
+        let bash = serde_json::json!({ "command": "true" });
+        let hookhost = |config: Option<&Path>, data: &str, http: bool| -> Result<Peer> {
+            let mut command = std::process::Command::new(exe);
+            command.arg("--data").arg(base.join(data));
+            if let Some(config) = config {
+                command.arg("--config").arg(config);
+            }
+            command.args(["serve", "--workdir"]).arg(&project);
+            if !http {
+                return Peer::stdio(command);
+            }
+            let mut child = command
+                .args(["--http", "127.0.0.1:0", "--unauthenticated-bash"])
+                .stderr(std::process::Stdio::piped())
+                .spawn()?;
+            let url = announced(&mut child)?;
+            Ok(Peer::http(child, url))
+        };
+        let yardstick = |http: bool| -> Result<Peer> {
+            let mut command = std::process::Command::new(&python);
+            command.arg(&server_py);
+            if !http {
+                command.arg("stdio");
+                return Peer::stdio(command);
+            }
+            let port = free_port()?;
+            let child = command
+                .args(["http", &port.to_string()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()?;
+            let peer = Peer::http(child, format!("http://127.0.0.1:{port}/mcp"));
+            wait_listening(port)?;
+            Ok(peer)
+        };
+        for http in [false, true] {
+            let transport = if http { "HTTP kept alive" } else { "stdio" };
+            for (tool, label) in [
+                ("read_file", "100-byte `read_file`"),
+                ("bash", "`bash true`"),
+            ] {
+                let ours = |peer: Peer| (peer, if tool == "bash" { &bash } else { &read_here });
+                let mut figures = Vec::new();
+                for (mut peer, arguments) in [
+                    ours(hookhost(None, "chain", http)?),
+                    ours(hookhost(Some(&unhooked), "unhooked", http)?),
+                    (
+                        yardstick(http)?,
+                        if tool == "bash" { &bash } else { &read_python },
+                    ),
+                ] {
+                    figures.push(peer.round_trips(tool, arguments.clone(), E2E_CALLS).await?);
+                }
+                let [(chain, chain99), (bare, bare99), (py, py99)] = figures[..] else {
+                    unreachable!("three servers")
+                };
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                rows.push(Row {
+                    what: format!(
+                        "`tools/call` round trip, {label}, {transport}: built-in chain / no hooks (p50; p99)"
+                    ),
+                    hookhost: format!(
+                        "{:.2} / {:.2} ms; {:.2} / {:.2} ms",
+                        ms(chain),
+                        ms(bare),
+                        ms(chain99),
+                        ms(bare99)
+                    ),
+                    native: format!("{:.2} ms; {:.2} ms (Python `mcp` server)", ms(py), ms(py99)),
+                    ratio: format!(
+                        "{} chain / no hooks; {} chain / Python",
+                        ratio(ms(chain), ms(bare)),
+                        ratio(ms(chain), ms(py))
+                    ),
+                    goal: "≤ 1.2× no hooks, < Python",
+                });
+            }
         }
     }
 

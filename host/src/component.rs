@@ -497,11 +497,10 @@ impl ComponentLoader {
     ///
     /// The cache key is the SHA-256 of the component's digest and of the engine's
     /// compatibility hash (wasmtime version, target, settings), so a changed component or
-    /// engine misses. An
-    /// entry is written to a temporary file and renamed into place: two processes filling
-    /// the cache at once each write a whole file and the last rename wins. The cache lives
-    /// in the data directory, private to the host's user; what is in it is loaded as native
-    /// code, so nobody else may write there.
+    /// engine misses. An entry is written to a temporary file and renamed into place: two
+    /// processes filling the cache at once each write a whole file and the last rename
+    /// wins. The cache lives in the data directory, private to the host's user; what is in
+    /// it is loaded as native code, so nobody else may write there.
     fn compile(&self, bytes: &[u8], digest: [u8; 32]) -> wasmtime::Result<(Component, bool)> {
         let Some(dir) = &self.cache_dir else {
             return Ok((Component::new(&self.engine, bytes)?, false));

@@ -43,7 +43,7 @@ pub mod trace;
 pub use bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 pub use config::Config;
 pub use ids::{SessionId, TenantId};
-pub use runtime::{CallError, Runtime, StartError};
+pub use runtime::{CallError, OneShot, Runtime, StartError};
 pub use sessions::{GcReport, Session, SessionError, SessionKey, SessionRecord, Sessions};
 
 /// An error and its causes on one line, `: `-separated, each said once: a cause whose text

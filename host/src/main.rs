@@ -4,7 +4,7 @@ mod demo;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use hookhost::{Config, Runtime, SessionId, TenantId};
+use hookhost::{Config, OneShot, Runtime, SessionId, TenantId};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -340,7 +340,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 .map(SessionId::new)
                 .transpose()
                 .context("--session")?;
-            let runtime = start(&config, &data).await?;
+            let runtime = start(&config, &data, OneShot::Calls).await?;
             let session = match &session_id {
                 Some(id) => runtime.sessions().open(&tenant, id).await?,
                 None => {
@@ -371,12 +371,12 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             })
         }
         Command::Session(command) => {
-            let runtime = start(&config, &data).await?;
+            let runtime = start(&config, &data, OneShot::Sessions).await?;
             session_command(&runtime, command).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools => {
-            let runtime = start(&config, &data).await?;
+            let runtime = start(&config, &data, OneShot::Calls).await?;
             for tool in runtime.tools() {
                 println!("{}\t{}", tool.name, tool.description);
             }
@@ -537,11 +537,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 deadline,
                 tokio::io::stdin(),
                 daemon.as_ref(),
-                || async {
-                    Runtime::hooks_only(&config, &data)
-                        .await
-                        .context("starting the runtime")
-                },
+                || start(&config, &data, OneShot::Hooks),
             )
             .await;
             if let Some(line) = &answer.stderr {
@@ -554,7 +550,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             Ok(ExitCode::from(answer.exit))
         }
         Command::Demo => {
-            let runtime = start(&config, &data).await?;
+            let runtime = start(&config, &data, OneShot::Calls).await?;
             demo::run(&runtime).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -908,9 +904,10 @@ fn grants_text(grants: &hookhost::sandbox::Grants) -> String {
         .collect()
 }
 
-/// The runtime of a one-shot command (every command but `serve`).
-async fn start(config: &Config, data: &Path) -> Result<Runtime> {
-    Runtime::one_shot(config, data)
+/// The runtime of a one-shot command (every command but `serve`), with `part` of the
+/// config.
+async fn start(config: &Config, data: &Path, part: OneShot) -> Result<Runtime> {
+    Runtime::one_shot(config, data, part)
         .await
         .context("starting the runtime")
 }

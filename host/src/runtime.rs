@@ -118,12 +118,18 @@ pub struct Runtime {
     bash: Option<Arc<BashTool>>,
 }
 
-/// `config`'s plan for a one-shot process (see [`Runtime::one_shot`]).
-fn one_shot_plan(config: &Config) -> Result<Plan, StartError> {
-    let mut plan = config.plan()?;
-    plan.engine.pooling = false;
-    plan.trace.watch = false;
-    Ok(plan)
+/// What a one-shot process (see [`Runtime::one_shot`]) loads of its config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneShot {
+    /// Everything: it calls tools (`hookhost call`, `tools`, `demo`).
+    Calls,
+    /// The hook chain, without hookhost's tools, `bash` or upstream servers: an agent's
+    /// hook (`hookhost hook …`), whose agent runs its own tools. The four built-in tools,
+    /// loaded and asked to describe themselves, were 1 ms of a hook's 11, measured.
+    Hooks,
+    /// Neither tools nor hooks: the session table, the mounts and the trace's settings
+    /// (`hookhost session …`).
+    Sessions,
 }
 
 /// What a declared tenant may call, and through which chain.
@@ -144,32 +150,33 @@ impl Runtime {
         Runtime::from_plan(config.plan()?, data_root).await
     }
 
-    /// A runtime for a process that makes a call or two and exits (`hookhost call`,
-    /// `hook …`, `session …`): as [`Runtime::new`], but with what pays off only in a
-    /// long-lived server left out — the pooling allocator (reserving its slots costs a
-    /// thousand `mprotect`s and the page faults after them, 8 ms of CPU measured, for one
-    /// instance or two) and the trace's inotify watches (see [`crate::trace::TraceSettings::watch`]).
+    /// A runtime for a process that does one thing and exits (`hookhost call`, `hook …`,
+    /// `session …`): as [`Runtime::new`], but with what pays off only in a long-lived
+    /// server left out — the pooling allocator (reserving its slots costs a thousand
+    /// `mprotect`s and the page faults after them, 8 ms of CPU measured, for one instance
+    /// or two) and the trace's inotify watches (see
+    /// [`crate::trace::TraceSettings::watch`]) — and with only the parts of the config
+    /// that `part` needs loaded.
     ///
     /// # Errors
     ///
     /// As [`Runtime::new`].
-    pub async fn one_shot(config: &Config, data_root: &Path) -> Result<Runtime, StartError> {
-        Runtime::from_plan(one_shot_plan(config)?, data_root).await
-    }
-
-    /// A one-shot runtime for an agent's hook (`hookhost hook …`, see
-    /// [`Runtime::one_shot`]) with the hook chain only: the agent runs its own tools, so
-    /// hookhost's tools, `bash` and upstream servers are left out (the four built-in tools,
-    /// loaded and asked to describe themselves, were 1 ms of a hook's 11, measured).
-    ///
-    /// # Errors
-    ///
-    /// As [`Runtime::new`].
-    pub async fn hooks_only(config: &Config, data_root: &Path) -> Result<Runtime, StartError> {
-        let mut plan = one_shot_plan(config)?;
-        plan.tools.clear();
-        plan.bash = None;
-        plan.upstreams.clear();
+    pub async fn one_shot(
+        config: &Config,
+        data_root: &Path,
+        part: OneShot,
+    ) -> Result<Runtime, StartError> {
+        let mut plan = config.plan()?;
+        plan.engine.pooling = false;
+        plan.trace.watch = false;
+        if part != OneShot::Calls {
+            plan.tools.clear();
+            plan.bash = None;
+            plan.upstreams.clear();
+        }
+        if part == OneShot::Sessions {
+            plan.hooks.clear();
+        }
         Runtime::from_plan(plan, data_root).await
     }
 

@@ -570,10 +570,12 @@ async def metrics(url, calls):
 
 
 async def kept_alive(url, token):
-    """Twenty `tools/call`s of a 100-byte read_file on one kept-alive connection, with the
-    standard library's client, as a script would make them: their median is under 10 ms.
-    A server that leaves Nagle's algorithm on holds the last small segment of each
-    response for the client's delayed ACK: 40-44 ms a call, whatever the call did."""
+    """`tools/call`s of a 100-byte read_file on one kept-alive connection, with the standard
+    library's client, as a script would make them: after ten, the fastest of twenty more
+    is under 10 ms. A server that leaves Nagle's algorithm on holds the last small segment
+    of each response for the client's delayed ACK: 40-44 ms every call once the
+    connection's first exchanges are past (the receiver acknowledges those at once). The
+    fastest, not the median, so that a busy machine cannot fail it."""
     host = url.split("/")[2]
     path = "/" + url.split("/", 3)[3]
     conn = HTTPConnection(host, timeout=30)
@@ -596,16 +598,17 @@ async def kept_alive(url, token):
     _, text = post(call)
     assert '"isError":true' not in text, text
     took = []
-    for n in range(20):
+    for n in range(30):
         call = {"jsonrpc": "2.0", "id": 3 + n, "method": "tools/call",
                 "params": {"name": "read_file", "arguments": {"path": "/workspace/a.txt"}}}
         start = asyncio.get_running_loop().time()
         _, text = post(call)
         took.append(asyncio.get_running_loop().time() - start)
         assert "a" * 100 in text, text
-    median = sorted(took)[len(took) // 2]
-    assert median < 0.010, f"kept-alive calls took {median * 1000:.1f} ms (median of 20): a delayed-ACK stall"
-    print(f"kept-alive ok {median * 1000:.2f} ms", flush=True)
+    fastest = min(took[10:])
+    shown = ", ".join(f"{t * 1000:.1f}" for t in took)
+    assert fastest < 0.010, f"the fastest kept-alive call took {fastest * 1000:.1f} ms: a delayed-ACK stall ({shown} ms)"
+    print(f"kept-alive ok, fastest {fastest * 1000:.2f} ms", flush=True)
 
 
 if __name__ == "__main__":
