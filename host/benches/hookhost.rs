@@ -430,6 +430,32 @@ fn announced(child: &mut std::process::Child) -> Result<String> {
     anyhow::bail!("the server did not announce its address")
 }
 
+/// How long `program args` takes, from its start to its exit, with `stdin` written to it
+/// and its output thrown away; an error when it fails.
+fn run_once(program: &Path, args: &[&str], stdin: &[u8]) -> Result<Duration> {
+    let start = Instant::now();
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    // A process that does not read its stdin may close it first.
+    let _ = child.stdin.take().context("stdin")?.write_all(stdin);
+    let status = child.wait()?;
+    anyhow::ensure!(status.success(), "{} {args:?} failed", program.display());
+    Ok(start.elapsed())
+}
+
+/// The median of [`STARTS`] runs of [`run_once`].
+fn runs_median(program: &Path, args: &[&str], stdin: &[u8]) -> Result<Duration> {
+    Ok(median(
+        (0..STARTS)
+            .map(|_| run_once(program, args, stdin))
+            .collect::<Result<_>>()?,
+    ))
+}
+
 /// An MCP client of one server process, for the end-to-end rows: over the server's stdio,
 /// or over Streamable HTTP on one kept-alive connection. The server is killed when the
 /// peer is dropped.
@@ -835,29 +861,11 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
     if wanted("startup") {
         let exe = Path::new(env!("CARGO_BIN_EXE_hookhost"));
         let data = scratch.path().join("startup");
-        let time = |args: &[&str]| -> Result<Duration> {
-            let start = Instant::now();
-            let status = std::process::Command::new(exe)
-                .arg("--data")
-                .arg(&data)
-                .args(args)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()?;
-            anyhow::ensure!(status.success(), "{args:?} failed");
-            Ok(start.elapsed())
-        };
-        let cold = time(&["tools"])?; // fills the compiled-code cache
-        let warm = median(
-            (0..STARTS)
-                .map(|_| time(&["tools"]))
-                .collect::<Result<_>>()?,
-        );
-        let bare = median(
-            (0..STARTS)
-                .map(|_| time(&["--version"]))
-                .collect::<Result<_>>()?,
-        );
+        let data_arg = data.to_string_lossy().into_owned();
+        let with_data = |args: &[&'static str]| [&["--data", data_arg.as_str()][..], args].concat();
+        let cold = run_once(exe, &with_data(&["tools"]), b"")?; // fills the compiled-code cache
+        let warm = runs_median(exe, &with_data(&["tools"]), b"")?;
+        let bare = runs_median(exe, &["--version"], b"")?;
         rows.push(Row {
             what: "process start to ready, warm compiled-code cache (median)".into(),
             hookhost: format!("{:.1} ms", warm.as_secs_f64() * 1e3),
@@ -867,15 +875,7 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         });
         // One-shot commands, as a script runs them: a `read_file` call in a session made
         // before, and `session list`, beside a process that does nothing.
-        let nothing = median(
-            (0..STARTS)
-                .map(|_| {
-                    let start = Instant::now();
-                    std::process::Command::new("/bin/true").status()?;
-                    Ok(start.elapsed())
-                })
-                .collect::<Result<_>>()?,
-        );
+        let nothing = runs_median(Path::new("/bin/true"), &[], b"")?;
         let made = std::process::Command::new(exe)
             .arg("--data")
             .arg(&data)
@@ -893,12 +893,15 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             .context("`call` named no session")?
             .to_string();
         let read = [
+            "--data",
+            data_arg.as_str(),
             "call",
             "--session",
             session.as_str(),
             "read_file",
             r#"{"path": "/workspace/f.txt"}"#,
         ];
+        let list = with_data(&["session", "list"]);
         for (what, args) in [
             (
                 "one-shot `hookhost call read_file` in a session, warm cache (median)",
@@ -906,10 +909,10 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             ),
             (
                 "one-shot `hookhost session list`, warm cache (median)",
-                &["session", "list"][..],
+                &list[..],
             ),
         ] {
-            let took = median((0..STARTS).map(|_| time(args)).collect::<Result<_>>()?);
+            let took = runs_median(exe, args, b"")?;
             rows.push(Row {
                 what: what.into(),
                 hookhost: format!("{:.1} ms", took.as_secs_f64() * 1e3),
@@ -932,25 +935,6 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "toolu_bench",
         })
         .to_string();
-        let time = |program: &Path, args: &[&str]| -> Result<Duration> {
-            use std::io::Write;
-            let start = Instant::now();
-            let mut child = std::process::Command::new(program)
-                .args(args)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()?;
-            // A process that does not read its stdin may close it first.
-            let _ = child
-                .stdin
-                .take()
-                .context("stdin")?
-                .write_all(input.as_bytes());
-            let status = child.wait()?;
-            anyhow::ensure!(status.success(), "{} {args:?} failed", program.display());
-            Ok(start.elapsed())
-        };
         let data_arg = data.to_string_lossy().into_owned();
         let hook = [
             "--data",
@@ -959,14 +943,9 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             "claude-code",
             "pre-tool",
         ];
-        time(exe, &hook)?; // fills the compiled-code cache and makes the session
-        let runs = |program: &Path, args: &[&str]| -> Result<Duration> {
-            Ok(median(
-                (0..STARTS)
-                    .map(|_| time(program, args))
-                    .collect::<Result<_>>()?,
-            ))
-        };
+        let input = input.as_bytes();
+        run_once(exe, &hook, input)?; // fills the compiled-code cache and makes the session
+        let runs = |program: &Path, args: &[&str]| runs_median(program, args, input);
         let hookhost = runs(exe, &hook)?;
         let nothing = runs(Path::new("/bin/true"), &[])?;
         let python = runs(
@@ -989,14 +968,15 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let served = async {
             let url = announced(&mut server)?;
             let client = reqwest::Client::new();
-            let hook = format!(
-                "{}/hooks/claude-code/pre-tool",
-                url.trim_end_matches("/mcp")
+            let hook = hookhost::agents::hook_url(
+                &url,
+                hookhost::agents::Agent::ClaudeCode,
+                hookhost::agents::Event::PreTool,
             );
             let mut took = Vec::with_capacity(CALLS);
             for i in 0..CALLS + 10 {
                 let start = Instant::now();
-                let response = client.post(&hook).body(input.clone()).send().await?;
+                let response = client.post(&hook).body(input.to_vec()).send().await?;
                 anyhow::ensure!(response.status().is_success(), "{}", response.status());
                 response.bytes().await?;
                 if i >= 10 {

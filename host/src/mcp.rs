@@ -21,7 +21,7 @@
 
 use crate::agents;
 use crate::ids::{SessionId, TenantId};
-use crate::limits::DEFAULT_HOOK_DEADLINE;
+use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
 use crate::runtime::{CallError, Runtime};
 use crate::sessions::{Owner, Session, SessionError, SessionKey};
 use crate::tools::upstream;
@@ -597,11 +597,15 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
 async fn agent_hook(
     State(gate): State<Arc<Gate>>,
     axum::extract::Path((agent, event)): axum::extract::Path<(String, String)>,
-    headers: HeaderMap,
-    body: bytes::Bytes,
+    request: axum::extract::Request,
 ) -> Response {
     use agents::{Agent, Event, HookSettings};
-    let Some(tenant) = gate.tenant(&headers) else {
+    let agent = <Agent as clap::ValueEnum>::from_str(&agent, true);
+    let (Ok(agent), Some(event)) = (agent, Event::parse(&event)) else {
+        return (StatusCode::NOT_FOUND, "no such agent or event\n").into_response();
+    };
+    // The token before the body: nobody unauthenticated gets a body read.
+    let Some(tenant) = gate.tenant(request.headers()) else {
         return (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -609,26 +613,35 @@ async fn agent_hook(
         )
             .into_response();
     };
-    let agent = <Agent as clap::ValueEnum>::from_str(&agent, true);
-    let (Ok(agent), Some(event)) = (agent, Event::parse(&event)) else {
-        return (StatusCode::NOT_FOUND, "no such agent or event\n").into_response();
+    // As large as `hookhost hook` reads from stdin (axum's default of 2 MB would refuse a
+    // post-tool event with a large output, the one offload is for).
+    let limit = usize::try_from(MAX_HOOK_INPUT_BYTES).unwrap_or(usize::MAX);
+    let answer = match axum::body::to_bytes(request.into_body(), limit).await {
+        Ok(body) => {
+            let settings = HookSettings {
+                tenant,
+                options: agents::protocol::Options::default(),
+                // Only a server of one user (no tenants' tokens) takes the agent's directory.
+                trust_cwd: gate.tokens.is_empty(),
+            };
+            let runtime = gate.runtime.clone();
+            agents::answer(
+                agent,
+                event,
+                &settings,
+                DEFAULT_HOOK_DEADLINE,
+                &body,
+                || async { Ok(runtime) },
+            )
+            .await
+        }
+        Err(e) => agents::protocol::unreadable(
+            agent,
+            &format!(
+                "the hook input could not be read (at most {MAX_HOOK_INPUT_BYTES} bytes): {e}"
+            ),
+        ),
     };
-    let settings = HookSettings {
-        tenant,
-        options: agents::protocol::Options::default(),
-        // Only a server of one user (no tenants' tokens) takes the agent's directory.
-        trust_cwd: gate.tokens.is_empty(),
-    };
-    let runtime = gate.runtime.clone();
-    let answer = agents::answer(
-        agent,
-        event,
-        &settings,
-        DEFAULT_HOOK_DEADLINE,
-        &body,
-        || async { Ok(runtime) },
-    )
-    .await;
     let status = if answer.exit == 0 {
         StatusCode::OK
     } else {

@@ -908,6 +908,30 @@ fn the_daemon_answers_hooks_and_the_command_forwards_to_it() {
     );
     let (status, _) = post(&url, "/hooks/claude-code/pre-tool", None, &rm);
     assert_eq!(status, 401);
+    // A post-tool event as large as a big output makes it (3 MB, over axum's default
+    // body limit of 2 MB) is offloaded, as by the command.
+    let big: String = (1..=400_000).map(|n| format!("{n}\n")).collect();
+    let post_tool = claude(
+        "s-daemon",
+        &agent.project,
+        "PostToolUse",
+        "seq 1 400000",
+        Some(&big),
+    )
+    .to_string();
+    assert!(post_tool.len() > 3_000_000);
+    let (status, response) = post(
+        &url,
+        "/hooks/claude-code/post-tool",
+        Some(ALPHA_TOKEN),
+        &post_tool,
+    );
+    assert_eq!(status, 200, "{}", &response[..response.len().min(400)]);
+    assert!(
+        response.contains("[Output offloaded: 2688895 characters"),
+        "{}",
+        &response[..response.len().min(400)]
+    );
     let (status, response) = post(
         &url,
         "/hooks/claude-code/pre-tool",

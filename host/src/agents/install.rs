@@ -136,12 +136,7 @@ fn entry(agent: Agent, event: Event, target: Target) -> Value {
         Target::Url(url) => {
             let mut entry = json!({"hooks": [{
                 "type": "http",
-                "url": format!(
-                    "{}/hooks/{}/{}",
-                    url.trim_end_matches('/').trim_end_matches("/mcp"),
-                    agent.name(),
-                    event.name()
-                ),
+                "url": super::hook_url(url, agent, event),
                 "headers": {"Authorization": "Bearer $HOOKHOST_TOKEN"},
                 "allowedEnvVars": ["HOOKHOST_TOKEN"],
             }]});

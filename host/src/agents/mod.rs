@@ -283,7 +283,7 @@ where
 /// chain's per-session instances and compiled components stay warm across calls.
 #[derive(Debug, Clone)]
 pub struct Daemon {
-    /// `http://HOST:PORT`, the server's root.
+    /// The server's root (`http://HOST:PORT`), or the MCP endpoint it announces.
     pub url: String,
     pub token: Option<String>,
 }
@@ -293,6 +293,17 @@ pub const EXIT_HEADER: &str = "x-hookhost-exit";
 /// The header of a hook answer that carries the line for the agent's stderr.
 pub const STDERR_HEADER: &str = "x-hookhost-stderr";
 
+/// Where the daemon at `url` (its root, or the MCP endpoint it announces) answers
+/// `agent`'s `event`.
+pub fn hook_url(url: &str, agent: Agent, event: Event) -> String {
+    format!(
+        "{}/hooks/{}/{}",
+        url.trim_end_matches('/').trim_end_matches("/mcp"),
+        agent.name(),
+        event.name()
+    )
+}
+
 impl Daemon {
     /// The daemon the environment names, if any.
     pub fn from_env() -> Option<Daemon> {
@@ -300,10 +311,7 @@ impl Daemon {
             .ok()
             .filter(|u| !u.is_empty())?;
         Some(Daemon {
-            url: url
-                .trim_end_matches('/')
-                .trim_end_matches("/mcp")
-                .to_string(),
+            url,
             token: std::env::var("HOOKHOST_TOKEN")
                 .ok()
                 .filter(|t| !t.is_empty()),
@@ -328,12 +336,7 @@ impl Daemon {
             .no_proxy()
             .build()?;
         let mut request = client
-            .post(format!(
-                "{}/hooks/{}/{}",
-                self.url,
-                agent.name(),
-                event.name()
-            ))
+            .post(hook_url(&self.url, agent, event))
             .header("content-type", "application/json")
             .body(bytes.to_vec());
         if let Some(token) = &self.token {
