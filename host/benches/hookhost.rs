@@ -119,6 +119,11 @@ fn ratio(a: f64, b: f64) -> String {
     format!("{:.2}×", a / b)
 }
 
+fn median_f64(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -194,20 +199,43 @@ async fn calls_per_second(
     Ok((sessions * calls_each) as f64 / start.elapsed().as_secs_f64())
 }
 
+/// `noop` calls per second of [`SESSIONS`] new sessions calling at once.
+async fn sessions_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
+    throughput(runtime, SESSIONS, CALLS_PER_SESSION, "noop", "{}").await
+}
+
 /// `bash` calls per second, [`BASH_SESSIONS`] sessions calling at once.
 async fn bash_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
-    calls_per_second(BASH_SESSIONS, BASH_CALLS_PER_SESSION, |_| {
+    let command = r#"{"command":"true"}"#;
+    throughput(
+        runtime,
+        BASH_SESSIONS,
+        BASH_CALLS_PER_SESSION,
+        "bash",
+        command,
+    )
+    .await
+}
+
+/// Calls of `tool` per second, `sessions` new sessions making `calls_each` at once; each
+/// call must succeed.
+async fn throughput(
+    runtime: &Arc<Runtime>,
+    sessions: usize,
+    calls_each: usize,
+    tool: &'static str,
+    arguments: &'static str,
+) -> Result<f64> {
+    calls_per_second(sessions, calls_each, |_| {
         let runtime = runtime.clone();
         tokio::spawn(async move {
             let session = runtime
                 .sessions()
                 .create(TenantId::default_tenant(), None, None)
                 .await?;
-            for _ in 0..BASH_CALLS_PER_SESSION {
-                let r = runtime
-                    .call(&session, "bash", r#"{"command":"true"}"#)
-                    .await?;
-                anyhow::ensure!(!r.is_error, "bash failed: {}", r.output);
+            for _ in 0..calls_each {
+                let r = runtime.call(&session, tool, arguments).await?;
+                anyhow::ensure!(!r.is_error, "{tool} failed: {}", r.output);
             }
             Ok(())
         })
@@ -626,6 +654,7 @@ const GROUPS: &[&str] = &[
     "startup",
     "agent-hook",
     "trace",
+    "trace-cost",
     "end-to-end",
 ];
 
@@ -698,21 +727,7 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             "≤ 1.5× native",
         ));
 
-        let runtime = Arc::new(fresh);
-        let throughput = calls_per_second(SESSIONS, CALLS_PER_SESSION, |_| {
-            let runtime = runtime.clone();
-            tokio::spawn(async move {
-                let session = runtime
-                    .sessions()
-                    .create(TenantId::default_tenant(), None, None)
-                    .await?;
-                for _ in 0..CALLS_PER_SESSION {
-                    runtime.call(&session, "noop", "{}").await?;
-                }
-                Ok(())
-            })
-        })
-        .await?;
+        let throughput = sessions_throughput(&Arc::new(fresh)).await?;
         let chain = Arc::new(NativeChain::new(&native_dir, 10_000));
         let native_throughput = calls_per_second(SESSIONS, CALLS_PER_SESSION, |s| {
             let chain = chain.clone();
@@ -1041,6 +1056,66 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
                 goal: "README: cost of tracing",
             });
         }
+    }
+
+    if wanted("trace-cost") {
+        // What the session trace (on by default) costs the built-in chain, in one run: the
+        // same calls in a runtime that traces and in one that does not, taken in turns
+        // (ROUNDS of each), each figure the median of its rounds.
+        const ROUNDS: usize = 3;
+        let make = |name: &'static str, per_session: bool, traced: bool| {
+            let data = scratch.path().join(format!("trace-cost-{name}-{traced}"));
+            async move {
+                let mut config = config(10_000, per_session, 1_000)?;
+                config.trace.enabled = traced;
+                Ok::<_, anyhow::Error>(Arc::new(runtime(&data, &config).await?))
+            }
+        };
+        let figures = [
+            (
+                "per-session",
+                "call, 3-hook chain, 100 B, per-session instances: trace on / off (median)",
+                "≤ 1.5×",
+            ),
+            (
+                "fresh",
+                "call, 3-hook chain, 100 B, fresh instances: trace on / off (median)",
+                "≤ 1.3×",
+            ),
+        ];
+        for (name, what, goal) in figures {
+            let per_session = name == "per-session";
+            let traced = make(name, per_session, true).await?;
+            let untraced = make(name, per_session, false).await?;
+            let (mut on, mut off) = (Vec::new(), Vec::new());
+            for _ in 0..ROUNDS {
+                on.push(latency(&traced, "noop", CALLS).await?.as_secs_f64());
+                off.push(latency(&untraced, "noop", CALLS).await?.as_secs_f64());
+            }
+            let (on, off) = (median_f64(on), median_f64(off));
+            rows.push(Row {
+                what: what.into(),
+                hookhost: micros(Duration::from_secs_f64(on)),
+                native: micros(Duration::from_secs_f64(off)),
+                ratio: ratio(on, off),
+                goal,
+            });
+        }
+        let traced = make("sessions", false, true).await?;
+        let untraced = make("sessions", false, false).await?;
+        let (mut on, mut off) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            on.push(sessions_throughput(&traced).await?);
+            off.push(sessions_throughput(&untraced).await?);
+        }
+        let (on, off) = (median_f64(on), median_f64(off));
+        rows.push(Row {
+            what: "calls per second, 64 sessions at once, 3 hooks: trace on / off".into(),
+            hookhost: format!("{on:.0}/s"),
+            native: format!("{off:.0}/s"),
+            ratio: ratio(off, on),
+            goal: "≥ 15,000/s traced",
+        });
     }
 
     if wanted("end-to-end") {

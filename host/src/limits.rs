@@ -128,6 +128,16 @@ pub const DEFAULT_MAX_RESOURCES: usize = 1_000;
 /// it was cut short (`truncated` in `filesystem.mounted`).
 pub const MAX_TRACED_ENTRIES: usize = 200_000;
 
+/// The most entries, and bytes in its files, of a mount the trace walks on the async
+/// executor (a new session's mounts, nearly empty); a larger one is walked on a blocking
+/// thread, so that no call waits behind it.
+pub const INLINE_WALK_ENTRIES: usize = 64;
+pub const INLINE_WALK_BYTES: u64 = 256 * 1024;
+
+/// Files a traced mount keeps open to read what is appended to them (audit logs): a
+/// growing file is then read from where it was, with no `open` and `close` a call.
+pub const MAX_TRACE_READERS: usize = 8;
+
 /// Directory levels a trace walk descends.
 pub const MAX_TRACED_DEPTH: usize = 64;
 

@@ -277,3 +277,33 @@ async fn a_tenant_can_be_left_untraced() {
         assert_eq!(!events(&session).is_empty(), traced, "{tenant}");
     }
 }
+
+#[tokio::test]
+async fn an_audit_log_past_the_diff_limit_reports_each_append_and_the_whole_hash() {
+    let host = TestHost::builtin().await;
+    let session = host.session().await;
+    let log = session.host_dir("/audit").unwrap().join("audit.jsonl");
+    // Past 64 KiB, the log is too large to keep for a diff: appends are read alone.
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, "{}\n".repeat(30_000)).unwrap();
+    for _ in 0..3 {
+        host.call(&session, "bash", serde_json::json!({"command": "true"}))
+            .await;
+    }
+    let on_disk = std::fs::read(&log).unwrap();
+    let events = events(&session);
+    let appends: Vec<&Value> = of_kind(&events, "file.updated")
+        .into_iter()
+        .filter(|e| e["path"] == "/audit/audit.jsonl" && e.get("appended_from").is_some())
+        .collect();
+    assert!(appends.len() >= 4, "{events:#?}");
+    for append in &appends {
+        let from = append["appended_from"].as_u64().unwrap() as usize;
+        let to = append["after_bytes"].as_u64().unwrap() as usize;
+        assert_eq!(append["appended_sha256"], sha256(&on_disk[from..to]));
+        assert_eq!(append["after_sha256"], sha256(&on_disk[..to]));
+        assert!(append.get("diff").is_none());
+    }
+    let last = appends.last().unwrap();
+    assert_eq!(last["after_bytes"], on_disk.len());
+}

@@ -19,13 +19,13 @@
 //!   [`MAX_KEPT_TEXT_PER_MOUNT`] per mount.
 
 use crate::limits::{
-    MAX_BASELINE_READ_BYTES, MAX_KEPT_TEXT, MAX_KEPT_TEXT_PER_MOUNT, MAX_TRACED_DEPTH,
-    MAX_TRACED_ENTRIES,
+    MAX_BASELINE_READ_BYTES, MAX_KEPT_TEXT, MAX_KEPT_TEXT_PER_MOUNT, MAX_TRACE_READERS,
+    MAX_TRACED_DEPTH, MAX_TRACED_ENTRIES,
 };
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -52,10 +52,13 @@ pub struct Entry {
     ino: u64,
     mtime: (i64, u32),
     ctime: (i64, u32),
-    /// SHA-256 of a regular file's content, once read whole.
+    /// SHA-256 of a regular file's content, once read.
     pub sha256: Option<[u8; 32]>,
-    /// What was appended to a large file, read instead of the whole file (see
-    /// [`Entry::grown_into`]).
+    /// The SHA-256 state after the content read, kept for a file of at least
+    /// [`TEXT_SNIFF`] bytes: bytes appended to it later are hashed on from here, not read
+    /// again from the start (see [`Entry::grown_into`]).
+    digest: Option<Arc<Sha256>>,
+    /// What was appended to a large file, read instead of the whole file.
     pub appended: Option<Appended>,
     /// Whether a regular file's content is text (UTF-8 without NUL), once read.
     pub text: Option<bool>,
@@ -89,6 +92,7 @@ impl Entry {
             mtime: (stat.st_mtime, stat.st_mtime_nsec as u32),
             ctime: (stat.st_ctime, stat.st_ctime_nsec as u32),
             sha256: None,
+            digest: None,
             appended: None,
             text: None,
             kept: None,
@@ -102,16 +106,17 @@ impl Entry {
         self.sha256.is_some() || self.appended.is_some()
     }
 
-    /// Whether `now` looks like this large file with bytes appended (same inode, longer):
-    /// then only the appended bytes are read and hashed, not the whole file again (an
-    /// audit log grows by a line per call). Files up to [`MAX_KEPT_TEXT`] are read whole.
+    /// Whether `now` looks like this file with bytes appended (same inode, longer) and too
+    /// large to keep for a diff: then only the appended bytes are read, hashed on from the
+    /// kept state (an audit log grows by a line per call). Files up to [`MAX_KEPT_TEXT`]
+    /// are read whole.
     fn grown_into(&self, now: &Entry) -> bool {
         self.kind == EntryType::File
             && now.kind == EntryType::File
             && self.ino == now.ino
             && now.bytes > self.bytes
-            && self.bytes > MAX_KEPT_TEXT as u64
-            && self.is_read()
+            && now.bytes > MAX_KEPT_TEXT as u64
+            && self.digest.is_some()
     }
 
     /// Whether `other` has the same type, size, inode and times.
@@ -168,6 +173,20 @@ impl Snapshot {
         root: &OwnedFd,
         opened: &mut dyn FnMut(&OwnedFd, &str),
     ) -> io::Result<Snapshot> {
+        Ok(Snapshot::take_small(root, opened, usize::MAX)?.unwrap_or_else(Snapshot::empty))
+    }
+
+    /// [`Snapshot::take_watching`] of a directory of at most `at_most` entries: `None`
+    /// when it has more (the walk stops there).
+    ///
+    /// # Errors
+    ///
+    /// When `root` cannot be listed.
+    pub fn take_small(
+        root: &OwnedFd,
+        opened: &mut dyn FnMut(&OwnedFd, &str),
+        at_most: usize,
+    ) -> io::Result<Option<Snapshot>> {
         let taken = SystemTime::now();
         let dir = open_dir(root, ".")?;
         let mut snapshot = Snapshot {
@@ -186,9 +205,12 @@ impl Snapshot {
                     continue;
                 }
                 let name = String::from_utf8_lossy(name).into_owned();
+                if snapshot.entries.len() >= at_most {
+                    return Ok(None);
+                }
                 if snapshot.entries.len() >= MAX_TRACED_ENTRIES {
                     snapshot.truncated = true;
-                    return Ok(snapshot);
+                    return Ok(Some(snapshot));
                 }
                 let Ok(stat) =
                     rustix::fs::statat(&dir, item.file_name(), AtFlags::SYMLINK_NOFOLLOW)
@@ -219,12 +241,13 @@ impl Snapshot {
                 snapshot.entries.insert(path, entry);
             }
         }
-        Ok(snapshot)
+        Ok(Some(snapshot))
     }
 }
 
 /// Bytes appended to a file: from which offset, and their SHA-256. The bytes before
-/// `from` are not read again, so whether they changed meanwhile is not known.
+/// `from` are not read again, so whether they changed meanwhile is not known: the file's
+/// `sha256` is that of the bytes before as last read, followed by these.
 #[derive(Debug, Clone, Copy)]
 pub struct Appended {
     pub from: u64,
@@ -245,6 +268,7 @@ pub struct Change {
 /// entries `host_wrote` (the host's own trace files, as it last left them).
 pub fn compare(
     mount: &OwnedFd,
+    readers: &mut Readers,
     before: &Snapshot,
     after: &mut Snapshot,
     host_wrote: &dyn Fn(&str, &Entry) -> bool,
@@ -262,6 +286,7 @@ pub fn compare(
     let mut earlier = before.entries.iter().peekable();
     for (path, entry) in &mut after.entries {
         while let Some((gone, old)) = earlier.next_if(|(p, _)| *p < path) {
+            readers.open.remove(gone);
             if old.kind != EntryType::Dir {
                 changes.push(Change {
                     path: gone.clone(),
@@ -279,6 +304,7 @@ pub fn compare(
             && (entry.kind != EntryType::File || old.is_read() || old.unread)
         {
             entry.sha256 = old.sha256;
+            entry.digest = old.digest.clone();
             entry.appended = old.appended;
             entry.text = old.text;
             entry.kept = old.kept.clone();
@@ -298,19 +324,21 @@ pub fn compare(
         if entry.kind == EntryType::File {
             let appended = old.filter(|old| old.grown_into(entry));
             let read = match appended {
-                Some(old) => read_appended(mount, path, old.bytes).map(|(sha256, text)| {
-                    entry.sha256 = None;
-                    entry.appended = Some(Appended {
-                        from: old.bytes,
-                        sha256,
-                    });
-                    entry.text = Some(text && old.text == Some(true));
-                    entry.kept = None;
-                }),
+                Some(old) => readers
+                    .open(mount, path, entry.ino)
+                    .and_then(|file| read_appended(file, old, entry.bytes))
+                    .map(|read| {
+                        entry.sha256 = Some(read.sha256);
+                        entry.digest = Some(read.digest);
+                        entry.appended = Some(read.appended);
+                        entry.text = Some(read.text && old.text == Some(true));
+                        entry.kept = None;
+                    }),
                 None => {
                     let budget = MAX_KEPT_TEXT_PER_MOUNT.saturating_sub(kept_bytes);
                     read_file(mount, path, budget.min(MAX_KEPT_TEXT)).map(|read| {
                         entry.sha256 = Some(read.sha256);
+                        entry.digest = read.digest;
                         entry.appended = None;
                         entry.text = Some(read.text);
                         entry.kept = read.kept;
@@ -338,6 +366,7 @@ pub fn compare(
         }
     }
     for (gone, old) in earlier {
+        readers.open.remove(gone);
         if old.kind != EntryType::Dir {
             changes.push(Change {
                 path: gone.clone(),
@@ -349,24 +378,79 @@ pub fn compare(
     changes
 }
 
-/// Hashes what was appended to `path` past `from`: SHA-256 of those bytes, and whether
-/// they are text (no NUL).
-fn read_appended(mount: &OwnedFd, path: &str, from: u64) -> io::Result<([u8; 32], bool)> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = open_beneath(mount, path)?;
-    file.seek(SeekFrom::Start(from))?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 64 * 1024];
+/// What reading the bytes appended to a file found.
+struct Grown {
+    /// The whole file's, hashed on from the state kept at the last read.
+    sha256: [u8; 32],
+    digest: Arc<Sha256>,
+    appended: Appended,
+    /// Whether the new bytes are text (no NUL).
+    text: bool,
+}
+
+/// Files of a mount kept open to read what is appended to them, by path: at most
+/// [`MAX_TRACE_READERS`], each with the inode it was opened on.
+#[derive(Default)]
+pub struct Readers {
+    open: HashMap<String, (u64, std::fs::File)>,
+}
+
+impl Readers {
+    /// `path` below `mount` opened to read (following no symlink), or the file kept open
+    /// from an earlier read when it is still inode `ino`.
+    fn open(&mut self, mount: &OwnedFd, path: &str, ino: u64) -> io::Result<&std::fs::File> {
+        if self.open.get(path).is_none_or(|(kept, _)| *kept != ino) {
+            let file = open_beneath(mount, path)?;
+            if rustix::fs::fstat(&file)?.st_ino != ino {
+                return Err(io::Error::other("replaced while read"));
+            }
+            if self.open.len() >= MAX_TRACE_READERS {
+                self.open.clear();
+            }
+            self.open.insert(path.to_string(), (ino, file));
+        }
+        Ok(&self.open[path].1)
+    }
+}
+
+/// Reads what was appended to `file` since `old` was read, up to `bytes` (its size when
+/// stat'ed, so that the entry's size and hash agree): the new bytes hashed alone and on
+/// from `old`'s kept state.
+fn read_appended(file: &std::fs::File, old: &Entry, bytes: u64) -> io::Result<Grown> {
+    use std::os::unix::fs::FileExt;
+    let mut whole = old
+        .digest
+        .as_deref()
+        .cloned()
+        .ok_or_else(|| io::Error::other("no hash state kept"))?;
+    let mut appended = Sha256::new();
+    let mut buffer = [0u8; 16 * 1024];
     let mut text = true;
-    loop {
-        let n = file.read(&mut buffer)?;
+    let mut at = old.bytes;
+    while at < bytes {
+        let want = buffer
+            .len()
+            .min(usize::try_from(bytes - at).unwrap_or(usize::MAX));
+        let n = file.read_at(&mut buffer[..want], at)?;
         if n == 0 {
             break;
         }
-        hasher.update(&buffer[..n]);
-        text &= !buffer[..n].contains(&0);
+        let chunk = &buffer[..n];
+        appended.update(chunk);
+        whole.update(chunk);
+        text &= !chunk.contains(&0);
+        at += n as u64;
     }
-    Ok((hasher.finalize().into(), text))
+    let digest = Arc::new(whole.clone());
+    Ok(Grown {
+        sha256: whole.finalize().into(),
+        digest,
+        appended: Appended {
+            from: old.bytes,
+            sha256: appended.finalize().into(),
+        },
+        text,
+    })
 }
 
 /// The entry at `path` below `mount` now (`None`: there is none), following no symlink:
@@ -393,6 +477,23 @@ pub fn entry_at(mount: &OwnedFd, path: &str) -> io::Result<Option<Entry>> {
     Ok(Some(entry))
 }
 
+/// The entry `name` of the directory `dir` now (`None`: there is none), not followed when
+/// a symlink.
+pub fn entry_in(dir: &OwnedFd, name: &str) -> io::Result<Option<Entry>> {
+    let stat = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut entry = Entry::from_stat(&stat);
+    if entry.kind == EntryType::Symlink {
+        entry.link = rustix::fs::readlinkat(dir, name, Vec::new())
+            .ok()
+            .map(|target| target.to_string_lossy().into_owned());
+    }
+    Ok(Some(entry))
+}
+
 /// Opens `path` below `mount` to read, following no symlink on the way.
 fn open_beneath(mount: &OwnedFd, path: &str) -> io::Result<std::fs::File> {
     let fd = rustix::fs::openat2(
@@ -408,6 +509,8 @@ fn open_beneath(mount: &OwnedFd, path: &str) -> io::Result<std::fs::File> {
 /// What reading a file found.
 struct Contents {
     sha256: [u8; 32],
+    /// The hash state, for a file of at least [`TEXT_SNIFF`] bytes.
+    digest: Option<Arc<Sha256>>,
     text: bool,
     kept: Option<Arc<str>>,
 }
@@ -445,14 +548,17 @@ fn read_file(mount: &OwnedFd, path: &str, keep: usize) -> io::Result<Contents> {
         Ok(s) if text && total == head.len() && total <= keep => Some(Arc::from(s)),
         _ => None,
     };
+    let digest = (total >= TEXT_SNIFF).then(|| Arc::new(hasher.clone()));
     Ok(Contents {
         sha256: hasher.finalize().into(),
+        digest,
         text,
         kept,
     })
 }
 
-/// How much of a file too large to keep is read to judge whether it is text.
+/// How much of a file too large to keep is read to judge whether it is text; a file at
+/// least this large keeps its hash state (about 100 bytes) to hash appended bytes on from.
 const TEXT_SNIFF: usize = 8 * 1024;
 
 /// Opens the directory `path` (relative to `at`), not following a symlink.
@@ -467,11 +573,13 @@ pub fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> io::Result<Owne
 
 /// SHA-256 as lowercase hex.
 pub fn hex(hash: &[u8; 32]) -> String {
-    use std::fmt::Write;
-    hash.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(64);
+    for b in hash {
+        text.push(DIGITS[usize::from(b >> 4)] as char);
+        text.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -481,7 +589,13 @@ mod tests {
     fn changes(root: &std::path::Path, before: &Snapshot) -> (Snapshot, Vec<Change>) {
         let root = open_dir(rustix::fs::CWD, root).unwrap();
         let mut after = Snapshot::take_watching(&root, &mut |_, _| {}).unwrap();
-        let changes = compare(&root, before, &mut after, &|_, _| false);
+        let changes = compare(
+            &root,
+            &mut Readers::default(),
+            before,
+            &mut after,
+            &|_, _| false,
+        );
         (after, changes)
     }
 
@@ -552,9 +666,26 @@ mod tests {
             .write_all(b"b\n")
             .unwrap();
         let (second, grown) = changes(dir.path(), &first);
-        let appended = grown[0].after.as_ref().unwrap().appended.unwrap();
+        let after = grown[0].after.as_ref().unwrap();
+        let appended = after.appended.unwrap();
         assert_eq!(appended.from, 2 * MAX_KEPT_TEXT as u64);
         assert_eq!(appended.sha256, <[u8; 32]>::from(Sha256::digest(b"b\n")));
+        // The whole file's hash, hashed on from the state kept at the first read.
+        let whole = std::fs::read(&log).unwrap();
+        assert_eq!(after.sha256, Some(<[u8; 32]>::from(Sha256::digest(&whole))));
+        // And again: each append hashed on from the last.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .unwrap()
+            .write_all(b"c\n")
+            .unwrap();
+        let (second, grown) = changes(dir.path(), &second);
+        let whole = std::fs::read(&log).unwrap();
+        assert_eq!(
+            grown[0].after.as_ref().unwrap().sha256,
+            Some(<[u8; 32]>::from(Sha256::digest(&whole)))
+        );
         // Rewritten whole (a new inode): read whole again.
         std::fs::write(dir.path().join("tmp"), "c").unwrap();
         std::fs::rename(dir.path().join("tmp"), &log).unwrap();

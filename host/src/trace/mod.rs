@@ -113,7 +113,7 @@ pub enum PhaseEnd<'a> {
     },
 }
 
-/// One event of a trace file.
+/// The fields every event of a trace file starts with; the kind's own follow.
 #[derive(Debug, Serialize)]
 struct Event<'a> {
     v: u32,
@@ -125,8 +125,6 @@ struct Event<'a> {
     kind: &'static str,
     layer: Option<&'a str>,
     phase: Option<&'static str>,
-    #[serde(flatten)]
-    detail: serde_json::Value,
 }
 
 /// The trace state of one session on this host.
@@ -229,7 +227,7 @@ impl Tracer {
                     None
                 }
             });
-            Arc::new(SessionTrace {
+            let state = SessionTrace {
                 mounts: Mutex::default(),
                 shared: self.shared.clone(),
                 sandbox: self.sandbox.clone(),
@@ -240,7 +238,15 @@ impl Tracer {
                 trace_root: Mutex::default(),
                 events: Mutex::default(),
                 seq: AtomicU64::new(0),
-            })
+            };
+            // `trace/` made before the mount is first looked at: a directory made later
+            // would make the next look walk the mount.
+            if state.trace_mount.is_some()
+                && let Err(e) = state.make_dirs(TRACE_DIR)
+            {
+                tracing::warn!(session = %session.id, error = %e, "cannot make the trace directory");
+            }
+            Arc::new(state)
         });
         state.clone()
     }
@@ -310,9 +316,6 @@ impl<'a> CallTrace<'a> {
                     self.changes(None, None, mount, look.changes);
                 }
                 watched.push(mount.clone());
-            }
-            if phase == Phase::Execute {
-                self.flush();
             }
         }
         let span = tracing::info_span!(
@@ -477,26 +480,36 @@ impl<'a> CallTrace<'a> {
                 (Some(_), Some(_)) => "file.updated",
                 (Some(_), None) => "file.deleted",
             };
-            let mut detail = serde_json::Map::new();
-            detail.insert("path".into(), path.clone().into());
-            side(&mut detail, "before", change.before.as_ref());
-            side(&mut detail, "after", change.after.as_ref());
+            let before = Side::of(change.before.as_ref());
+            let after = Side::of(change.after.as_ref());
+            let appended = change.after.as_ref().and_then(|a| a.appended);
+            let mut detail = FileEvent {
+                path: &path,
+                before_type: before.kind,
+                before_bytes: before.bytes,
+                before_sha256: before.sha256,
+                before_text: before.text,
+                before_link: before.link,
+                after_type: after.kind,
+                after_bytes: after.bytes,
+                after_sha256: after.sha256,
+                after_text: after.text,
+                after_link: after.link,
+                appended_from: appended.map(|a| a.from),
+                appended_sha256: appended.map(|a| files::hex(&a.sha256)),
+                diff: None,
+                diff_bytes: None,
+                diff_ref: None,
+            };
             if let Some(diff) = self.diff(&path, &change).filter(|d| !d.is_empty()) {
                 if diff.len() <= self.diff_bytes {
-                    detail.insert("diff".into(), diff.into());
+                    detail.diff = Some(diff);
                 } else {
-                    detail.insert("diff_bytes".into(), diff.len().into());
-                    if let Some(reference) = self.write_diff(&diff) {
-                        detail.insert("diff_ref".into(), reference.into());
-                    }
+                    detail.diff_bytes = Some(diff.len());
+                    detail.diff_ref = self.write_diff(&diff);
                 }
             }
-            self.event(
-                kind,
-                layer,
-                phase.map(Phase::as_str),
-                serde_json::Value::Object(detail),
-            );
+            self.event(kind, layer, phase.map(Phase::as_str), detail);
         }
     }
 
@@ -542,7 +555,7 @@ impl<'a> CallTrace<'a> {
         kind: &'static str,
         layer: Option<&str>,
         phase: Option<&'static str>,
-        detail: serde_json::Value,
+        detail: impl Serialize,
     ) {
         let Some(state) = &self.state else {
             return;
@@ -557,9 +570,19 @@ impl<'a> CallTrace<'a> {
             kind,
             layer,
             phase,
-            detail,
         };
-        match serde_json::to_string(&event) {
+        // The detail's fields spliced after the common ones (serde's `flatten` would
+        // buffer the whole event to do the same).
+        let line = serde_json::to_string(&event).and_then(|mut line| {
+            let detail = serde_json::to_string(&detail)?;
+            if let Some(fields) = detail.strip_prefix('{').filter(|f| *f != "}") {
+                line.pop();
+                line.push(',');
+                line.push_str(fields);
+            }
+            Ok(line)
+        });
+        match line {
             Ok(line) => {
                 tracing::debug!(target: "hookhost::trace", kind, session = %self.session.id, call = self.call, "{line}");
                 self.lines.push(line);
@@ -568,7 +591,8 @@ impl<'a> CallTrace<'a> {
         }
     }
 
-    /// Appends the events so far to the trace file, in one write.
+    /// Appends the events so far to the trace file, in one write: once a call, at its end
+    /// (or when it is dropped unfinished: cancelled).
     fn flush(&mut self) {
         let Some(state) = &self.state else {
             return;
@@ -586,38 +610,72 @@ impl<'a> CallTrace<'a> {
     }
 }
 
-/// `before_bytes`, `before_sha256`… (or `after_…`) of one side of a change.
-fn side(
-    detail: &mut serde_json::Map<String, serde_json::Value>,
-    name: &str,
-    entry: Option<&Entry>,
-) {
-    let Some(entry) = entry else {
-        return;
-    };
-    detail.insert(
-        format!("{name}_type"),
-        serde_json::to_value(entry.kind).unwrap_or_default(),
-    );
-    if entry.kind == EntryType::File {
-        detail.insert(format!("{name}_bytes"), entry.bytes.into());
-        detail.insert(
-            format!("{name}_sha256"),
-            entry.sha256.as_ref().map(files::hex).into(),
-        );
-        if let Some(text) = entry.text {
-            detail.insert(format!("{name}_text"), text.into());
-        }
-        if let Some(appended) = entry.appended.as_ref().filter(|_| name == "after") {
-            detail.insert("appended_from".into(), appended.from.into());
-            detail.insert(
-                "appended_sha256".into(),
-                files::hex(&appended.sha256).into(),
-            );
-        }
+impl Drop for CallTrace<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
-    if let Some(target) = &entry.link {
-        detail.insert(format!("{name}_link"), bounded(target).into());
+}
+
+/// The detail of a `file.*` event: the fields of each side present when it is (a
+/// file's `sha256` null when not known), those of a side that is not a file left out.
+#[derive(Serialize)]
+struct FileEvent<'a> {
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_type: Option<EntryType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_sha256: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_text: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_link: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_type: Option<EntryType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_sha256: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_text: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_link: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    appended_from: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    appended_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff_bytes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff_ref: Option<String>,
+}
+
+/// One side of a change, as its `before_*` or `after_*` fields.
+#[derive(Default)]
+struct Side<'a> {
+    kind: Option<EntryType>,
+    bytes: Option<u64>,
+    sha256: Option<Option<String>>,
+    text: Option<bool>,
+    link: Option<&'a str>,
+}
+
+impl<'a> Side<'a> {
+    fn of(entry: Option<&'a Entry>) -> Side<'a> {
+        let Some(entry) = entry else {
+            return Side::default();
+        };
+        let file = entry.kind == EntryType::File;
+        Side {
+            kind: Some(entry.kind),
+            bytes: file.then_some(entry.bytes),
+            sha256: file.then(|| entry.sha256.as_ref().map(files::hex)),
+            text: entry.text.filter(|_| file),
+            link: entry.link.as_deref().map(bounded),
+        }
     }
 }
 
@@ -644,9 +702,7 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Opt
         }
     };
     let host_wrote = (state.trace_mount.as_ref() == Some(mount)).then(|| state.host_wrote.clone());
-    // Another look under way: wait for it off the executor.
-    let walks = mount_state.try_lock().map_or(true, |m| m.walks_next());
-    let look = move || {
+    let look = move |mount_state: &Mutex<MountState>, small_walk: bool| {
         let mut mount_state = mount_state.lock().unwrap_or_else(|e| e.into_inner());
         // Locked per entry, not for the look: a flush must not wait for a walk.
         mount_state.look(
@@ -660,12 +716,19 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Opt
                 })
             },
             size,
+            small_walk,
         )
     };
-    if !walks {
-        return Some(look());
+    // On the executor unless another look is under way (wait for it off the executor) or
+    // the mount is too large to walk there.
+    let busy = mount_state.try_lock().is_err();
+    if !busy && let Some(seen) = look(&mount_state, true) {
+        return Some(seen);
     }
-    tokio::task::spawn_blocking(look).await.ok()
+    tokio::task::spawn_blocking(move || look(&mount_state, false))
+        .await
+        .ok()
+        .flatten()
 }
 
 impl SessionTrace {
@@ -759,6 +822,24 @@ impl SessionTrace {
             .insert(name.to_string(), Entry::from_stat(stat));
     }
 
+    /// Makes the directory `dirs` (a `/`-separated path in the trace mount) and those
+    /// above it, 0700, where missing: one level at a time from its parent's descriptor,
+    /// none followed, so a symlink a guest planted on the way fails it rather than
+    /// making a directory wherever it points.
+    fn make_dirs(&self, dirs: &str) -> std::io::Result<()> {
+        let mut at: Option<OwnedFd> = None;
+        let mount = self.trace_root()?;
+        for segment in dirs.split('/') {
+            let parent = at.as_ref().unwrap_or(&mount);
+            match rustix::fs::mkdirat(parent, segment, rustix::fs::Mode::from_raw_mode(0o700)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+            at = Some(files::open_dir(parent, segment)?);
+        }
+        Ok(())
+    }
+
     /// Opens `name` in the trace mount to append to or to write anew, making its
     /// directories; nothing on the way may be a symlink.
     fn open_to_write(&self, name: &str, append: bool) -> std::io::Result<std::fs::File> {
@@ -767,17 +848,7 @@ impl SessionTrace {
         let resolve =
             ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
         if let Some((parent, _)) = name.rsplit_once('/') {
-            let mut at = String::new();
-            for segment in parent.split('/') {
-                if !at.is_empty() {
-                    at.push('/');
-                }
-                at.push_str(segment);
-                match rustix::fs::mkdirat(&*mount, at.as_str(), Mode::from_raw_mode(0o700)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            self.make_dirs(parent)?;
         }
         let flags = OFlags::WRONLY
             | OFlags::CREATE

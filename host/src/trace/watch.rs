@@ -13,9 +13,10 @@
 //! phase did is queued when the phase ends.
 
 use super::files::{self, Change, Entry, EntryType, RACY_WINDOW, Snapshot};
+use crate::limits::{INLINE_WALK_BYTES, INLINE_WALK_ENTRIES};
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::mem::MaybeUninit;
 use std::path::Path;
@@ -36,13 +37,21 @@ fn watched() -> WatchFlags {
         | WatchFlags::EXCL_UNLINK
 }
 
+/// A watched directory: its path in the mount (`""`: the mount) and its descriptor, so
+/// that an entry it reports is stat'ed by name from the directory itself (no path walked
+/// again, none a guest could swap: a directory moved or removed makes a walk due).
+struct WatchedDir {
+    path: String,
+    fd: OwnedFd,
+}
+
 /// The watches on a mount's directories.
 struct Watcher {
     fd: OwnedFd,
-    /// Watch descriptor → the directory's path in the mount (`""`: the mount).
-    dirs: HashMap<i32, String>,
-    /// Entries touched since the last look.
-    touched: BTreeSet<String>,
+    /// Watch descriptor → the directory.
+    dirs: HashMap<i32, WatchedDir>,
+    /// Entries touched since the last look: path in the mount → the watch that named it.
+    touched: BTreeMap<String, i32>,
     /// Whether the next look must walk the mount whole.
     rescan: bool,
 }
@@ -52,7 +61,7 @@ impl Watcher {
         Ok(Watcher {
             fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?,
             dirs: HashMap::new(),
-            touched: BTreeSet::new(),
+            touched: BTreeMap::new(),
             rescan: false,
         })
     }
@@ -65,8 +74,33 @@ impl Watcher {
             format!("/proc/self/fd/{}", dir.as_raw_fd()),
             watched(),
         )?;
-        self.dirs.insert(wd, path.to_string());
+        let fd = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+        self.dirs.insert(
+            wd,
+            WatchedDir {
+                path: path.to_string(),
+                fd,
+            },
+        );
         Ok(())
+    }
+
+    /// Each entry touched since the last look, as it is now (`None`: gone), stat'ed by
+    /// name in its watched directory (beneath `root` when that watch went away meanwhile).
+    fn stat_touched(&mut self, root: &OwnedFd) -> Vec<(String, io::Result<Option<Entry>>)> {
+        std::mem::take(&mut self.touched)
+            .into_iter()
+            .map(|(path, wd)| {
+                let entry = match self.dirs.get(&wd) {
+                    Some(dir) => {
+                        let name = path.rsplit_once('/').map_or(path.as_str(), |(_, n)| n);
+                        files::entry_in(&dir.fd, name)
+                    }
+                    None => files::entry_at(root, &path),
+                };
+                (path, entry)
+            })
+            .collect()
     }
 
     /// Takes the events queued so far.
@@ -104,11 +138,12 @@ impl Watcher {
                 continue;
             };
             let name = String::from_utf8_lossy(name.to_bytes());
-            self.touched.insert(if dir.is_empty() {
+            let path = if dir.path.is_empty() {
                 name.into_owned()
             } else {
-                format!("{dir}/{name}")
-            });
+                format!("{}/{name}", dir.path)
+            };
+            self.touched.insert(path, event.wd());
         }
     }
 }
@@ -117,6 +152,8 @@ impl Watcher {
 pub struct MountState {
     root: OwnedFd,
     snapshot: Snapshot,
+    /// Files kept open to read what is appended to them.
+    readers: files::Readers,
     /// `None` until the first look, or when inotify is not available or not wanted.
     watcher: Option<Watcher>,
     /// Whether to watch with inotify.
@@ -144,6 +181,7 @@ impl MountState {
         Ok(MountState {
             root: files::open_dir(rustix::fs::CWD, host)?,
             snapshot: Snapshot::empty(),
+            readers: files::Readers::default(),
             watcher: None,
             watch,
             started: false,
@@ -161,20 +199,32 @@ impl MountState {
     }
 
     /// What changed since the last look (at the first look: nothing, and the mount's
-    /// size). `host_wrote` says which entries are the host's own, as it left them.
-    pub fn look(&mut self, host_wrote: &dyn Fn(&str, &Entry) -> bool, size: bool) -> Look {
+    /// size). `host_wrote` says which entries are the host's own, as it left them. With
+    /// `small_walk`, a walk stops past [`INLINE_WALK_ENTRIES`] entries or
+    /// [`INLINE_WALK_BYTES`]: `None`, nothing looked at, the walk still due.
+    pub fn look(
+        &mut self,
+        host_wrote: &dyn Fn(&str, &Entry) -> bool,
+        size: bool,
+        small_walk: bool,
+    ) -> Option<Look> {
+        let at_most = if small_walk {
+            INLINE_WALK_ENTRIES
+        } else {
+            usize::MAX
+        };
         if !self.started {
-            self.started = true;
-            self.watcher = self.watch.then(Watcher::new).and_then(|watcher| {
-                watcher
+            if self.watch && self.watcher.is_none() {
+                self.watcher = Watcher::new()
                     .inspect_err(|e| tracing::debug!(error = %e, "no inotify: traces walk"))
-                    .ok()
-            });
-            self.walk(host_wrote);
-            return Look {
+                    .ok();
+            }
+            self.walk(host_wrote, at_most)?;
+            self.started = true;
+            return Some(Look {
                 changes: Vec::new(),
                 size: size.then(|| self.size()),
-            };
+            });
         }
         if let Some(watcher) = &mut self.watcher
             && let Err(e) = watcher.drain()
@@ -184,18 +234,18 @@ impl MountState {
         }
         let changes = match &mut self.watcher {
             Some(watcher) if !watcher.rescan => {
-                let touched = std::mem::take(&mut watcher.touched);
+                let touched = watcher.stat_touched(&self.root);
                 match self.touched(touched, host_wrote) {
                     Some(changes) => changes,
-                    None => self.walk(host_wrote),
+                    None => self.walk(host_wrote, at_most)?,
                 }
             }
-            _ => self.walk(host_wrote),
+            _ => self.walk(host_wrote, at_most)?,
         };
-        Look {
+        Some(Look {
             changes,
             size: size.then(|| self.size()),
-        }
+        })
     }
 
     fn size(&self) -> (u64, u64, bool) {
@@ -204,38 +254,67 @@ impl MountState {
     }
 
     /// Walks the mount whole, watching each directory: what changed since the snapshot.
-    fn walk(&mut self, host_wrote: &dyn Fn(&str, &Entry) -> bool) -> Vec<Change> {
+    /// `None` when it holds more than `at_most` entries (then more than
+    /// [`INLINE_WALK_BYTES`] too): nothing changed but the watches added, a walk still due.
+    fn walk(
+        &mut self,
+        host_wrote: &dyn Fn(&str, &Entry) -> bool,
+        at_most: usize,
+    ) -> Option<Vec<Change>> {
         let mut watcher = self.watcher.take();
         if let Some(w) = &mut watcher {
             w.touched.clear();
             w.rescan = false;
         }
         let mut failed = false;
-        let fresh = Snapshot::take_watching(&self.root, &mut |dir, path| {
-            if let Some(w) = &mut watcher
-                && !failed
-                && let Err(e) = w.add(dir, path)
-            {
-                tracing::warn!(error = %e, "cannot watch a traced directory: traces walk instead");
-                failed = true;
-            }
-        });
+        let fresh = Snapshot::take_small(
+            &self.root,
+            &mut |dir, path| {
+                if let Some(w) = &mut watcher
+                    && !failed
+                    && let Err(e) = w.add(dir, path)
+                {
+                    tracing::warn!(error = %e, "cannot watch a traced directory: traces walk instead");
+                    failed = true;
+                }
+            },
+            at_most,
+        );
+        let small = at_most == usize::MAX
+            || fresh.as_ref().is_ok_and(|f| {
+                f.as_ref()
+                    .is_some_and(|f| f.totals().1 <= INLINE_WALK_BYTES)
+            });
+        if let Some(w) = &mut watcher {
+            w.rescan = !small;
+        }
         // A watcher that missed a directory would miss its changes: walk every time.
         self.watcher = watcher.filter(|_| !failed);
-        let mut fresh = fresh.unwrap_or_else(|e| {
-            tracing::debug!(error = %e, "cannot walk a traced mount");
-            Snapshot::empty()
-        });
-        let changes = files::compare(&self.root, &self.snapshot, &mut fresh, host_wrote);
+        if !small {
+            return None;
+        }
+        let mut fresh = fresh
+            .map(|f| f.unwrap_or_else(Snapshot::empty))
+            .unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "cannot walk a traced mount");
+                Snapshot::empty()
+            });
+        let changes = files::compare(
+            &self.root,
+            &mut self.readers,
+            &self.snapshot,
+            &mut fresh,
+            host_wrote,
+        );
         self.snapshot = fresh;
-        changes
+        Some(changes)
     }
 
     /// What changed among the `touched` entries; `None` when one became a directory (a
     /// walk is due).
     fn touched(
         &mut self,
-        touched: BTreeSet<String>,
+        touched: Vec<(String, io::Result<Option<Entry>>)>,
         host_wrote: &dyn Fn(&str, &Entry) -> bool,
     ) -> Option<Vec<Change>> {
         if touched.is_empty() {
@@ -246,8 +325,8 @@ impl MountState {
         let mut before = Snapshot::empty();
         before.taken = SystemTime::UNIX_EPOCH + RACY_WINDOW;
         let mut now = Snapshot::empty();
-        for path in touched {
-            let entry = match files::entry_at(&self.root, &path) {
+        for (path, entry) in touched {
+            let entry = match entry {
                 Ok(entry) => entry,
                 Err(e) => {
                     tracing::debug!(path, error = %e, "cannot stat a touched entry");
@@ -264,7 +343,7 @@ impl MountState {
                 now.entries.insert(path, entry);
             }
         }
-        let changes = files::compare(&self.root, &before, &mut now, host_wrote);
+        let changes = files::compare(&self.root, &mut self.readers, &before, &mut now, host_wrote);
         for path in before.entries.keys() {
             self.snapshot.entries.remove(path);
         }
@@ -284,24 +363,24 @@ mod tests {
         std::fs::write(dir.path().join("old"), "old").unwrap();
         let mut mount = MountState::open(dir.path(), true).unwrap();
         let none = |_: &str, _: &Entry| false;
-        let first = mount.look(&none, true);
+        let first = mount.look(&none, true, false).unwrap();
         assert_eq!(first.size, Some((1, 3, false)));
         assert!(first.changes.is_empty());
         assert!(mount.watcher.is_some(), "inotify is available");
         std::fs::write(dir.path().join("new"), "new").unwrap();
-        let look = mount.look(&none, false);
+        let look = mount.look(&none, false, false).unwrap();
         assert_eq!(look.changes.len(), 1, "{:?}", look.changes);
         assert_eq!(look.changes[0].path, "new");
-        assert!(mount.look(&none, false).changes.is_empty());
+        assert!(mount.look(&none, false, false).unwrap().changes.is_empty());
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/deep"), "deep").unwrap();
         std::fs::remove_file(dir.path().join("old")).unwrap();
-        let look = mount.look(&none, false);
+        let look = mount.look(&none, false, false).unwrap();
         let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["old", "sub/deep"]);
         assert!(look.changes[0].after.is_none());
         std::fs::write(dir.path().join("sub/deep"), "DEEP").unwrap();
-        let look = mount.look(&none, false);
+        let look = mount.look(&none, false, false).unwrap();
         assert_eq!(look.changes.len(), 1);
         assert!(look.changes[0].before.is_some());
     }
