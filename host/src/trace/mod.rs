@@ -46,7 +46,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use watch::{Look, MountState};
+use watch::{Inotify, Look, MountState};
 
 /// The `v` of every event: bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -135,8 +135,9 @@ struct SessionTrace {
     shared: Arc<SharedMounts>,
     /// Makes a mount's directory, as for a grant, before it is first looked at.
     sandbox: Arc<Sandbox>,
-    /// Whether its mounts are watched (see [`TraceSettings::watch`]).
-    watch: bool,
+    /// The runtime's inotify instance, when mounts are watched (see
+    /// [`TraceSettings::watch`]).
+    inotify: Option<Arc<Inotify>>,
     /// Mounts already announced.
     mounted: Mutex<HashSet<String>>,
     /// The trace mount's directory.
@@ -163,6 +164,9 @@ pub struct Tracer {
     metrics: Arc<Metrics>,
     /// Makes the trace mount's directory, as for a grant.
     sandbox: Arc<Sandbox>,
+    /// The one inotify instance of every watched mount, made at the first traced call
+    /// (`None`: not watching, or none could be made: mounts are walked).
+    inotify: std::sync::OnceLock<Option<Arc<Inotify>>>,
 }
 
 impl Tracer {
@@ -173,7 +177,21 @@ impl Tracer {
             shared: Arc::default(),
             metrics: Arc::default(),
             sandbox,
+            inotify: std::sync::OnceLock::new(),
         }
+    }
+
+    fn inotify(&self) -> Option<Arc<Inotify>> {
+        self.inotify
+            .get_or_init(|| {
+                self.settings.watch.then(Inotify::new).and_then(|made| {
+                    made.inspect_err(|e| {
+                        tracing::warn!(error = %e, "no inotify instance: traced mounts are walked at each look");
+                    })
+                    .ok()
+                })
+            })
+            .clone()
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -231,7 +249,7 @@ impl Tracer {
                 mounts: Mutex::default(),
                 shared: self.shared.clone(),
                 sandbox: self.sandbox.clone(),
-                watch: self.settings.watch,
+                inotify: self.inotify(),
                 mounted: Mutex::default(),
                 trace_mount,
                 host_wrote: Arc::default(),
@@ -764,7 +782,7 @@ impl SessionTrace {
                 .map_err(std::io::Error::other)?;
             Ok(Arc::new(Mutex::new(MountState::open(
                 &mount.host,
-                self.watch,
+                self.inotify.clone(),
             )?)))
         };
         if mount.scope == Scope::Session && !mount.in_workdir() {

@@ -1,12 +1,14 @@
 //! One mount of one session as the trace knows it, kept up to date cheaply: an inotify
 //! watch on each of its directories says which entries were touched, so a look after a
 //! phase that wrote nothing is one `read` that finds no event, whatever the mount holds.
+//! A runtime has one inotify instance ([`Inotify`]) whose events are routed to the mounts
+//! by watch descriptor.
 //!
 //! The mount is walked whole (see [`Snapshot`]) only at its first look, when a directory
 //! was made, moved or removed (many paths change at once), when the kernel's event queue
 //! overflowed, or when inotify is not available (no watch could be added: the per-user
-//! limit `fs.inotify.max_user_watches` was reached). A touched entry is stat'ed beneath
-//! the mount without following any symlink, and read only when its metadata moved (see
+//! limit `fs.inotify.max_user_watches` was reached). A touched entry is stat'ed by name in
+//! its watched directory, not followed, and read only when its metadata moved (see
 //! [`files::compare`]).
 //!
 //! Events are queued by the kernel before the write that caused them returns, so what a
@@ -20,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::mem::MaybeUninit;
 use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;
 
 /// What a watch reports: every way an entry of a directory can change.
@@ -45,9 +48,78 @@ struct WatchedDir {
     fd: OwnedFd,
 }
 
+/// One inotify instance for every traced mount of a runtime, its events routed to the
+/// mounts by watch descriptor: an instance per mount would run out of the per-user
+/// instance limit (`fs.inotify.max_user_instances`, 128 by default) past some sixty
+/// sessions, and every mount past it would be walked at each look.
+pub struct Inotify {
+    fd: OwnedFd,
+    /// Watch descriptor → the queues of the mounts watching that directory (two when one
+    /// mount lies in another: a project's `.hookhost/plans`).
+    routes: Mutex<HashMap<i32, Vec<Weak<Mutex<Queue>>>>>,
+}
+
+/// Events routed to one mount, not yet looked at.
+#[derive(Default)]
+struct Queue {
+    events: Vec<(i32, ReadFlags, Option<Vec<u8>>)>,
+    /// The kernel's queue overflowed: events were lost.
+    overflowed: bool,
+}
+
+impl Inotify {
+    /// # Errors
+    ///
+    /// When no inotify instance can be made (the per-user limit).
+    pub fn new() -> io::Result<Arc<Inotify>> {
+        Ok(Arc::new(Inotify {
+            fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?,
+            routes: Mutex::default(),
+        }))
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Vec<Weak<Mutex<Queue>>>>> {
+        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads every event queued so far and hands each to the mounts that watch its
+    /// directory.
+    fn pump(&self) -> io::Result<()> {
+        let mut routes = self.routes();
+        let mut buffer = [MaybeUninit::<u8>::uninit(); 8192];
+        let mut reader = inotify::Reader::new(&self.fd, &mut buffer);
+        loop {
+            let event = match reader.next() {
+                Ok(event) => event,
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            let flags = event.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                for queue in routes.values().flatten().filter_map(Weak::upgrade) {
+                    queue.lock().unwrap_or_else(|e| e.into_inner()).overflowed = true;
+                }
+                continue;
+            }
+            let Some(queues) = routes.get(&event.wd()) else {
+                continue;
+            };
+            let name = event.file_name().map(|n| n.to_bytes().to_vec());
+            for queue in queues.iter().filter_map(Weak::upgrade) {
+                let mut queue = queue.lock().unwrap_or_else(|e| e.into_inner());
+                queue.events.push((event.wd(), flags, name.clone()));
+            }
+            if flags.contains(ReadFlags::IGNORED) {
+                routes.remove(&event.wd());
+            }
+        }
+    }
+}
+
 /// The watches on a mount's directories.
 struct Watcher {
-    fd: OwnedFd,
+    inotify: Arc<Inotify>,
+    queue: Arc<Mutex<Queue>>,
     /// Watch descriptor → the directory.
     dirs: HashMap<i32, WatchedDir>,
     /// Entries touched since the last look: path in the mount → the watch that named it.
@@ -57,24 +129,33 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn new() -> io::Result<Watcher> {
-        Ok(Watcher {
-            fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?,
+    fn new(inotify: Arc<Inotify>) -> Watcher {
+        Watcher {
+            inotify,
+            queue: Arc::default(),
             dirs: HashMap::new(),
             touched: BTreeMap::new(),
             rescan: false,
-        })
+        }
     }
 
     /// Watches the open directory `dir`, at `path` in the mount.
     fn add(&mut self, dir: &OwnedFd, path: &str) -> io::Result<()> {
         // The directory itself, through its descriptor: no path a guest could swap.
         let wd = inotify::add_watch(
-            &self.fd,
+            &self.inotify.fd,
             format!("/proc/self/fd/{}", dir.as_raw_fd()),
             watched(),
         )?;
         let fd = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+        let mut routes = self.inotify.routes();
+        let queues = routes.entry(wd).or_default();
+        if !queues
+            .iter()
+            .any(|q| std::ptr::eq(q.as_ptr(), Arc::as_ptr(&self.queue)))
+        {
+            queues.push(Arc::downgrade(&self.queue));
+        }
         self.dirs.insert(
             wd,
             WatchedDir {
@@ -105,21 +186,14 @@ impl Watcher {
 
     /// Takes the events queued so far.
     fn drain(&mut self) -> io::Result<()> {
-        let mut buffer = [MaybeUninit::<u8>::uninit(); 8192];
-        let mut reader = inotify::Reader::new(&self.fd, &mut buffer);
-        loop {
-            let event = match reader.next() {
-                Ok(event) => event,
-                Err(rustix::io::Errno::AGAIN) => return Ok(()),
-                Err(e) => return Err(e.into()),
-            };
-            let flags = event.events();
-            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
-                self.rescan = true;
-                continue;
-            }
+        self.inotify.pump()?;
+        let queue = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        if queue.overflowed {
+            self.rescan = true;
+        }
+        for (wd, flags, name) in queue.events {
             if flags.contains(ReadFlags::IGNORED) {
-                self.dirs.remove(&event.wd());
+                self.dirs.remove(&wd);
                 continue;
             }
             let directory_changed = flags.contains(ReadFlags::ISDIR)
@@ -134,16 +208,36 @@ impl Watcher {
                 self.rescan = true;
                 continue;
             }
-            let (Some(dir), Some(name)) = (self.dirs.get(&event.wd()), event.file_name()) else {
+            let (Some(dir), Some(name)) = (self.dirs.get(&wd), name) else {
                 continue;
             };
-            let name = String::from_utf8_lossy(name.to_bytes());
+            let name = String::from_utf8_lossy(&name);
             let path = if dir.path.is_empty() {
                 name.into_owned()
             } else {
                 format!("{}/{name}", dir.path)
             };
-            self.touched.insert(path, event.wd());
+            self.touched.insert(path, wd);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Watcher {
+    /// Its watches go, unless another mount's watch the same directory.
+    fn drop(&mut self) {
+        let mut routes = self.inotify.routes();
+        for wd in self.dirs.keys() {
+            let Some(queues) = routes.get_mut(wd) else {
+                continue;
+            };
+            queues.retain(|q| {
+                q.strong_count() > 0 && !std::ptr::eq(q.as_ptr(), Arc::as_ptr(&self.queue))
+            });
+            if queues.is_empty() {
+                routes.remove(wd);
+                let _ = inotify::remove_watch(&self.inotify.fd, *wd);
+            }
         }
     }
 }
@@ -156,8 +250,8 @@ pub struct MountState {
     readers: files::Readers,
     /// `None` until the first look, or when inotify is not available or not wanted.
     watcher: Option<Watcher>,
-    /// Whether to watch with inotify.
-    watch: bool,
+    /// The runtime's inotify instance, when its mounts are watched.
+    inotify: Option<Arc<Inotify>>,
     started: bool,
 }
 
@@ -171,19 +265,19 @@ pub struct Look {
 }
 
 impl MountState {
-    /// Opens the mount's directory `host`, to be watched with inotify when `watch`, else
-    /// walked at every look.
+    /// Opens the mount's directory `host`, to be watched through `inotify` when given,
+    /// else walked at every look.
     ///
     /// # Errors
     ///
     /// When it cannot be opened as a directory (missing, or a symlink).
-    pub fn open(host: &Path, watch: bool) -> io::Result<MountState> {
+    pub fn open(host: &Path, inotify: Option<Arc<Inotify>>) -> io::Result<MountState> {
         Ok(MountState {
             root: files::open_dir(rustix::fs::CWD, host)?,
             snapshot: Snapshot::empty(),
             readers: files::Readers::default(),
             watcher: None,
-            watch,
+            inotify,
             started: false,
         })
     }
@@ -214,10 +308,10 @@ impl MountState {
             usize::MAX
         };
         if !self.started {
-            if self.watch && self.watcher.is_none() {
-                self.watcher = Watcher::new()
-                    .inspect_err(|e| tracing::debug!(error = %e, "no inotify: traces walk"))
-                    .ok();
+            if let Some(inotify) = &self.inotify
+                && self.watcher.is_none()
+            {
+                self.watcher = Some(Watcher::new(inotify.clone()));
             }
             self.walk(host_wrote, at_most)?;
             self.started = true;
@@ -358,10 +452,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn more_mounts_than_inotify_instances_allowed_are_all_watched() {
+        // Past `fs.inotify.max_user_instances` (128 by default) mounts with an instance
+        // each would be walked at every look; one instance serves them all.
+        let dir = tempfile::tempdir().unwrap();
+        let inotify = Inotify::new().unwrap();
+        let none = |_: &str, _: &Entry| false;
+        let mut mounts: Vec<MountState> = (0..300)
+            .map(|i| {
+                let path = dir.path().join(i.to_string());
+                std::fs::create_dir(&path).unwrap();
+                let mut mount = MountState::open(&path, Some(inotify.clone())).unwrap();
+                mount.look(&none, false, false).unwrap();
+                mount
+            })
+            .collect();
+        for (i, mount) in mounts.iter_mut().enumerate() {
+            assert!(!mount.walks_next(), "mount {i} is walked");
+            std::fs::write(dir.path().join(i.to_string()).join("f"), "x").unwrap();
+        }
+        // Each sees its own write, whichever look read the queue.
+        for (i, mount) in mounts.iter_mut().enumerate().rev() {
+            let look = mount.look(&none, false, false).unwrap();
+            let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
+            assert_eq!(paths, ["f"], "mount {i}");
+        }
+        // A mount dropped takes its watches away.
+        drop(mounts);
+        assert!(inotify.routes().is_empty());
+    }
+
+    #[test]
     fn a_look_after_a_write_sees_it_and_one_after_nothing_sees_nothing() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("old"), "old").unwrap();
-        let mut mount = MountState::open(dir.path(), true).unwrap();
+        let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
         let none = |_: &str, _: &Entry| false;
         let first = mount.look(&none, true, false).unwrap();
         assert_eq!(first.size, Some((1, 3, false)));
