@@ -138,6 +138,12 @@ pub const INLINE_WALK_BYTES: u64 = 256 * 1024;
 /// growing file is then read from where it was, with no `open` and `close` a call.
 pub const MAX_TRACE_READERS: usize = 8;
 
+/// Subdirectories of a traced mount whose descriptors the trace keeps, to stat an entry
+/// they report by name (the mount's own is always kept); entries of the others are stat'ed
+/// by path beneath the mount. Bounded so that a guest making many directories cannot make
+/// the host hold as many descriptors.
+pub const MAX_TRACE_DIR_FDS: usize = 4;
+
 /// Directory levels a trace walk descends.
 pub const MAX_TRACED_DEPTH: usize = 64;
 

@@ -15,7 +15,7 @@
 //! phase did is queued when the phase ends.
 
 use super::files::{self, Change, Entry, EntryType, RACY_WINDOW, Snapshot};
-use crate::limits::{INLINE_WALK_BYTES, INLINE_WALK_ENTRIES};
+use crate::limits::{INLINE_WALK_BYTES, INLINE_WALK_ENTRIES, MAX_TRACE_DIR_FDS};
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use std::collections::{BTreeMap, HashMap};
@@ -40,12 +40,13 @@ fn watched() -> WatchFlags {
         | WatchFlags::EXCL_UNLINK
 }
 
-/// A watched directory: its path in the mount (`""`: the mount) and its descriptor, so
-/// that an entry it reports is stat'ed by name from the directory itself (no path walked
-/// again, none a guest could swap: a directory moved or removed makes a walk due).
+/// A watched directory: its path in the mount (`""`: the mount) and, for the first
+/// [`MAX_TRACE_DIR_FDS`] subdirectories, its descriptor, so that an entry it reports is
+/// stat'ed by name from the directory itself (no path walked again, none a guest could
+/// swap: a directory moved or removed makes a walk due).
 struct WatchedDir {
     path: String,
-    fd: OwnedFd,
+    fd: Option<OwnedFd>,
 }
 
 /// One inotify instance for every traced mount of a runtime, its events routed to the
@@ -147,7 +148,16 @@ impl Watcher {
             format!("/proc/self/fd/{}", dir.as_raw_fd()),
             watched(),
         )?;
-        let fd = rustix::io::fcntl_dupfd_cloexec(dir, 0)?;
+        let kept = self
+            .dirs
+            .iter()
+            .filter(|(other, d)| **other != wd && d.fd.is_some())
+            .count();
+        let fd = if path.is_empty() || kept >= MAX_TRACE_DIR_FDS {
+            None
+        } else {
+            Some(rustix::io::fcntl_dupfd_cloexec(dir, 0)?)
+        };
         let mut routes = self.inotify.routes();
         let queues = routes.entry(wd).or_default();
         if !queues
@@ -167,15 +177,22 @@ impl Watcher {
     }
 
     /// Each entry touched since the last look, as it is now (`None`: gone), stat'ed by
-    /// name in its watched directory (beneath `root` when that watch went away meanwhile).
+    /// name in its watched directory when its descriptor is kept (`root`, the mount's, is),
+    /// else by path beneath `root`.
     fn stat_touched(&mut self, root: &OwnedFd) -> Vec<(String, io::Result<Option<Entry>>)> {
         std::mem::take(&mut self.touched)
             .into_iter()
             .map(|(path, wd)| {
-                let entry = match self.dirs.get(&wd) {
-                    Some(dir) => {
+                let dir = self.dirs.get(&wd);
+                let fd = match dir {
+                    Some(WatchedDir { path, .. }) if path.is_empty() => Some(root),
+                    Some(WatchedDir { fd, .. }) => fd.as_ref(),
+                    None => None,
+                };
+                let entry = match fd {
+                    Some(fd) => {
                         let name = path.rsplit_once('/').map_or(path.as_str(), |(_, n)| n);
-                        files::entry_in(&dir.fd, name)
+                        files::entry_in(fd, name)
                     }
                     None => files::entry_at(root, &path),
                 };
@@ -348,8 +365,9 @@ impl MountState {
     }
 
     /// Walks the mount whole, watching each directory: what changed since the snapshot.
-    /// `None` when it holds more than `at_most` entries (then more than
-    /// [`INLINE_WALK_BYTES`] too): nothing changed but the watches added, a walk still due.
+    /// With `at_most` below `usize::MAX`, `None` when the mount holds more entries than
+    /// that or more than [`INLINE_WALK_BYTES`]: nothing changed but watches added, and a
+    /// walk still due.
     fn walk(
         &mut self,
         host_wrote: &dyn Fn(&str, &Entry) -> bool,
@@ -480,6 +498,27 @@ mod tests {
         // A mount dropped takes its watches away.
         drop(mounts);
         assert!(inotify.routes().is_empty());
+    }
+
+    #[test]
+    fn many_directories_keep_few_descriptors_and_their_changes_are_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..50 {
+            std::fs::create_dir(dir.path().join(format!("d{i}"))).unwrap();
+        }
+        let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
+        let none = |_: &str, _: &Entry| false;
+        mount.look(&none, false, false).unwrap();
+        let watcher = mount.watcher.as_ref().unwrap();
+        assert_eq!(watcher.dirs.len(), 51);
+        let kept = watcher.dirs.values().filter(|d| d.fd.is_some()).count();
+        assert_eq!(kept, MAX_TRACE_DIR_FDS);
+        for i in 0..50 {
+            std::fs::write(dir.path().join(format!("d{i}/f")), "x").unwrap();
+        }
+        let look = mount.look(&none, false, false).unwrap();
+        assert_eq!(look.changes.len(), 50);
+        assert!(!mount.walks_next());
     }
 
     #[test]
