@@ -99,6 +99,9 @@ pub struct McpServer {
     session: Option<Arc<Session>>,
     /// The tenant of a stdio connection; over HTTP each request names its own.
     tenant: TenantId,
+    /// Cancelled when the client is gone (stdin reached its end): the calls still running
+    /// stop at once, as if each had been cancelled, since no one can read their answers.
+    gone: CancellationToken,
 }
 
 /// The HTTP request behind an MCP request, with the tenant the gate authenticated.
@@ -227,6 +230,10 @@ impl ServerHandler for McpServer {
                 tracing::info!(session = %session.id, tool = %request.name, "call cancelled by the client");
                 return Err(McpError::internal_error("the call was cancelled", None));
             }
+            () = self.gone.cancelled() => {
+                tracing::info!(session = %session.id, tool = %request.name, "call stopped: the client is gone");
+                return Err(McpError::internal_error("the client is gone", None));
+            }
         };
         let (result, extras) = match called {
             Ok(called) => called,
@@ -291,14 +298,20 @@ pub async fn serve_stdio(
             .await?,
     );
     tracing::info!(session = %session.id, workdir = ?workdir, "serving MCP on stdio");
+    let gone = CancellationToken::new();
     let server = McpServer {
         runtime: runtime.clone(),
         session: Some(session.clone()),
         tenant,
+        gone: gone.clone(),
     };
     let served = async {
+        let stdin = UntilEnd {
+            inner: tokio::io::stdin(),
+            gone,
+        };
         let running = server
-            .serve(rmcp::transport::stdio())
+            .serve((stdin, tokio::io::stdout()))
             .await
             .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
         let stop = running.cancellation_token();
@@ -324,6 +337,33 @@ pub async fn serve_stdio(
         tracing::info!(session = %session.id, "session ended and deleted");
     }
     served
+}
+
+/// A reader that cancels `gone` when it reaches its end: stdin's end is a stdio client's
+/// disconnect. Without it, rmcp would let the calls still running go on for seconds before
+/// the session could end, while the client (the Python SDK waits 2 s, then sends SIGTERM,
+/// then SIGKILL) is killing hookhost, and with it the chance to stop the session's commands.
+struct UntilEnd<R> {
+    inner: R,
+    gone: CancellationToken,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for UntilEnd<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(result) = &polled
+            && (result.is_err() || buf.filled().len() == before)
+            && buf.remaining() > 0
+        {
+            self.gone.cancel();
+        }
+        polled
+    }
 }
 
 /// Who may call the HTTP endpoint (the tenants' bearer tokens), and the sessions this
@@ -800,6 +840,8 @@ pub async fn serve_http(
                 runtime: factory_runtime.clone(),
                 session: None,
                 tenant: TenantId::default_tenant(),
+                // An HTTP client's disconnect cancels its requests (rmcp's `ct`).
+                gone: CancellationToken::new(),
             })
         },
         sessions,

@@ -93,6 +93,36 @@ fn stdio_session_runs_the_chain_and_is_deleted_on_disconnect() {
     );
 }
 
+/// A client that leaves while a bash call runs (after cancelling another) gets its session
+/// ended before its SDK kills the server: no command survives, no session directory stays.
+/// Unsandboxed commands run in process groups of their own, out of reach of the SDK's
+/// `killpg`, so only hookhost can stop them; a sandboxed session's must end as well.
+#[test]
+fn a_stdio_client_that_leaves_mid_call_leaves_no_command_behind() {
+    for sandbox in [false, true] {
+        let data = tempfile::tempdir().unwrap();
+        let config = data.path().join("hookhost.toml");
+        let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
+        if !sandbox {
+            text = text.replace(
+                "[bash]\nenabled = true",
+                "[bash]\nenabled = true\nsandbox = false",
+            );
+        }
+        std::fs::write(&config, text).unwrap();
+        let marker = format!("hookhost-leaver-{}-{sandbox}", std::process::id());
+        for round in 0..3 {
+            client(&[
+                "stdio-disconnect",
+                env!("CARGO_BIN_EXE_hookhost"),
+                data.path().to_str().unwrap(),
+                config.to_str().unwrap(),
+                &format!("{marker}-{round}"),
+            ]);
+        }
+    }
+}
+
 /// A `hookhost serve --http` on a free loopback port, killed on drop.
 struct Server {
     child: Child,

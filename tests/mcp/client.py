@@ -3,6 +3,7 @@
 assertion, so a failure exits non-zero with the reason.
 
     client.py stdio HOOKHOST DATA [CONFIG]
+    client.py stdio-disconnect HOOKHOST DATA CONFIG MARKER
     client.py workdir HOOKHOST DATA REPO
     client.py http URL TOKEN OTHER_TOKEN [UPSTREAM_TOOL]
     client.py http-checks URL TOKEN LIMITED_TOKEN
@@ -119,6 +120,47 @@ async def stdio(hookhost, data, config=None):
             assert "read_file" in (init.instructions or ""), init.instructions
             assert init.server_info.name == "hookhost"
             await main_job(session)
+
+
+async def stdio_disconnect(hookhost, data, config, marker):
+    """A client that cancels one long bash call, then leaves while another runs: the SDK
+    closes stdin, gives the server 2 s, then SIGTERMs its process group and SIGKILLs it 2 s
+    later. hookhost must end the session in that time: the running call stopped, every
+    command of the session (in process groups of their own, out of the SDK's reach) killed,
+    the session's directories deleted — on its own, not by the SIGTERM."""
+    args = ["--data", data, "--config", config, "-v", "serve"]
+    params = StdioServerParameters(command=hookhost, args=args)
+    log = open(os.path.join(data, f"{marker}.log"), "w+")
+
+    async def started(tag):
+        for _ in range(200):
+            if processes_with(tag):
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"{tag} did not start")
+
+    async with stdio_client(params, errlog=log) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            first = asyncio.create_task(session.call_tool("bash", {"command": f"(exec -a {marker}-1 sleep 300) & wait"}))
+            await started(f"{marker}-1")
+            first.cancel()  # the SDK sends notifications/cancelled
+            try:
+                await first
+            except asyncio.CancelledError:
+                pass
+            second = asyncio.create_task(session.call_tool("bash", {"command": f"(exec -a {marker}-2 sleep 300) & wait"}))
+            await started(f"{marker}-2")
+            # Leave with `second` running: its answer never comes.
+    second.cancel()
+    left = processes_with(marker)
+    assert not left, f"commands outlived the session: {left}"
+    sessions = os.path.join(data, "tenants", "default", "sessions")
+    assert not os.listdir(sessions), f"the session was not deleted: {os.listdir(sessions)}"
+    log.seek(0)
+    said = log.read()
+    assert "session ended and deleted" in said and "shutting down" not in said, said
+    print("stdio disconnect ok", flush=True)
 
 
 async def workdir(hookhost, data, repo):
@@ -273,10 +315,10 @@ async def http_checks(url, token, limited_token):
 
 
 def processes_with(marker):
-    """The host's pids whose command line contains `marker`."""
+    """The host's pids whose command line contains `marker`, but this client's."""
     found = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
+        if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
                     if marker.encode() in f.read():
@@ -613,7 +655,7 @@ async def kept_alive(url, token):
 
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
-    modes = {"stdio": stdio, "workdir": workdir, "http": http, "http-checks": http_checks,
+    modes = {"stdio": stdio, "stdio-disconnect": stdio_disconnect, "workdir": workdir, "http": http, "http-checks": http_checks,
              "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
              "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
