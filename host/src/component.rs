@@ -161,6 +161,10 @@ pub enum LoadError {
         component: String,
         source: std::io::Error,
     },
+    #[error(
+        "{component}: not a WebAssembly component (it does not begin with the `\\0asm` header; it begins {begins:?}): point `component` at the `.wasm` file your toolchain built"
+    )]
+    NotWasm { component: String, begins: String },
     #[error("{component}: not a valid WebAssembly component")]
     Compile {
         component: String,
@@ -355,6 +359,15 @@ impl ComponentLoader {
                     component: name.clone(),
                     source,
                 })?;
+                // wasmtime would take text for WAT and answer with a parser's complaint
+                // about what it quoted of, say, a README.
+                if !bytes.starts_with(b"\0asm") {
+                    let begins = String::from_utf8_lossy(&bytes[..bytes.len().min(16)]);
+                    return Err(LoadError::NotWasm {
+                        component: name,
+                        begins: begins.into_owned(),
+                    });
+                }
                 let digest = Sha256::digest(&bytes).into();
                 (std::borrow::Cow::Owned(bytes), digest)
             }

@@ -12,7 +12,7 @@ use crate::component::{ComponentRef, SettingType};
 use crate::ids::TenantId;
 use crate::limits::{
     DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, DEFAULT_TRACE_DIFF_BYTES, LimitOverrides,
-    Limits, MAX_ID_BYTES, ShellLimitOverrides, ShellLimits,
+    Limits, MAX_BASH_TIMEOUT, MAX_ID_BYTES, ShellLimitOverrides, ShellLimits,
 };
 use crate::mounts::{MountError, MountSpec, MountTable, Scope};
 use crate::sandbox::{Access, Grants, Settings};
@@ -38,6 +38,40 @@ pub const DEFAULT_BASH_MOUNT: &str = "/workspace";
 /// The mount a sandboxed `bash` also sees, read-only, unless `[bash] grants` says
 /// otherwise: the model reads offloaded outputs there.
 pub const DEFAULT_BASH_RO_MOUNT: &str = "/artifacts";
+
+/// A value of the file with where it was written, so that an error about it names its
+/// line; reads as the value.
+#[derive(Debug, Clone, Default)]
+pub struct Located<T> {
+    pub value: T,
+    span: Range<usize>,
+}
+
+impl<T> std::ops::Deref for Located<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Located<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let spanned = Spanned::<T>::deserialize(deserializer)?;
+        Ok(Located {
+            span: spanned.span(),
+            value: spanned.into_inner(),
+        })
+    }
+}
+
+/// Refuses a limits table with a value outside its range (see `limits.rs`), at its line.
+fn check_limits(owner: &str, problem: Option<String>, span: &Range<usize>) -> Result<(), Invalid> {
+    match problem {
+        Some(why) => Err(Invalid::at(span.clone(), format!("{owner}.limits: {why}"))),
+        None => Ok(()),
+    }
+}
 
 /// Why a config was refused.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +135,9 @@ pub struct Config {
     /// Where spans go.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// The file it was read from, for messages (`<built-in config>`, `<config>`).
+    #[serde(skip)]
+    pub source: String,
 }
 
 /// The config, checked and typed: what a [`crate::Runtime`] is built from, so that nothing
@@ -125,6 +162,8 @@ pub struct Plan {
     pub trace: TraceSettings,
     /// The OTLP/HTTP endpoint spans go to.
     pub otlp_endpoint: Option<String>,
+    /// The file the config was read from, for messages.
+    pub source: String,
 }
 
 /// A tool's or hook's component, as configured.
@@ -375,7 +414,7 @@ pub struct TenantConfig {
     pub disk_quota_files: Option<u64>,
     /// Limits for every component call of its sessions (a hook's or tool's own win).
     #[serde(default)]
-    pub limits: LimitOverrides,
+    pub limits: Located<LimitOverrides>,
     /// The bearer token its MCP clients present over HTTP.
     #[serde(default)]
     pub token: Option<Secret>,
@@ -405,9 +444,9 @@ pub struct BashConfig {
     /// The mount it works in; [`DEFAULT_BASH_MOUNT`] when left out.
     #[serde(default)]
     pub mount: Option<Spanned<String>>,
-    /// Its time limit when a call gives none.
+    /// Its time limit when a call gives none, 1 to `MAX_BASH_TIMEOUT`'s seconds.
     #[serde(default)]
-    pub timeout_secs: Option<u64>,
+    pub timeout_secs: Option<Spanned<u64>>,
     /// The mounts a command sees, at their virtual paths: `ro` or `rw`. Left out: its
     /// `mount` read-write and `/artifacts` (when declared) read-only.
     #[serde(default)]
@@ -426,7 +465,7 @@ pub struct BashConfig {
     pub network: bool,
     /// Bounds of each command (see [`ShellLimits`]); a tenant's override these.
     #[serde(default)]
-    pub limits: ShellLimitOverrides,
+    pub limits: Located<ShellLimitOverrides>,
     /// The bubblewrap program; `bwrap` found in `PATH` when left out.
     #[serde(default)]
     pub bwrap: Option<PathBuf>,
@@ -442,7 +481,7 @@ impl Default for BashConfig {
             sandbox: true,
             unsandboxed_with_tenants: false,
             network: false,
-            limits: ShellLimitOverrides::default(),
+            limits: Located::default(),
             bwrap: None,
         }
     }
@@ -457,7 +496,7 @@ pub struct TenantBashConfig {
     pub network: Option<bool>,
     /// Over `[bash] limits`.
     #[serde(default)]
-    pub limits: ShellLimitOverrides,
+    pub limits: Located<ShellLimitOverrides>,
 }
 
 /// A `[tools.NAME]` table.
@@ -474,7 +513,7 @@ pub struct ToolConfig {
     pub settings: BTreeMap<Spanned<String>, toml::Value>,
     /// Its limits, over the tenant's.
     #[serde(default)]
-    pub limits: LimitOverrides,
+    pub limits: Located<LimitOverrides>,
     /// Let imports the host does not provide trap when called instead of refusing the
     /// component at load (for language runtimes that import more than they use).
     #[serde(default)]
@@ -505,7 +544,7 @@ pub struct HookConfig {
     pub settings: BTreeMap<Spanned<String>, toml::Value>,
     /// Its limits, over the tenant's.
     #[serde(default)]
-    pub limits: LimitOverrides,
+    pub limits: Located<LimitOverrides>,
     /// As for tools: unknown imports trap when called instead of failing the load.
     #[serde(default)]
     pub allow_unknown_imports: bool,
@@ -571,6 +610,7 @@ impl Config {
         if let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) {
             config.resolve_components_in(dir);
         }
+        config.source = file.to_string();
         config
             .validate()
             .map_err(|Invalid { span, what }| ConfigError::Invalid {
@@ -620,9 +660,9 @@ impl Config {
     fn all_limits(&self) -> impl Iterator<Item = &LimitOverrides> {
         self.tools
             .values()
-            .map(|t| &t.limits)
-            .chain(self.hooks.iter().map(|h| &h.limits))
-            .chain(self.tenants.values().map(|t| &t.limits))
+            .map(|t| &t.limits.value)
+            .chain(self.hooks.iter().map(|h| &h.limits.value))
+            .chain(self.tenants.values().map(|t| &t.limits.value))
     }
 
     /// The largest linear memory any component may get: what a pool slot must hold.
@@ -679,6 +719,7 @@ impl Config {
                 watch: true,
             },
             otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
+            source: self.source.clone(),
         };
         for (name, tool) in &self.tools {
             let owner = format!("tools.{}", name.get_ref());
@@ -699,12 +740,13 @@ impl Config {
             check_component(&format!("{owner}.component"), &tool.component)?;
             check_grants(&mounts, &owner, &tool.grants)?;
             check_settings(&owner, &tool.component, &tool.settings)?;
+            check_limits(&owner, tool.limits.out_of_range(), &tool.limits.span)?;
             plan.tools.push(ComponentPlan::of(
                 name.get_ref(),
                 &tool.component,
                 &tool.grants,
                 &tool.settings,
-                tool.limits,
+                *tool.limits,
                 tool.allow_unknown_imports,
             ));
         }
@@ -729,13 +771,14 @@ impl Config {
             check_component(&format!("{owner}.component"), &hook.component)?;
             check_grants(&mounts, &owner, &hook.grants)?;
             check_settings(&owner, &hook.component, &hook.settings)?;
+            check_limits(&owner, hook.limits.out_of_range(), &hook.limits.span)?;
             plan.hooks.push(HookPlan {
                 component: ComponentPlan::of(
                     hook.name.get_ref(),
                     &hook.component,
                     &hook.grants,
                     &hook.settings,
-                    hook.limits,
+                    *hook.limits,
                     hook.allow_unknown_imports,
                 ),
                 on_failure: hook.on_failure,
@@ -749,6 +792,14 @@ impl Config {
         for (id, tenant) in &self.tenants {
             let tenant_id = TenantId::new(id.get_ref().as_str())
                 .map_err(|e| Invalid::at(id.span(), format!("tenants: {e}")))?;
+            let owner = format!("tenants.{}", id.get_ref());
+            check_limits(&owner, tenant.limits.out_of_range(), &tenant.limits.span)?;
+            let limits = &tenant.bash.limits;
+            check_limits(
+                &format!("{owner}.bash"),
+                limits.out_of_range(),
+                &limits.span,
+            )?;
             for hook in tenant.hooks.iter().flatten() {
                 if !names.contains(hook.get_ref().as_str()) {
                     return Err(Invalid::at(
@@ -787,7 +838,7 @@ impl Config {
                         bytes: tenant.disk_quota_bytes,
                         entries: tenant.disk_quota_files,
                     },
-                    limits: tenant.limits,
+                    limits: *tenant.limits,
                     workdir,
                 },
                 tools: tenant.tools.as_deref().map(ToolMatch::new),
@@ -913,6 +964,19 @@ impl Config {
                 format!("bash.mount: {mount:?} is where the sandbox keeps the system"),
             ));
         }
+        check_limits("bash", bash.limits.out_of_range(), &bash.limits.span)?;
+        if let Some(secs) = &bash.timeout_secs
+            && !(1..=MAX_BASH_TIMEOUT.as_secs()).contains(secs.get_ref())
+        {
+            return Err(Invalid::at(
+                secs.span(),
+                format!(
+                    "bash.timeout_secs = {}: from 1 to {} (a call may ask for at most that)",
+                    secs.get_ref(),
+                    MAX_BASH_TIMEOUT.as_secs()
+                ),
+            ));
+        }
         let sandbox = if bash.sandbox {
             let policy = ShellPolicy {
                 network: bash.network,
@@ -952,7 +1016,10 @@ impl Config {
         };
         Ok(BashPlan {
             mount: mount.to_string(),
-            timeout: bash.timeout_secs.map(Duration::from_secs),
+            timeout: bash
+                .timeout_secs
+                .as_ref()
+                .map(|s| Duration::from_secs(*s.get_ref())),
             grants,
             sandbox,
         })

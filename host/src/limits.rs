@@ -226,6 +226,65 @@ pub struct LimitOverrides {
     pub max_resources: Option<usize>,
 }
 
+impl LimitOverrides {
+    /// The first value set outside what a component can run with (see
+    /// [`COMPONENT_LIMIT_RANGES`]), said as `key = value: why`.
+    pub fn out_of_range(&self) -> Option<String> {
+        let set = [
+            ("memory_bytes", self.memory_bytes),
+            ("deadline_ms", self.deadline_ms),
+            ("max_output_bytes", self.max_output_bytes),
+            ("fuel", self.fuel),
+            ("max_resources", self.max_resources.map(|n| n as u64)),
+        ];
+        out_of_range(&set, COMPONENT_LIMIT_RANGES)
+    }
+}
+
+/// What each component limit may be set to, `(key, least, most)`. Below the least no
+/// component can run: an instance needs a 64 KiB page of memory, a call some time, an
+/// answer some bytes, a stream a handle. Above the most the value is a slip, not a limit:
+/// a wasm32 memory cannot pass 4 GiB, a call is not let run for a day, an output past
+/// 1 GiB would not fit where it goes. A config setting one outside is refused with the key
+/// and its line (so `0` and `18446744073709551615` are never taken silently).
+pub const COMPONENT_LIMIT_RANGES: &[(&str, u64, u64)] = &[
+    ("memory_bytes", 64 * 1024, 4 * 1024 * 1024 * 1024),
+    ("deadline_ms", 1, 24 * 60 * 60 * 1000),
+    ("max_output_bytes", 1, 1024 * 1024 * 1024),
+    ("fuel", 1, u64::MAX),
+    ("max_resources", 1, 1_000_000),
+];
+
+/// What each `bash` limit may be set to, `(key, least, most)`: below the least bash cannot
+/// start (it maps some 16 MiB, opens a few files, is a process itself); above the most the
+/// kernel's own bounds or a day of CPU. A `tmp_bytes` of 0 would make the `tmpfs` unbounded,
+/// so it is refused too.
+pub const SHELL_LIMIT_RANGES: &[(&str, u64, u64)] = &[
+    ("processes", 1, 4 * 1024 * 1024),
+    ("memory_bytes", 16 * 1024 * 1024, 1 << 40),
+    ("cpu_secs", 1, 24 * 60 * 60),
+    ("file_bytes", 1, 1 << 40),
+    ("open_files", 8, 1 << 20),
+    ("tmp_bytes", 1024 * 1024, 1 << 40),
+];
+
+/// The first of `set` outside its range in `ranges`.
+fn out_of_range(set: &[(&str, Option<u64>)], ranges: &[(&str, u64, u64)]) -> Option<String> {
+    set.iter().find_map(|&(key, value)| {
+        let value = value?;
+        let &(_, least, most) = ranges.iter().find(|(k, ..)| *k == key)?;
+        if value < least {
+            Some(format!(
+                "{key} = {value}: no call can run with it (at least {least})"
+            ))
+        } else if value > most {
+            Some(format!("{key} = {value}: at most {most}"))
+        } else {
+            None
+        }
+    })
+}
+
 /// Bounds of one `bash` command in its sandbox (see `tools::bash`).
 ///
 /// Each applies to the command and every process it starts. What the kernel enforces per
@@ -284,4 +343,20 @@ pub struct ShellLimitOverrides {
     pub file_bytes: Option<u64>,
     pub open_files: Option<u64>,
     pub tmp_bytes: Option<u64>,
+}
+
+impl ShellLimitOverrides {
+    /// The first value set outside what a command can run with (see
+    /// [`SHELL_LIMIT_RANGES`]), said as `key = value: why`.
+    pub fn out_of_range(&self) -> Option<String> {
+        let set = [
+            ("processes", self.processes),
+            ("memory_bytes", self.memory_bytes),
+            ("cpu_secs", self.cpu_secs),
+            ("file_bytes", self.file_bytes),
+            ("open_files", self.open_files),
+            ("tmp_bytes", self.tmp_bytes),
+        ];
+        out_of_range(&set, SHELL_LIMIT_RANGES)
+    }
 }

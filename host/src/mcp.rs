@@ -237,7 +237,7 @@ impl ServerHandler for McpServer {
         };
         let (result, extras) = match called {
             Ok(called) => called,
-            Err(e @ CallError::UnknownTool { .. }) => {
+            Err(e @ (CallError::UnknownTool { .. } | CallError::NoTools { .. })) => {
                 return Err(McpError::invalid_params(e.to_string(), None));
             }
             Err(e) => {

@@ -92,6 +92,10 @@ async fn check_declared_settings(
 pub enum CallError {
     #[error("unknown tool {name:?} (tools: {known})")]
     UnknownTool { name: String, known: String },
+    #[error(
+        "unknown tool {name:?}: {file} defines no tools (no [tools.NAME], `[bash] enabled = true` or [upstreams.NAME]); `hookhost config show` prints the built-in config to start from"
+    )]
+    NoTools { name: String, file: String },
     #[error("tool {tool:?}: {why}")]
     BadArguments { tool: String, why: String },
 }
@@ -116,6 +120,8 @@ pub struct Runtime {
     tracer: Arc<Tracer>,
     /// The `bash` tool, when enabled (also among `tools`).
     bash: Option<Arc<BashTool>>,
+    /// The file its config was read from.
+    config_file: String,
 }
 
 /// What a one-shot process (see [`Runtime::one_shot`]) loads of its config.
@@ -190,6 +196,7 @@ impl Runtime {
     ///
     /// A [`StartError`] naming the part of the config that failed.
     pub async fn from_plan(plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
+        let plan_source = plan.source.clone();
         rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -369,6 +376,7 @@ impl Runtime {
             data_root,
             loader,
             bash,
+            config_file: plan_source,
         };
         for tool in tools.iter() {
             runtime.ends_with_sessions(tool);
@@ -614,14 +622,23 @@ impl Runtime {
         let target = self
             .tool(tool)
             .filter(|_| self.may_call(&session.tenant, tool))
-            .ok_or_else(|| CallError::UnknownTool {
-                name: tool.to_string(),
-                known: self
-                    .mcp_tools(&session.tenant)
-                    .iter()
-                    .map(|t| t.name.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+            .ok_or_else(|| {
+                let name = tool.to_string();
+                if self.tools.iter().next().is_none() && self.upstreams.is_empty() {
+                    return CallError::NoTools {
+                        name,
+                        file: self.config_file.clone(),
+                    };
+                }
+                let known = self.mcp_tools(&session.tenant);
+                CallError::UnknownTool {
+                    name,
+                    known: known
+                        .iter()
+                        .map(|t| t.name.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
             })?;
         chain::validate_arguments(arguments).map_err(|why| CallError::BadArguments {
             tool: tool.to_string(),

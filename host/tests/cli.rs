@@ -662,3 +662,138 @@ fn session_trace_prints_the_trace_filters_it_and_follows_it() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// Configs that could not work say so at once, with the file, the line and the fix.
+#[test]
+fn configs_that_cannot_work_are_refused_or_explained_plainly() {
+    let data = tempfile::tempdir().unwrap();
+    let file = data.path().join("edges.toml");
+    let refused = |text: &str, said: &str| {
+        std::fs::write(&file, text).unwrap();
+        let out = hookhost(data.path(), &["config", "check", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{text}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains(said), "{text}\nexpected {said:?} in {err}");
+    };
+    let tool = "[tools.read_file]\ncomponent = \"builtin:read_file\"\ngrants = { \"/workspace\" = \"ro\" }\n";
+    // Values no component can run with, and absurd ones.
+    refused(
+        &format!("{tool}limits = {{ deadline_ms = 0, memory_bytes = 0 }}\n"),
+        "edges.toml:4: tools.read_file.limits: memory_bytes = 0: no call can run with it (at least 65536)",
+    );
+    refused(
+        &format!(
+            "\n\n[[hooks]]\nname = \"o\"\ncomponent = \"builtin:offload\"\nlimits = {{ deadline_ms = {} }}\n",
+            u64::MAX
+        ),
+        "edges.toml:6: hooks.o.limits: deadline_ms = 18446744073709551615: at most 86400000",
+    );
+    refused(
+        "[tenants.a.limits]\nmax_resources = 0\n",
+        "edges.toml:1: tenants.a.limits: max_resources = 0",
+    );
+    refused(
+        "[bash]\nenabled = true\nlimits = { tmp_bytes = 0 }\n",
+        "edges.toml:3: bash.limits: tmp_bytes = 0",
+    );
+    refused(
+        "[bash]\nenabled = true\ntimeout_secs = 0\n",
+        "edges.toml:3: bash.timeout_secs = 0: from 1 to 600",
+    );
+
+    // A component that is not WebAssembly (the README, say) is called that.
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    std::fs::write(
+        &file,
+        format!("[tools.r]\ncomponent = {:?}\n", readme.to_str().unwrap()),
+    )
+    .unwrap();
+    let out = hookhost_with(data.path(), &file, &["call", "r", "{}"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("README.md: not a WebAssembly component (it does not begin with the `\\0asm` header; it begins \"# hookhost"),
+        "{err}"
+    );
+    assert!(!err.contains("expected '('"), "{err}");
+
+    // A file that defines no tools names itself and where to start from.
+    std::fs::write(&file, "[sessions]\n").unwrap();
+    let out = hookhost_with(
+        data.path(),
+        &file,
+        &["call", "bash", r#"{"command":"true"}"#],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("edges.toml defines no tools") && err.contains("hookhost config show"),
+        "{err}"
+    );
+}
+
+/// A tenant's file-count quota (`disk_quota_files`) stops a shell that makes empty files
+/// by the thousand: the call fails, and the count stays near the quota.
+#[test]
+fn a_tenant_cannot_make_files_without_bound() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("quota.toml");
+    let mut text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
+            .unwrap();
+    text.push_str("\n[tenants.small]\ndisk_quota_files = 500\n");
+    std::fs::write(&config, text).unwrap();
+    let make =
+        r#"{"command":"for i in $(seq 1 26000); do : > f$i; done; echo made","timeout_secs":60}"#;
+    let out = hookhost_with(
+        data.path(),
+        &config,
+        &["call", "--tenant", "small", "--json", "bash", make],
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+    let output = v["output"].as_str().unwrap();
+    assert!(
+        v["is_error"] == true
+            && output.starts_with("disk quota exceeded: the call took tenant 'small' to "),
+        "{output}"
+    );
+    let files = walkdir(&data.path().join("tenants/small"));
+    assert!(
+        files > 500 && files < 26_000,
+        "{files} entries under the tenant"
+    );
+    // The next call is refused before it runs.
+    let out = hookhost_with(
+        data.path(),
+        &config,
+        &[
+            "call",
+            "--tenant",
+            "small",
+            "bash",
+            r#"{"command":"touch more"}"#,
+        ],
+    );
+    assert!(
+        stdout(&out).starts_with("disk quota exceeded: tenant 'small' uses "),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Entries below `dir`, recursively (symlinks not followed).
+fn walkdir(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| {
+                1 + if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    walkdir(&e.path())
+                } else {
+                    0
+                }
+            })
+            .sum()
+    })
+}
