@@ -74,6 +74,8 @@ impl Fixed {
     }
 }
 
+impl hookhost::sessions::SessionHolder for Fixed {}
+
 #[async_trait::async_trait]
 impl Tool for Fixed {
     fn descriptor(&self) -> &ToolDescriptor {

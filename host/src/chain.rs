@@ -25,7 +25,7 @@ use crate::component::{ComponentRef, HookPres, SettingType};
 use crate::failure::{Failure, FailureKind};
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Access, Grants, Sandbox, Settings, StoreState};
-use crate::sessions::{Session, SessionKey};
+use crate::sessions::{Session, SessionHolder, SessionKey};
 use crate::tools::Tool;
 use crate::trace::{CallTrace, Phase, PhaseEnd};
 use serde::Deserialize;
@@ -130,23 +130,24 @@ impl HookLayer {
     pub fn wraps(&self, tool: &str, alias: Option<&str>) -> bool {
         self.tools.matches(tool) || alias.is_some_and(|a| self.tools.matches(a))
     }
+}
 
-    /// Drops the instance kept for a session (at session end).
-    pub fn forget(&self, key: &SessionKey) {
-        self.kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-    }
-
-    /// The sessions it keeps an instance for.
-    pub fn kept_sessions(&self) -> Vec<SessionKey> {
+/// A per-session hook keeps an instance for each session.
+impl SessionHolder for HookLayer {
+    fn held(&self) -> Vec<SessionKey> {
         self.kept
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .keys()
             .cloned()
             .collect()
+    }
+
+    fn forget(&self, key: &SessionKey) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
     }
 }
 

@@ -23,7 +23,7 @@ use crate::agents;
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
 use crate::runtime::{CallError, Runtime};
-use crate::sessions::{Owner, Session, SessionError, SessionKey};
+use crate::sessions::{IdleSweep, Owner, Session, SessionError, SessionHolder, SessionKey};
 use crate::tools::upstream;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -46,7 +46,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
@@ -417,6 +417,18 @@ impl Gate {
         tracing::info!(%tenant, session = %id, "MCP session started");
         Ok(())
     }
+}
+
+/// The MCP sessions this server opened, each for a hookhost session.
+impl SessionHolder for Gate {
+    fn held(&self) -> Vec<SessionKey> {
+        self.opened()
+            .iter()
+            .filter_map(|(id, tenant)| {
+                Some(SessionKey::new(tenant, &SessionId::new(id.clone()).ok()?))
+            })
+            .collect()
+    }
 
     /// Closes the MCP session of the hookhost session `key`, which ended.
     fn forget(&self, key: &SessionKey) {
@@ -433,7 +445,9 @@ impl Gate {
             let _ = sessions.close_session(&id).await;
         });
     }
+}
 
+impl Gate {
     /// Ends the MCP session `id` of `tenant` and its hookhost session (commands killed,
     /// files deleted unless kept).
     async fn end(&self, tenant: &TenantId, id: &SessionId, why: &str) {
@@ -817,13 +831,10 @@ pub async fn serve_http(
         sessions: sessions.clone(),
         options,
     });
-    // A session deleted by anything in this process ends its MCP session.
-    let ended = Arc::downgrade(&gate);
-    runtime.sessions().on_end(Box::new(move |key| {
-        if let Some(gate) = ended.upgrade() {
-            gate.forget(key);
-        }
-    }));
+    // A session deleted by anything in this process, or by another, ends its MCP session.
+    runtime
+        .sessions()
+        .hold(Arc::downgrade(&gate) as std::sync::Weak<dyn SessionHolder>);
     let stop = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = stop.clone();
@@ -860,7 +871,18 @@ pub async fn serve_http(
         )
         .merge(metrics_route(gate.runtime.clone()));
 
-    let sweeper = tokio::spawn(sweep_idle(gate.clone(), http.idle));
+    // Every HTTP server's sessions: in a fleet, a session begun on one host may be
+    // continued on another, and any host collects it once it is idle. Sessions of stdio
+    // servers and of the CLI are theirs to collect.
+    let tended = runtime.clone();
+    let collect = (!gate.options.keep_session).then_some(IdleSweep {
+        idle: http.idle,
+        owners: |owner| matches!(owner, Owner::Http(_)),
+    });
+    let sweeper = tokio::spawn(async move {
+        let tick = (http.idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
+        tended.sessions().tend(tick, collect).await;
+    });
     tracing::info!(%local, "serving MCP over HTTP");
     // The address on stderr, so a caller that asked for port 0 learns the port.
     eprintln!("hookhost: serving MCP at http://{local}{HTTP_PATH}");
@@ -896,38 +918,4 @@ pub async fn serve_http(
         }
     }
     Ok(served??)
-}
-
-/// Ends this server's sessions whose last request is older than `idle`. Sessions of other
-/// servers and of the CLI are theirs to collect.
-async fn sweep_idle(gate: Arc<Gate>, idle: Duration) {
-    let mut tick = tokio::time::interval(
-        (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60)),
-    );
-    let sessions = gate.runtime.sessions();
-    loop {
-        tick.tick().await;
-        // Running calls keep their sessions fresh in the table, for every host's sweep;
-        // what this host holds for sessions another host ended is dropped.
-        sessions.heartbeat().await;
-        if sessions.is_shared()
-            && let Err(e) = gate.runtime.forget_ended_elsewhere().await
-        {
-            tracing::warn!(error = %e, "checking for sessions ended elsewhere failed");
-        }
-        if gate.options.keep_session {
-            continue;
-        }
-        let cutoff = SystemTime::now()
-            .checked_sub(idle)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        // Every HTTP server's sessions: in a fleet, a session begun on one host may be
-        // continued on another, and any host collects it once it is idle.
-        let swept = sessions
-            .sweep_idle(cutoff, |owner| matches!(owner, Owner::Http(_)))
-            .await;
-        if let Err(e) = swept {
-            tracing::warn!(error = %e, "the idle sweep failed");
-        }
-    }
 }

@@ -12,7 +12,8 @@ use crate::metrics::Scraped;
 use crate::mounts::MountError;
 use crate::sandbox::{self, Sandbox};
 use crate::sessions::{
-    MountDirs, PgTable, Session, SessionError, SessionTable, Sessions, SqliteTable, Tenants,
+    MountDirs, PgTable, Session, SessionError, SessionHolder, SessionTable, Sessions, SqliteTable,
+    Tenants,
 };
 use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
@@ -22,7 +23,7 @@ use crate::trace::Tracer;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tracing::Instrument;
 
 /// The compiled-code cache's directory, in the data directory.
@@ -350,20 +351,10 @@ impl Runtime {
         sessions.measure_quotas().await?;
         // Every chain's layers are among these (tenant chains share them).
         for layer in &layers {
-            let layer = Arc::downgrade(layer);
-            sessions.on_end(Box::new(move |key| {
-                if let Some(layer) = layer.upgrade() {
-                    layer.forget(key);
-                }
-            }));
+            sessions.hold(Arc::downgrade(layer) as Weak<dyn SessionHolder>);
         }
         let tracer = Arc::new(Tracer::new(plan.trace, sandbox.clone()));
-        let held = Arc::downgrade(&tracer);
-        sessions.on_end(Box::new(move |key| {
-            if let Some(tracer) = held.upgrade() {
-                tracer.forget(key);
-            }
-        }));
+        sessions.hold(Arc::downgrade(&tracer) as Weak<dyn SessionHolder>);
         let runtime = Runtime {
             tracer,
             chain: HookChain::new(layers, sandbox.clone()),
@@ -379,7 +370,7 @@ impl Runtime {
             config_file: plan_source,
         };
         for tool in tools.iter() {
-            runtime.ends_with_sessions(tool);
+            runtime.sessions.hold(holder_of(tool));
         }
         Ok(Runtime { tools, ..runtime })
     }
@@ -415,7 +406,7 @@ impl Runtime {
             .chain
             .layers()
             .iter()
-            .map(|l| l.kept_sessions().len())
+            .map(|l| l.held().len())
             .sum::<usize>();
         let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.tracer.metrics().encode(Scraped {
@@ -443,33 +434,6 @@ impl Runtime {
         &mut self.sessions
     }
 
-    /// Drops the per-session instances (and what tools hold) of sessions another host of
-    /// a fleet deleted (see [`Sessions::forget_ended_elsewhere`]); a server calls it
-    /// periodically.
-    ///
-    /// # Errors
-    ///
-    /// [`SessionError`] from the table.
-    pub async fn forget_ended_elsewhere(&self) -> Result<(), SessionError> {
-        let held: std::collections::BTreeSet<_> = self
-            .chain
-            .layers()
-            .iter()
-            .flat_map(|layer| layer.kept_sessions())
-            .collect();
-        self.sessions.forget_ended_elsewhere(held).await
-    }
-
-    /// Tells `tool` when a session ends, so that it stops what it runs for it.
-    fn ends_with_sessions(&self, tool: &Arc<dyn Tool>) {
-        let tool = Arc::downgrade(tool);
-        self.sessions.on_end(Box::new(move |key| {
-            if let Some(tool) = tool.upgrade() {
-                tool.end_session(key);
-            }
-        }));
-    }
-
     /// Adds a tool of the embedder's (a host-native tool) beside the configured ones.
     ///
     /// # Errors
@@ -477,7 +441,7 @@ impl Runtime {
     /// [`StartError::DuplicateTool`] when a tool of that name exists.
     pub fn register_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), StartError> {
         let name = tool.descriptor().name.clone();
-        self.ends_with_sessions(&tool);
+        self.sessions.hold(holder_of(&tool));
         if self.tools.insert(tool) {
             Ok(())
         } else {
@@ -708,4 +672,10 @@ impl Runtime {
         );
         Ok((result, target.take_extras(&call_id)))
     }
+}
+
+/// `tool` as what holds session state, weakly (see [`Sessions::hold`]).
+fn holder_of(tool: &Arc<dyn Tool>) -> Weak<dyn SessionHolder> {
+    let holder: Arc<dyn SessionHolder> = tool.clone();
+    Arc::downgrade(&holder)
 }

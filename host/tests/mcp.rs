@@ -879,6 +879,61 @@ fn two_hosts_on_one_postgres_database_serve_and_collect_the_same_sessions() {
     );
 }
 
+/// The descriptors process `pid` holds whose path names `what`.
+fn fds_naming(pid: u32, what: &str) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|target| target.display().to_string())
+        .filter(|target| target.contains(what))
+        .collect()
+}
+
+/// A host of a fleet lets go of what it held for a session another process deleted (here
+/// the CLI, on the same table): its trace state — the open events file, the descriptors
+/// of its mounts — its MCP session, all within a tick of its sweep.
+#[test]
+fn a_fleet_host_forgets_a_session_deleted_elsewhere() {
+    let fleet = Fleet::new();
+    // Idle sessions are collected after 20 s, well after this test; the sweep ticks
+    // every 5 s.
+    let a = fleet.host("20s");
+    let stdout = client_output(&["open-sessions", &a.url, &a.url, "1"]);
+    let id = printed(&stdout, "opened ")[0].to_string();
+    let held = || fds_naming(a.child.id(), &id);
+    assert!(
+        !held().is_empty(),
+        "the trace keeps the session's events file open"
+    );
+    let out = fleet
+        .hookhost(&["session", "delete", &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = std::time::Instant::now();
+    while !held().is_empty() || a.said("session ended on another host", &id) == 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "host A still holds {:?}",
+            held()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        fleet
+            .pg
+            .query("fleet", "SELECT count(*) FROM hookhost_mcp_sessions"),
+        "0",
+        "its MCP session is closed"
+    );
+}
+
 #[test]
 fn after_kill_9_of_both_hosts_two_racing_gcs_remove_each_session_once() {
     let fleet = Fleet::new();

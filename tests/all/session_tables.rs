@@ -218,7 +218,7 @@ async fn a_host_drops_its_instances_of_a_session_another_host_deleted() {
     }
     // A deletes it, and the same id is made again: B must not serve the old instance.
     a.runtime.sessions().delete(&s.tenant, &s.id).await.unwrap();
-    b.forget_ended_elsewhere().await.unwrap();
+    b.sessions().forget_ended_elsewhere().await.unwrap();
     a.runtime
         .sessions()
         .create(s.tenant.clone(), Some(s.id.clone()), None)

@@ -303,12 +303,20 @@ async fn a_tenant_cannot_reach_another_tenants_session() {
 
 #[tokio::test]
 async fn a_deleted_session_is_announced_once_to_what_holds_its_state() {
+    /// Holds nothing, and notes each session it is told ended.
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<hookhost::sessions::SessionKey>>);
+    impl hookhost::sessions::SessionHolder for Seen {
+        fn forget(&self, key: &hookhost::sessions::SessionKey) {
+            self.0.lock().unwrap().push(key.clone());
+        }
+    }
     let host = TestHost::builtin().await;
-    let ended = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = ended.clone();
+    let seen = std::sync::Arc::new(Seen::default());
+    let holder: std::sync::Arc<dyn hookhost::sessions::SessionHolder> = seen.clone();
     host.runtime
         .sessions()
-        .on_end(Box::new(move |key| seen.lock().unwrap().push(key.clone())));
+        .hold(std::sync::Arc::downgrade(&holder));
     let s = host.session().await;
     let other = host.session().await;
     host.runtime
@@ -320,7 +328,7 @@ async fn a_deleted_session_is_announced_once_to_what_holds_its_state() {
         host.runtime.sessions().delete(&s.tenant, &s.id).await,
         Err(SessionError::NotFound { .. })
     ));
-    assert_eq!(*ended.lock().unwrap(), [s.key()]);
+    assert_eq!(*seen.0.lock().unwrap(), [s.key()]);
     assert!(
         host.runtime
             .sessions()

@@ -113,6 +113,8 @@ impl EchoTool {
     }
 }
 
+impl hookhost::sessions::SessionHolder for EchoTool {}
+
 #[async_trait::async_trait]
 impl Tool for EchoTool {
     fn descriptor(&self) -> &ToolDescriptor {

@@ -5,16 +5,20 @@
 //! A session is created (by the CLI, or by `serve` for an MCP session), touched by every
 //! call, listed, and deleted — by hand, when its MCP session ends, or by the idle sweep.
 //! Deleting removes the row, then tells everything that holds state for the session
-//! through one seam ([`Sessions::on_end`]: kept hook instances, running commands, MCP
-//! sessions), then removes its session-scoped directories.
+//! ([`holders`]: kept hook instances, the trace, running commands, MCP sessions), then
+//! removes its session-scoped directories. A server keeps its sessions with
+//! [`Sessions::tend`]: running ones marked active, idle ones collected, those another host
+//! of a fleet ended forgotten.
 
 pub mod dirs;
+pub mod holders;
 pub mod postgres;
 pub mod quota;
 pub mod table;
 pub mod tenants;
 
 pub use dirs::MountDirs;
+pub use holders::SessionHolder;
 pub use postgres::PgTable;
 pub use quota::{Quota, Usage};
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
@@ -28,8 +32,8 @@ use quota::{QUOTA_CHECK_INTERVAL, QuotaBook};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
 
 /// Where an agent's pre-tool hooks leave what their post-tool hooks need, per call, for
 /// a session (see `agents`): under the data directory, apart from every mount (no
@@ -115,9 +119,13 @@ impl Session {
     }
 }
 
-/// What is told when a session ends, before its directories are removed: it drops or stops
-/// what it holds for the session.
-pub type OnEnd = Box<dyn Fn(&SessionKey) + Send + Sync>;
+/// Which idle sessions [`Sessions::tend`] deletes: those idle for longer than `idle` whose
+/// owner `owners` accepts.
+#[derive(Clone, Copy)]
+pub struct IdleSweep {
+    pub idle: Duration,
+    pub owners: fn(&Owner) -> bool,
+}
 
 /// How much disk a session and its tenant use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +163,7 @@ pub struct Sessions {
     in_flight: Mutex<HashMap<SessionKey, usize>>,
     /// When each session was last written as active, to skip redundant writes.
     touched: Mutex<HashMap<SessionKey, SystemTime>>,
-    on_end: Mutex<Vec<OnEnd>>,
+    holders: holders::Holders,
 }
 
 impl Sessions {
@@ -174,7 +182,7 @@ impl Sessions {
             usage: QuotaBook::default(),
             in_flight: Mutex::default(),
             touched: Mutex::default(),
-            on_end: Mutex::default(),
+            holders: holders::Holders::default(),
         }
     }
 
@@ -184,12 +192,10 @@ impl Sessions {
         self.owner = owner;
     }
 
-    /// Adds what is told when a session ends (see [`OnEnd`]).
-    pub fn on_end(&self, on_end: OnEnd) {
-        self.on_end
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(on_end);
+    /// Registers `holder`, to be told when a session ends (see [`holders`]); it is held
+    /// weakly, and dropped from the list once gone.
+    pub fn hold(&self, holder: Weak<dyn SessionHolder>) {
+        self.holders.add(holder);
     }
 
     /// Whether several hosts share the session table (a fleet): a session outlives the
@@ -423,18 +429,15 @@ impl Sessions {
         }
     }
 
-    /// Tells what holds state for those of `held` (sessions this host holds state for)
-    /// that are gone from the table — deleted by another host of a fleet — so that it
-    /// drops it. Their files are the deleting host's to remove.
+    /// Has every holder forget the sessions any holds state for that are gone from the
+    /// table — deleted by another process (the CLI, another host of a fleet). Their files
+    /// are the deleting process's to remove.
     ///
     /// # Errors
     ///
     /// [`SessionError`] from the table.
-    pub async fn forget_ended_elsewhere(
-        &self,
-        held: impl IntoIterator<Item = SessionKey>,
-    ) -> Result<(), SessionError> {
-        let held: Vec<SessionKey> = held.into_iter().collect();
+    pub async fn forget_ended_elsewhere(&self) -> Result<(), SessionError> {
+        let held = self.holders.held();
         if held.is_empty() {
             return Ok(());
         }
@@ -453,8 +456,32 @@ impl Sessions {
     }
 
     fn tell_ended(&self, key: &SessionKey) {
-        for on_end in self.on_end.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            on_end(key);
+        self.holders.forget(key);
+    }
+
+    /// What a server runs beside its calls, every `tick`, until dropped: marks the
+    /// sessions with a call running here active (see [`Sessions::heartbeat`]), has every
+    /// holder forget the sessions another process ended (on a fleet's shared table), and,
+    /// with `idle`, deletes the idle sessions it names.
+    pub async fn tend(&self, tick: Duration, idle: Option<IdleSweep>) {
+        let mut tick = tokio::time::interval(tick);
+        loop {
+            tick.tick().await;
+            self.heartbeat().await;
+            if self.is_shared()
+                && let Err(e) = self.forget_ended_elsewhere().await
+            {
+                tracing::warn!(error = %e, "checking for sessions ended elsewhere failed");
+            }
+            let Some(sweep) = idle else {
+                continue;
+            };
+            let cutoff = SystemTime::now()
+                .checked_sub(sweep.idle)
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            if let Err(e) = self.sweep_idle(cutoff, sweep.owners).await {
+                tracing::warn!(error = %e, "the idle sweep failed");
+            }
         }
     }
 

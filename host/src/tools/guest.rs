@@ -6,7 +6,7 @@ use crate::component::ToolPres;
 use crate::failure::{Failure, FailureKind};
 use crate::limits::{LimitOverrides, Limits};
 use crate::sandbox::{Grants, Sandbox, Settings, StoreState};
-use crate::sessions::Session;
+use crate::sessions::{Session, SessionHolder};
 use std::sync::Arc;
 use wasmtime::Store;
 
@@ -83,6 +83,9 @@ impl GuestTool {
         Ok(descriptor)
     }
 }
+
+/// Holds nothing per session.
+impl SessionHolder for GuestTool {}
 
 #[async_trait::async_trait]
 impl Tool for GuestTool {

@@ -10,13 +10,14 @@ pub mod upstream;
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::failure::Failure;
-use crate::sessions::{Session, SessionKey};
+use crate::sessions::{Session, SessionHolder};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A tool the runtime can call.
+/// A tool the runtime can call. As a [`SessionHolder`], it stops what still runs for a
+/// session that ended (a command and its background children); most tools hold nothing.
 #[async_trait::async_trait]
-pub trait Tool: Send + Sync {
+pub trait Tool: SessionHolder + Send + Sync {
     /// Its name, description and input schema.
     fn descriptor(&self) -> &ToolDescriptor;
 
@@ -28,10 +29,6 @@ pub trait Tool: Send + Sync {
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure>;
-
-    /// The session `key` has ended and its directories are about to be deleted: stop what
-    /// still runs for it (a command and its background children).
-    fn end_session(&self, _key: &SessionKey) {}
 
     /// The mounts (virtual paths) a call of it may write in: what a disk quota measures
     /// around it. None by default (an upstream server's files are not the session's).

@@ -19,7 +19,7 @@ use super::{Extras, Tool};
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, expand_env, is_tool_name};
 use crate::failure::Failure;
-use crate::sessions::Session;
+use crate::sessions::{Session, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
@@ -413,6 +413,9 @@ async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
         tracing::debug!(upstream = %name, "stderr: {line}");
     }
 }
+
+/// Holds nothing per session.
+impl SessionHolder for UpstreamTool {}
 
 #[async_trait::async_trait]
 impl Tool for UpstreamTool {

@@ -36,7 +36,7 @@ use crate::limits::TRACE_TEXT_BYTES;
 use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
 use crate::sandbox::Sandbox;
-use crate::sessions::{Session, SessionKey};
+use crate::sessions::{Session, SessionHolder, SessionKey};
 use files::{Change, Entry, EntryType};
 use rustix::fd::OwnedFd;
 use serde::Serialize;
@@ -268,9 +268,21 @@ impl Tracer {
         });
         state.clone()
     }
+}
 
-    /// Drops what it holds for `key` (the session ended).
-    pub fn forget(&self, key: &SessionKey) {
+/// A traced session's state: its mounts as last seen (inotify watches, kept descriptors),
+/// its open events file.
+impl SessionHolder for Tracer {
+    fn held(&self) -> Vec<SessionKey> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn forget(&self, key: &SessionKey) {
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())

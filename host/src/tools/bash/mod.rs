@@ -31,7 +31,7 @@ use crate::failure::Failure;
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
 use crate::mounts::ResolvedMount;
 use crate::sandbox::{Grants, Sandbox, writable};
-use crate::sessions::{Session, SessionKey};
+use crate::sessions::{Session, SessionHolder, SessionKey};
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use serde_json::Value;
 use shell::ShellPool;
@@ -463,8 +463,24 @@ impl Tool for BashTool {
             Confinement::Unsandboxed { .. } => vec![self.mount.as_str()],
         }
     }
+}
 
-    fn end_session(&self, key: &SessionKey) {
+/// A session's sandboxes (waiting, or running a command), or, unsandboxed, the process
+/// groups of its commands that may still have members.
+impl SessionHolder for BashTool {
+    fn held(&self) -> Vec<SessionKey> {
+        match &self.confinement {
+            Confinement::Sandboxed { pool, .. } => pool.sessions(),
+            Confinement::Unsandboxed { groups, .. } => groups
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .cloned()
+                .collect(),
+        }
+    }
+
+    fn forget(&self, key: &SessionKey) {
         match &self.confinement {
             Confinement::Sandboxed { pool, .. } => {
                 let ended = pool.end_session(key);

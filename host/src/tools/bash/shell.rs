@@ -260,6 +260,11 @@ impl ShellPool {
         }
     }
 
+    /// The sessions with sandboxes, waiting or running a command.
+    pub fn sessions(&self) -> Vec<SessionKey> {
+        self.state().sessions.keys().cloned().collect()
+    }
+
     /// Kills the session's sandboxes, waiting or running a command.
     pub fn end_session(&self, key: &SessionKey) -> usize {
         let Some(shells) = self.state().sessions.remove(key) else {
