@@ -135,19 +135,11 @@ impl HookLayer {
 /// A per-session hook keeps an instance for each session.
 impl SessionHolder for HookLayer {
     fn held(&self) -> Vec<SessionKey> {
-        self.kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.kept.held()
     }
 
     fn forget(&self, key: &SessionKey) {
-        self.kept
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        self.kept.forget(key);
     }
 }
 

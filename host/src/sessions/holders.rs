@@ -23,6 +23,20 @@ pub trait SessionHolder: Send + Sync {
     fn forget(&self, _key: &SessionKey) {}
 }
 
+/// State kept per session in a map: the session's entry is what it holds.
+impl<V: Send> SessionHolder for Mutex<std::collections::HashMap<SessionKey, V>> {
+    fn held(&self) -> Vec<SessionKey> {
+        let map = self.lock().unwrap_or_else(|e| e.into_inner());
+        map.keys().cloned().collect()
+    }
+
+    fn forget(&self, key: &SessionKey) {
+        // Dropped outside the lock: what it holds may take time to let go.
+        let entry = self.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        drop(entry);
+    }
+}
+
 /// The registered holders. Held weakly: a holder's owner (the runtime, a server) decides
 /// how long it lives.
 #[derive(Default)]

@@ -274,19 +274,11 @@ impl Tracer {
 /// its open events file.
 impl SessionHolder for Tracer {
     fn held(&self) -> Vec<SessionKey> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.sessions.held()
     }
 
     fn forget(&self, key: &SessionKey) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+        self.sessions.forget(key);
     }
 }
 
