@@ -19,6 +19,7 @@
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use hookhost::config::Plan;
 use hookhost::failure::Failure;
 use hookhost::tools::Tool;
 use hookhost::{
@@ -133,7 +134,16 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 /// The built-in config with bash off, the offload threshold at `threshold`, and every hook
 /// kept per session when `per_session`.
-fn config(threshold: usize, per_session: bool, pool_instances: u32) -> Result<Config> {
+fn config(threshold: usize, per_session: bool, pool_instances: u32) -> Result<Plan> {
+    Ok(Config::parse(
+        &config_text(threshold, per_session, pool_instances),
+        "<bench config>",
+    )?
+    .plan)
+}
+
+/// The text of [`config`].
+fn config_text(threshold: usize, per_session: bool, pool_instances: u32) -> String {
     let mut text = hookhost::config::DEFAULT_CONFIG.replace("enabled = true", "enabled = false");
     text = text.replace("threshold = 10000", &format!("threshold = {threshold}"));
     if per_session {
@@ -146,11 +156,11 @@ fn config(threshold: usize, per_session: bool, pool_instances: u32) -> Result<Co
         "\n[engine]\npool_instances = {pool_instances}\n{}\n",
         std::env::var("HOOKHOST_BENCH_ENGINE").unwrap_or_default()
     ));
-    Ok(Config::parse(&text, "<bench config>")?)
+    text
 }
 
-async fn runtime(data: &Path, config: &Config) -> Result<Runtime> {
-    let mut runtime = Runtime::new(config, data).await?;
+async fn runtime(data: &Path, plan: &Plan) -> Result<Runtime> {
+    let mut runtime = Runtime::new(plan.clone(), data).await?;
     runtime.register_tool(Fixed::new("noop", &"x".repeat(100)))?;
     runtime.register_tool(Fixed::new("big", &"y".repeat(MIB)))?;
     Ok(runtime)
@@ -431,7 +441,7 @@ fn rss_bytes() -> u64 {
 }
 
 /// A config of one hook, `component`, around the bench's tools.
-fn one_hook_config(component: &Path, per_session: bool) -> Result<Config> {
+fn one_hook_config(component: &Path, per_session: bool) -> Result<Plan> {
     let instance = if per_session {
         "per-session"
     } else {
@@ -441,7 +451,7 @@ fn one_hook_config(component: &Path, per_session: bool) -> Result<Config> {
         "[bash]\nenabled = false\n\n[[hooks]]\nname = \"heavy\"\ncomponent = {:?}\ninstance = {instance:?}\n",
         component.display().to_string()
     );
-    Ok(Config::parse(&text, "<bench config>")?)
+    Ok(Config::parse(&text, "<bench config>")?.plan)
 }
 
 /// The URL a `serve --http` child announces on stderr (the rest of its stderr is drained,
@@ -768,9 +778,13 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
     if wanted("bash") {
         let data = scratch.path().join("bash");
         let with_bash = {
-            let mut config = config(10_000, false, 1_000)?;
-            config.bash.enabled = true;
-            Arc::new(runtime(&data, &config).await?)
+            let text = config_text(10_000, false, 1_000).replacen(
+                "[bash]\nenabled = false",
+                "[bash]\nenabled = true",
+                1,
+            );
+            let plan = Config::parse(&text, "<bench config>")?.plan;
+            Arc::new(runtime(&data, &plan).await?)
         };
         let hh = bash_throughput(&with_bash).await?;
         let nat = native_bash_throughput().await?;
@@ -1031,7 +1045,7 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         // the same call in an untraced tenant beside it.
         let data = scratch.path().join("trace");
         let text = "[bash]\nenabled = false\n\n[[hooks]]\nname = \"offload\"\ncomponent = \"builtin:offload\"\ngrants = { \"/artifacts\" = \"rw\" }\n\n[tenants.traced]\n\n[tenants.untraced]\ntrace = false\n";
-        let traced = runtime(&data, &Config::parse(text, "<bench trace config>")?).await?;
+        let traced = runtime(&data, &Config::parse(text, "<bench trace config>")?.plan).await?;
         for files in TRACED_FILES {
             let mut medians = Vec::new();
             for tenant in ["traced", "untraced"] {
@@ -1068,9 +1082,9 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let make = |name: &'static str, per_session: bool, traced: bool| {
             let data = scratch.path().join(format!("trace-cost-{name}-{traced}"));
             async move {
-                let mut config = config(10_000, per_session, 1_000)?;
-                config.trace.enabled = traced;
-                Ok::<_, anyhow::Error>(Arc::new(runtime(&data, &config).await?))
+                let mut plan = config(10_000, per_session, 1_000)?;
+                plan.trace.enabled = traced;
+                Ok::<_, anyhow::Error>(Arc::new(runtime(&data, &plan).await?))
             }
         };
         let figures = [

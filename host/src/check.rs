@@ -298,14 +298,14 @@ pub async fn check(
     let unprovided: Vec<String> = unmet.iter().map(|i| i.name.clone()).collect();
 
     let config = scratch_config(component, world, options, &unprovided);
-    let config = match Config::parse(&config, "check.toml") {
-        Ok(config) => config,
+    let plan = match Config::parse(&config, "check.toml") {
+        Ok(loaded) => loaded.plan,
         Err(e) => {
             report.add(Verdict::Fail, format!("its settings are refused: {e}"));
             return Ok(report);
         }
     };
-    let runtime = match Runtime::new(&config, scratch.path()).await {
+    let runtime = match Runtime::new(plan, scratch.path()).await {
         Ok(runtime) => runtime,
         Err(e) => {
             report.add(

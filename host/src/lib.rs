@@ -1,7 +1,7 @@
 //! hookhost: a sandboxed runtime for hooks around AI agent tool calls.
 //!
 //! Hooks and tools are WebAssembly components of the WIT package `harness:hooks@0.1.0`
-//! (see `wit/`). A [`Runtime`] loads them from a [`Config`], and every
+//! (see `wit/`). A [`Runtime`] loads them from a [`Config`]'s checked [`config::Plan`], and every
 //! [`Runtime::call`] runs the hook chain around the tool, like an onion: `before-execute`
 //! from the outermost hook in, the tool, then `after-execute` from the innermost hook out
 //! (see [`chain`]). Each component sees only the per-session directories it was granted
@@ -13,7 +13,7 @@
 //! # async fn demo() -> anyhow::Result<()> {
 //! use hookhost::{Config, Runtime, TenantId};
 //!
-//! let runtime = Runtime::new(&Config::builtin(), "/tmp/hookhost-data".as_ref()).await?;
+//! let runtime = Runtime::new(Config::builtin().plan, "/tmp/hookhost-data".as_ref()).await?;
 //! let session = runtime.sessions().create(TenantId::default_tenant(), None, None).await?;
 //! let result = runtime.call(&session, "bash", r#"{"command": "seq 1 5000"}"#).await?;
 //! assert!(result.output.contains("/artifacts/tool-results/bash/"));
@@ -42,8 +42,9 @@ pub mod trace;
 
 pub use bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 pub use config::Config;
+pub use config::OneShot;
 pub use ids::{SessionId, TenantId};
-pub use runtime::{CallError, OneShot, Runtime, StartError};
+pub use runtime::{CallError, Runtime, StartError};
 pub use sessions::{GcReport, Session, SessionError, SessionKey, SessionRecord, Sessions};
 
 /// An error and its causes on one line, `: `-separated, each said once: a cause whose text

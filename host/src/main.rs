@@ -4,6 +4,7 @@ mod demo;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use hookhost::config::{Loaded, Plan};
 use hookhost::{Config, OneShot, Runtime, SessionId, TenantId};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::Write;
@@ -287,7 +288,10 @@ fn main() -> ExitCode {
         Some(path) => Config::load(path),
         None => Ok(Config::builtin()),
     };
-    let spans = init_logging(cli.verbose, otlp_endpoint(config.as_ref().ok()).as_deref());
+    let spans = init_logging(
+        cli.verbose,
+        otlp_endpoint(config.as_ref().ok().map(|c| &c.plan)).as_deref(),
+    );
     hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // A server runs on every core; a one-shot command does one thing at a time, and
     // starting worker threads would cost it more than they give.
@@ -323,9 +327,10 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) -> Result<ExitCode> {
-    let config = config?;
-    let data = data_dir(cli.data.as_deref(), &config)?;
+async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) -> Result<ExitCode> {
+    let loaded = loaded?;
+    let data = data_dir(cli.data.as_deref(), &loaded.config)?;
+    let plan = loaded.plan.clone();
     match cli.command {
         Command::Call {
             session,
@@ -340,7 +345,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 .map(SessionId::new)
                 .transpose()
                 .context("--session")?;
-            let runtime = start(&config, &data, OneShot::Calls).await?;
+            let runtime = start(&plan, &data, OneShot::Calls).await?;
             let session = match &session_id {
                 Some(id) => runtime.sessions().open(&tenant, id).await?,
                 None => {
@@ -371,12 +376,12 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             })
         }
         Command::Session(command) => {
-            let runtime = start(&config, &data, OneShot::Sessions).await?;
+            let runtime = start(&plan, &data, OneShot::Sessions).await?;
             session_command(&runtime, command).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools => {
-            let runtime = start(&config, &data, OneShot::Calls).await?;
+            let runtime = start(&plan, &data, OneShot::Calls).await?;
             for tool in runtime.tools() {
                 println!("{}\t{}", tool.name, tool.description);
             }
@@ -387,7 +392,12 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             Ok(ExitCode::SUCCESS)
         }
         Command::Config(ConfigCommand::Check { file }) => {
-            check_config(file.as_deref().or(cli.config.as_deref()), &data).await
+            // The file hookhost was started with is loaded already.
+            let loaded = match file.filter(|f| Some(f) != cli.config.as_ref()) {
+                Some(other) => Config::load(&other)?,
+                None => loaded,
+            };
+            check_config(loaded, &data).await
         }
         Command::Component(ComponentCommand::Check {
             component,
@@ -537,7 +547,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
                 deadline,
                 tokio::io::stdin(),
                 daemon.as_ref(),
-                || start(&config, &data, OneShot::Hooks),
+                || start(&plan, &data, OneShot::Hooks),
             )
             .await;
             if let Some(line) = &answer.stderr {
@@ -550,7 +560,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             Ok(ExitCode::from(answer.exit))
         }
         Command::Demo => {
-            let runtime = start(&config, &data, OneShot::Calls).await?;
+            let runtime = start(&plan, &data, OneShot::Calls).await?;
             demo::run(&runtime).await?;
             Ok(ExitCode::SUCCESS)
         }
@@ -563,7 +573,7 @@ async fn run(cli: Cli, config: Result<Config, hookhost::config::ConfigError>) ->
             idle,
             unauthenticated_bash,
         } => {
-            let mut runtime = Runtime::new(&config, &data)
+            let mut runtime = Runtime::new(plan, &data)
                 .await
                 .context("starting the runtime")?;
             if let Some(Err(unavailable)) = runtime.bash_readiness().await {
@@ -709,15 +719,12 @@ async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<(
 /// Validates a config, loads its components in a scratch data directory (compiled code
 /// cached in `data`), and prints the mounts, the tools and the chain as they will run,
 /// with each component's size, compile time and imports.
-async fn check_config(file: Option<&Path>, data: &Path) -> Result<ExitCode> {
-    let (config, name) = match file {
-        Some(path) => (Config::load(path)?, path.display().to_string()),
-        None => (Config::builtin(), "<built-in config>".to_string()),
-    };
+async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
+    let Loaded { config, plan } = loaded;
+    let name = plan.source.clone();
     let scratch = hookhost::check::Scratch::new(data).context("checking the config")?;
-    let plan = config.plan()?;
     let components = inspect_components(&plan, scratch.path())?;
-    let runtime = Runtime::new(&config, scratch.path())
+    let runtime = Runtime::new(plan.clone(), scratch.path())
         .await
         .with_context(|| format!("{name}: loading the components"))?;
     let component_lines = |component: &str| {
@@ -906,8 +913,8 @@ fn grants_text(grants: &hookhost::sandbox::Grants) -> String {
 
 /// The runtime of a one-shot command (every command but `serve`), with `part` of the
 /// config.
-async fn start(config: &Config, data: &Path, part: OneShot) -> Result<Runtime> {
-    Runtime::one_shot(config, data, part)
+async fn start(plan: &Plan, data: &Path, part: OneShot) -> Result<Runtime> {
+    Runtime::new(plan.clone().one_shot(part), data)
         .await
         .context("starting the runtime")
 }
@@ -1043,9 +1050,8 @@ fn raise_open_files_limit() {
 
 /// Where spans go: `[telemetry] otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`; both
 /// are base URLs (`http://collector:4318`) to which `/v1/traces` is added.
-fn otlp_endpoint(config: Option<&Config>) -> Option<String> {
-    config
-        .and_then(|c| c.telemetry.otlp_endpoint.clone())
+fn otlp_endpoint(plan: Option<&Plan>) -> Option<String> {
+    plan.and_then(|p| p.otlp_endpoint.clone())
         .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
         .filter(|e| !e.is_empty())
 }

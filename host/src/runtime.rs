@@ -4,7 +4,7 @@
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer, ToolMatch};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, HookPres, LoadError};
-use crate::config::{self, ComponentPlan, Config, ConfigError, Plan};
+use crate::config::{self, ComponentPlan, ConfigError, Plan};
 use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::limits::Limits;
@@ -125,20 +125,6 @@ pub struct Runtime {
     config_file: String,
 }
 
-/// What a one-shot process (see [`Runtime::one_shot`]) loads of its config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OneShot {
-    /// Everything: it calls tools (`hookhost call`, `tools`, `demo`).
-    Calls,
-    /// The hook chain, without hookhost's tools, `bash` or upstream servers: an agent's
-    /// hook (`hookhost hook …`), whose agent runs its own tools. The four built-in tools,
-    /// loaded and asked to describe themselves, were 1 ms of a hook's 11, measured.
-    Hooks,
-    /// Neither tools nor hooks: the session table, the mounts and the trace's settings
-    /// (`hookhost session …`).
-    Sessions,
-}
-
 /// What a declared tenant may call, and through which chain.
 struct TenantCalls {
     chain: Option<HookChain>,
@@ -147,46 +133,6 @@ struct TenantCalls {
 }
 
 impl Runtime {
-    /// Loads every component of `config` and builds the chain, with `data_root` as
-    /// `{data}` (see [`Runtime::from_plan`]).
-    ///
-    /// # Errors
-    ///
-    /// A [`StartError`] naming the part of the config that failed.
-    pub async fn new(config: &Config, data_root: &Path) -> Result<Runtime, StartError> {
-        Runtime::from_plan(config.plan()?, data_root).await
-    }
-
-    /// A runtime for a process that does one thing and exits (`hookhost call`, `hook …`,
-    /// `session …`): as [`Runtime::new`], but with what pays off only in a long-lived
-    /// server left out — the pooling allocator (reserving its slots costs a thousand
-    /// `mprotect`s and the page faults after them, 8 ms of CPU measured, for one instance
-    /// or two) and the trace's inotify watches (see
-    /// [`crate::trace::TraceSettings::watch`]) — and with only the parts of the config
-    /// that `part` needs loaded.
-    ///
-    /// # Errors
-    ///
-    /// As [`Runtime::new`].
-    pub async fn one_shot(
-        config: &Config,
-        data_root: &Path,
-        part: OneShot,
-    ) -> Result<Runtime, StartError> {
-        let mut plan = config.plan()?;
-        plan.engine.pooling = false;
-        plan.trace.watch = false;
-        if part != OneShot::Calls {
-            plan.tools.clear();
-            plan.bash = None;
-            plan.upstreams.clear();
-        }
-        if part == OneShot::Sessions {
-            plan.hooks.clear();
-        }
-        Runtime::from_plan(plan, data_root).await
-    }
-
     /// Loads every component of `plan` and builds the chain, with `data_root` as `{data}`.
     ///
     /// Security: sets the process umask to 077, so that every file and directory a guest
@@ -196,7 +142,7 @@ impl Runtime {
     /// # Errors
     ///
     /// A [`StartError`] naming the part of the config that failed.
-    pub async fn from_plan(plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
+    pub async fn new(plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
         let plan_source = plan.source.clone();
         rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
         std::fs::DirBuilder::new()

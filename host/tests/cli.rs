@@ -797,3 +797,41 @@ fn walkdir(dir: &Path) -> usize {
             .sum()
     })
 }
+
+/// Commands that run no call open only the session table and the directories: they never
+/// compile a component or start an upstream server (here, neither could).
+#[test]
+fn session_commands_neither_compile_components_nor_start_upstreams() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("heavy.toml");
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    std::fs::write(
+        &config,
+        format!(
+            "[[hooks]]\nname = \"broken\"\ncomponent = {:?}\n\n[upstreams.down]\ncommand = \"/nonexistent/server\"\n",
+            readme.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let quiet = |args: &[&str]| {
+        let out = hookhost_with(data.path(), &config, args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{args:?} said something");
+        stdout(&out)
+    };
+    let id = quiet(&["session", "new"]).trim().to_string();
+    assert!(quiet(&["session", "list"]).contains(&id));
+    assert!(quiet(&["session", "show", &id]).contains("mounts:"));
+    quiet(&["session", "trace", &id]);
+    quiet(&["session", "delete", &id]);
+    quiet(&["session", "gc"]);
+    quiet(&["config", "show"]);
+    // A call needs both, and says which failed.
+    let out = hookhost_with(data.path(), &config, &["call", "read_file", "{}"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not a WebAssembly component"),
+        "{}",
+        stderr(&out)
+    );
+}

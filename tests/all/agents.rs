@@ -25,7 +25,7 @@ async fn answer(config: &str, data: &Path, event: Event, input: &Value) -> Value
         Duration::from_secs(30),
         stdin.as_bytes(),
         None,
-        || async { Ok(Runtime::new(&config, data).await?) },
+        || async { Ok(Runtime::new(config.plan.clone(), data).await?) },
     )
     .await;
     assert_eq!(answer.exit, 0, "{:?}", answer.stderr);

@@ -23,9 +23,9 @@ async fn every_example_config_loads_and_runs() {
     for file in files {
         let mut config = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
         // Upstream servers are started by the MCP tests, not here.
-        config.upstreams.clear();
+        config.plan.upstreams.clear();
         let data = tempfile::tempdir().unwrap();
-        let runtime = hookhost::Runtime::new(&config, data.path())
+        let runtime = hookhost::Runtime::new(config.plan, data.path())
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         assert!(
@@ -162,7 +162,7 @@ async fn a_component_of_the_wrong_world_fails_to_load_naming_it() {
     )
     .unwrap();
     let data = tempfile::tempdir().unwrap();
-    let e = hookhost::Runtime::new(&config, data.path())
+    let e = hookhost::Runtime::new(config.plan, data.path())
         .await
         .err()
         .expect("refused")

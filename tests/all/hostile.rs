@@ -409,7 +409,7 @@ async fn an_import_the_host_does_not_grant_fails_the_load_naming_it() {
     };
     let parsed = hookhost::Config::parse(&config(false, "open"), "t.toml").unwrap();
     let data = tempfile::tempdir().unwrap();
-    let e = hookhost::Runtime::new(&parsed, data.path())
+    let e = hookhost::Runtime::new(parsed.plan, data.path())
         .await
         .err()
         .expect("refused");

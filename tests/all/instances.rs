@@ -67,8 +67,8 @@ async fn fresh_instances_forget_and_per_session_instances_remember_within_a_sess
 #[tokio::test]
 async fn compiled_components_are_cached_and_a_bad_entry_is_recompiled() {
     let data = tempfile::tempdir().unwrap();
-    let config = Config::builtin();
-    drop(Runtime::new(&config, data.path()).await.unwrap());
+    let plan = Config::builtin().plan;
+    drop(Runtime::new(plan.clone(), data.path()).await.unwrap());
     let cache = data.path().join("cache");
     let entries: Vec<_> = std::fs::read_dir(&cache)
         .unwrap()
@@ -83,7 +83,7 @@ async fn compiled_components_are_cached_and_a_bad_entry_is_recompiled() {
 
     // A damaged entry is not trusted: it is compiled again and replaced.
     std::fs::write(&entries[0], b"not a compiled component").unwrap();
-    let runtime = Runtime::new(&config, data.path()).await.unwrap();
+    let runtime = Runtime::new(plan, data.path()).await.unwrap();
     assert!(std::fs::read(&entries[0]).unwrap().len() > 1000);
     let s = runtime
         .sessions()

@@ -200,7 +200,7 @@ async fn a_host_drops_its_instances_of_a_session_another_host_deleted() {
     // Two hosts: two runtimes on one database and one data directory.
     let a = TestHost::new(&config).await;
     let mut b = hookhost::Runtime::new(
-        &hookhost::Config::parse(&config, "b.toml").unwrap(),
+        hookhost::Config::parse(&config, "b.toml").unwrap().plan,
         a.data.path(),
     )
     .await

@@ -115,7 +115,7 @@ async fn settings_a_described_hook_does_not_declare_are_refused_at_load() {
     let load = async |settings: &str| {
         let config = hookhost::Config::parse(&config(settings), "t.toml").unwrap();
         let data = tempfile::tempdir().unwrap();
-        hookhost::Runtime::new(&config, data.path())
+        hookhost::Runtime::new(config.plan, data.path())
             .await
             .err()
             .map(|e| e.to_string())

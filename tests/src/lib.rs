@@ -27,17 +27,17 @@ impl TestHost {
     /// A runtime from config text.
     pub async fn new(config: &str) -> TestHost {
         let config = Config::parse(config, "test.toml").expect("test config is valid");
-        TestHost::with_config(&config).await
+        TestHost::with_plan(config.plan).await
     }
 
     /// A runtime from the built-in config.
     pub async fn builtin() -> TestHost {
-        TestHost::with_config(&Config::builtin()).await
+        TestHost::with_plan(Config::builtin().plan).await
     }
 
-    async fn with_config(config: &Config) -> TestHost {
+    async fn with_plan(plan: hookhost::config::Plan) -> TestHost {
         let data = tempfile::tempdir().expect("temp dir");
-        let mut runtime = Runtime::new(config, data.path())
+        let mut runtime = Runtime::new(plan, data.path())
             .await
             .expect("runtime starts");
         let echo = Arc::new(EchoTool::default());
