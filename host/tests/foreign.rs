@@ -263,7 +263,8 @@ fn an_adapter_built_c_hook_loads_with_allow_unknown_imports() {
 #[test]
 fn component_check_passes_the_four_examples_and_config_check_describes_them() {
     let data = data_dir();
-    // The Rust one is built with the SDK, on harness:hooks@0.2.0; the others on 0.1.0.
+    // The Rust one is built with the SDK and the Python one with its SDK, on
+    // harness:hooks@0.2.0; the others on 0.1.0.
     let examples: [(&str, &str, &[&str]); 4] = [
         ("rust-budget.wasm", "0.2.0", &["--grant", "/budget"]),
         (
@@ -271,7 +272,7 @@ fn component_check_passes_the_four_examples_and_config_check_describes_them() {
             "0.1.0",
             &["--settings", r#"deny=["*rm -rf*"]"#],
         ),
-        ("python-redactor.wasm", "0.1.0", &[]),
+        ("python-redactor.wasm", "0.2.0", &[]),
         ("js-footer.wasm", "0.1.0", &[]),
     ];
     for (file, version, extra) in examples {
@@ -331,5 +332,41 @@ fn component_check_passes_the_four_examples_and_config_check_describes_them() {
     assert!(
         listing.contains("imports wasi:io/streams@0.2.12 (provided)"),
         "{listing}"
+    );
+}
+
+/// A 0.2.0 hook in Python that overrides only `before_execute`, as the guide shows: it
+/// refuses what it should, and every other call goes through it — its `after_execute`,
+/// the SDK's, answers 0.2.0's `keep` (a 0.1.0-shaped one would trap, and this `closed`
+/// hook would withhold every output).
+#[test]
+fn a_python_hook_on_0_2_0_that_overrides_only_before_execute_refuses_and_passes() {
+    let data = data_dir();
+    let config = format!(
+        "{MOUNTS}\n[[hooks]]\nname = \"refuser\"\ncomponent = {:?}\non_failure = \"closed\"\n",
+        built("py-refuser.wasm")
+    );
+    let passed = hookhost(
+        data.path(),
+        &config,
+        &["call", "--json", "bash", r#"{"command":"echo allowed"}"#],
+    );
+    let said = text(&passed.stdout);
+    assert!(
+        passed.status.success() && said.contains("\"output\": \"allowed\\n\""),
+        "{said}{}",
+        text(&passed.stderr)
+    );
+    let refused = hookhost(
+        data.path(),
+        &config,
+        &["call", "bash", r#"{"command":"echo forbidden"}"#],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stdout).contains("refused: the arguments say forbidden"),
+        "{}{}",
+        text(&refused.stdout),
+        text(&refused.stderr)
     );
 }

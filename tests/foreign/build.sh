@@ -18,3 +18,8 @@ mkdir -p "$out"
     --external 'wasi:config/store@0.2.0-rc.1' --file "$work/footer.js" > /dev/null
 "${bin}componentize-js" "$work/footer.js" --wit "$root/wit/hooks@0.1.0" --world-name hook \
     -o "$out/js-with-http.wasm"
+
+#   py-refuser.wasm    a 0.2.0 Python hook overriding only before_execute (the SDK's
+#                      PassThrough answers after_execute)
+"${COMPONENTIZE_PY:-componentize-py}" -d "$root/wit/hooks@0.2.0" -w hook \
+    componentize -p "$here/py-refuser" -p "$root/sdk/python" refuser -o "$out/py-refuser.wasm"

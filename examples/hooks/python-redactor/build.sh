@@ -6,5 +6,5 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/../../.."
 out="${1:-$here}"
 mkdir -p "$out"
-"${COMPONENTIZE_PY:-componentize-py}" -d "$root/wit/hooks@0.1.0" -w hook \
+"${COMPONENTIZE_PY:-componentize-py}" -d "$root/wit/hooks@0.2.0" -w hook \
     componentize -p "$here" -p "$root/sdk/python" redactor -o "$out/python-redactor.wasm"

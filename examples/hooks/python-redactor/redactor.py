@@ -10,7 +10,7 @@ Settings:
 import re
 import sys
 
-from hookhost_sdk import PassThrough, setting_list
+from hookhost_sdk import PassThrough, keep, replace, setting_list
 from wit_world.imports.types import ToolResult
 
 # What a secret looks like: the well-known token formats, then `key = value` pairs whose
@@ -33,8 +33,8 @@ ASSIGNED = re.compile(
 
 
 class ToolHook(PassThrough):
-    def after_execute(self, ctx, call, outcome):
-        text = outcome.output
+    def after_execute(self, ctx, call, outcome, result):
+        text = result.output
         count = 0
         for kind, pattern in KNOWN:
             text, n = re.subn(pattern, f"[REDACTED:{kind}]", text)
@@ -45,6 +45,6 @@ class ToolHook(PassThrough):
             text, n = re.subn(pattern, "[REDACTED]", text)
             count += n
         if count == 0:
-            return outcome
+            return keep()
         print(f"redactor: masked {count} secret(s) in {call.name} {call.id}", file=sys.stderr)
-        return ToolResult(output=text, is_error=outcome.is_error, media_type=outcome.media_type)
+        return replace(ToolResult(output=text, is_error=result.is_error, media_type=result.media_type))
