@@ -69,6 +69,8 @@ pub struct CheckOptions {
     /// Imports the host does not provide are a note (they trap when called), not a
     /// failure: as `allow_unknown_imports = true` in a config.
     pub allow_unknown_imports: bool,
+    /// One more output a hook's after-execute is given: one the author's hook changes.
+    pub output: Option<String>,
 }
 
 /// How a finding bears on conformance.
@@ -392,8 +394,10 @@ async fn check_hook(
         .map(|i| format!("line {i:06} of a large output\n"))
         .take(1024 * 1024 / 29)
         .collect();
-    // (case, the result after-execute gets, whether an inner hook refused the call)
-    let cases = [
+    // (case, the result after-execute gets, whether an inner hook refused the call).
+    // Besides the ordinary and the extreme, outputs hooks are written to change (secrets,
+    // terminal colours, JSON), so that their `replace` runs here and not first in a chain.
+    let mut cases = vec![
         ("an ordinary call", ToolResult::text("hello\n"), false),
         ("an empty output", ToolResult::text(""), false),
         (
@@ -412,8 +416,30 @@ async fn check_hook(
             ToolResult::error("refused by policy"),
             true,
         ),
+        (
+            "an output with secrets",
+            ToolResult::text(
+                "OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123456789\n\
+                 password = hunter2hunter2\nAuthorization: Bearer abcdefghijklmnopqrstuvwxyz\n",
+            ),
+            false,
+        ),
+        (
+            "an output with terminal colours",
+            ToolResult::text("\u{1b}[31merror\u{1b}[0m: \u{1b}[1mfailed\u{1b}[0m\n"),
+            false,
+        ),
+        (
+            "a JSON output",
+            ToolResult::text(r#"{"items":[{"id":1,"name":"a"},{"id":2,"name":"b"}]}"#),
+            false,
+        ),
     ];
+    if let Some(text) = &options.output {
+        cases.push(("the given output", ToolResult::text(text.clone()), false));
+    }
     let mut slowest_start = Duration::ZERO;
+    let mut replaced = 0;
     for (what, result, refused) in cases {
         let call = ToolCall {
             id: uuid::Uuid::new_v4().to_string(),
@@ -491,12 +517,15 @@ async fn check_hook(
                     millis(after_took),
                     match out {
                         None => format!("{} kept", bytes(in_bytes)),
-                        Some(out) => format!(
-                            "{} → {}{}",
-                            bytes(in_bytes),
-                            bytes(out.output.len()),
-                            if out.is_error { ", an error" } else { "" }
-                        ),
+                        Some(out) => {
+                            replaced += 1;
+                            format!(
+                                "{} → {}{}",
+                                bytes(in_bytes),
+                                bytes(out.output.len()),
+                                if out.is_error { ", an error" } else { "" }
+                            )
+                        }
                     },
                 ),
             ),
@@ -508,6 +537,13 @@ async fn check_hook(
                 }
             }
         }
+    }
+    if replaced == 0 {
+        report.add(
+            Verdict::Note,
+            "after-execute kept every output it was given, so its `replace` did not run: \
+             give `--output TEXT|@FILE` with one your hook changes",
+        );
     }
     if slowest_start > Duration::from_millis(1) {
         report.add(

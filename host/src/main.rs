@@ -237,6 +237,10 @@ enum ComponentCommand {
         /// A hook: the tool its calls are for.
         #[arg(long, default_value = "bash")]
         tool: String,
+        /// A hook: one more output its after-execute is given, `TEXT` or `@FILE` — one
+        /// your hook changes, so that check runs its `replace`.
+        #[arg(long, value_name = "TEXT|@FILE")]
+        output: Option<String>,
         /// Grant this virtual path too (read-write, scratch), besides
         /// /workspace, /artifacts, /audit, /plans and /session.
         #[arg(long, value_name = "PATH")]
@@ -405,10 +409,19 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
             settings,
             call,
             tool,
+            output,
             grant,
             deadline,
             allow_unknown_imports,
         }) => {
+            let output = match output {
+                Some(text) => Some(match text.strip_prefix('@') {
+                    Some(file) => std::fs::read_to_string(file)
+                        .with_context(|| format!("--output: reading {file}"))?,
+                    None => text,
+                }),
+                None => None,
+            };
             let options = hookhost::check::CheckOptions {
                 world,
                 settings: parse_settings(&settings)?,
@@ -417,6 +430,7 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
                 tool,
                 deadline_ms: deadline,
                 allow_unknown_imports,
+                output,
             };
             let component = hookhost::component::ComponentRef::parse(&component);
             let report = hookhost::check::check(&component, &options, &data)

@@ -263,8 +263,7 @@ fn an_adapter_built_c_hook_loads_with_allow_unknown_imports() {
 #[test]
 fn component_check_passes_the_four_examples_and_config_check_describes_them() {
     let data = data_dir();
-    // The Rust one is built with the SDK and the Python one with its SDK, on
-    // harness:hooks@0.2.0; the others on 0.1.0.
+    // The Rust, Python and JavaScript ones on harness:hooks@0.2.0; the C one on 0.1.0.
     let examples: [(&str, &str, &[&str]); 4] = [
         ("rust-budget.wasm", "0.2.0", &["--grant", "/budget"]),
         (
@@ -273,7 +272,7 @@ fn component_check_passes_the_four_examples_and_config_check_describes_them() {
             &["--settings", r#"deny=["*rm -rf*"]"#],
         ),
         ("python-redactor.wasm", "0.2.0", &[]),
-        ("js-footer.wasm", "0.1.0", &[]),
+        ("js-footer.wasm", "0.2.0", &[]),
     ];
     for (file, version, extra) in examples {
         let path = built(file);
@@ -368,5 +367,54 @@ fn a_python_hook_on_0_2_0_that_overrides_only_before_execute_refuses_and_passes(
         "{}{}",
         text(&refused.stdout),
         text(&refused.stderr)
+    );
+}
+
+/// `component check` makes a hook replace: among its cases are outputs hooks are written
+/// to change, and the author's own (`--output TEXT|@FILE`). A JavaScript hook whose
+/// replace has the wrong shape, kept for ordinary outputs, is caught there and not first
+/// in a chain.
+#[test]
+fn component_check_runs_a_hooks_replace_and_catches_a_wrong_one() {
+    let data = data_dir();
+    let wrong = built("js-wrong-replace.wasm");
+    let out = hookhost(
+        data.path(),
+        "",
+        &["component", "check", &wrong, "--world", "hook"],
+    );
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("  FAIL an output with secrets: after-execute failed (trap)")
+            && report.contains("invalid variant tag")
+            && report.ends_with("does not conform\n"),
+        "{report}"
+    );
+
+    let sample = data.path().join("sample.txt");
+    std::fs::write(&sample, "the given output\n").unwrap();
+    let footer = built("js-footer.wasm");
+    let at = format!("@{}", sample.display());
+    let out = hookhost(
+        data.path(),
+        "",
+        &[
+            "component",
+            "check",
+            &footer,
+            "--world",
+            "hook",
+            "--output",
+            &at,
+        ],
+    );
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("  ok   the given output: before-execute ")
+            && report.contains("(17 bytes → 54 bytes)")
+            && !report.contains("its `replace` did not run"),
+        "{report}"
     );
 }

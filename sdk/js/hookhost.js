@@ -1,6 +1,6 @@
 // hookhost.js: helpers for hooks written in JavaScript (componentize-js) against the
-// `hook` world of harness:hooks. Import it from your hook's module; componentize-js
-// bundles it.
+// `hook` world of harness:hooks, 0.2.0 or 0.1.0. Import it from your hook's module;
+// componentize-js bundles it.
 //
 //   setting(key, fallback)  a setting from the operator's config, as text
 //   settingList(key)        a list setting: JSON text (`["a","b"]`) or one comma-separated string
@@ -8,6 +8,16 @@
 //   proceed()               let the call through unchanged (before-execute)
 //   refuse(message)         refuse the call (before-execute): throws, which the bindings
 //                           turn into `err(message)`
+//   keep()                  (0.2.0) afterExecute: hand the result outward unchanged
+//   replace(result)         (0.2.0) afterExecute: hand `result` ({output, isError,
+//                           mediaType}) outward instead
+//   fail(message)           (0.2.0) afterExecute: the hook could not do its job
+//
+// In 0.2.0, `afterExecute(ctx, call, outcome, result)` gets how the call went (`outcome`:
+// {kind: 'done' | 'tool-error' | 'refused' | 'failed', refusedBy, failures}) and what the
+// inner layers returned (`result`), and returns keep(), replace(…) or fail(…): the
+// bindings take a variant as `{tag, val}`, and `component check` tries a replace.
+// In 0.1.0 it is `afterExecute(ctx, call, result)` and returns a result.
 import { get } from 'wasi:config/store@0.2.0-rc.1';
 
 export function setting(key, fallback) {
@@ -35,4 +45,16 @@ export function proceed() {
 
 export function refuse(message) {
   throw message;
+}
+
+export function keep() {
+  return { tag: 'keep' };
+}
+
+export function replace(result) {
+  return { tag: 'replace', val: result };
+}
+
+export function fail(message) {
+  return { tag: 'fail', val: message };
 }

@@ -16,10 +16,15 @@ mkdir -p "$out"
 
 "${bin}rolldown" "$root/examples/hooks/js-footer/footer.js" --format esm \
     --external 'wasi:config/store@0.2.0-rc.1' --file "$work/footer.js" > /dev/null
-"${bin}componentize-js" "$work/footer.js" --wit "$root/wit/hooks@0.1.0" --world-name hook \
+"${bin}componentize-js" "$work/footer.js" --wit "$root/wit/hooks@0.2.0" --world-name hook \
     -o "$out/js-with-http.wasm"
 
 #   py-refuser.wasm    a 0.2.0 Python hook overriding only before_execute (the SDK's
 #                      PassThrough answers after_execute)
 "${COMPONENTIZE_PY:-componentize-py}" -d "$root/wit/hooks@0.2.0" -w hook \
     componentize -p "$here/py-refuser" -p "$root/sdk/python" refuser -o "$out/py-refuser.wasm"
+
+#   js-wrong-replace.wasm  a 0.2.0 JavaScript hook whose replace has the wrong shape,
+#                          kept for ordinary outputs: `component check` must catch it
+"${bin}componentize-js" "$here/js-wrong-replace/hook.js" --wit "$root/wit/hooks@0.2.0" \
+    --world-name hook -d http -d fetch-event -o "$out/js-wrong-replace.wasm"

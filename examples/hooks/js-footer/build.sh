@@ -16,5 +16,5 @@ trap 'rm -rf "$work"' EXIT
 "${bin}rolldown" "$here/footer.js" --format esm --external 'wasi:config/store@0.2.0-rc.1' --file "$work/footer.js" \
     > /dev/null
 mkdir -p "$out"
-"${bin}componentize-js" "$work/footer.js" --wit "$root/wit/hooks@0.1.0" --world-name hook \
+"${bin}componentize-js" "$work/footer.js" --wit "$root/wit/hooks@0.2.0" --world-name hook \
     -d http -d fetch-event -o "$out/js-footer.wasm"
