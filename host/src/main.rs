@@ -350,6 +350,20 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
                 .transpose()
                 .context("--session")?;
             let runtime = start(&plan, &data, OneShot::Calls).await?;
+            let kept: Vec<&str> = plan
+                .hooks
+                .iter()
+                .filter(|h| h.instance == hookhost::chain::InstanceMode::PerSession)
+                .map(|h| h.component.name.as_str())
+                .collect();
+            if session_id.is_some() && !kept.is_empty() {
+                eprintln!(
+                    "hookhost: note: {} kept per session start afresh in each `hookhost call`; \
+                     a session's instance (and what it holds in memory) lives in a serving \
+                     process, `hookhost serve`",
+                    kept.join(", ")
+                );
+            }
             let session = match &session_id {
                 Some(id) => runtime.sessions().open(&tenant, id).await?,
                 None => {

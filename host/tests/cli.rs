@@ -835,3 +835,54 @@ fn session_commands_neither_compile_components_nor_start_upstreams() {
         stderr(&out)
     );
 }
+
+/// A hook kept per session keeps nothing between one-shot calls: `call --session` says so,
+/// once, on stderr.
+#[test]
+fn a_per_session_hook_under_call_session_is_said_to_start_afresh() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("kept.toml");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
+            .unwrap()
+            .replacen(
+                "on_failure = \"open\"\n",
+                "on_failure = \"open\"\ninstance = \"per-session\"\n",
+                1,
+            );
+    std::fs::write(&config, text).unwrap();
+    let first = hookhost_with(
+        data.path(),
+        &config,
+        &["call", "bash", r#"{"command":"true"}"#],
+    );
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(
+        !stderr(&first).contains("start afresh"),
+        "{}",
+        stderr(&first)
+    );
+    let session = stderr(&first)
+        .lines()
+        .find_map(|l| l.strip_prefix("hookhost: session "))
+        .unwrap()
+        .to_string();
+    let again = hookhost_with(
+        data.path(),
+        &config,
+        &[
+            "call",
+            "--session",
+            &session,
+            "bash",
+            r#"{"command":"true"}"#,
+        ],
+    );
+    let said = stderr(&again);
+    assert_eq!(
+        said.matches("start afresh in each `hookhost call`").count(),
+        1,
+        "{said}"
+    );
+    assert!(said.contains("hookhost serve"), "{said}");
+}

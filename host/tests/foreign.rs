@@ -418,3 +418,34 @@ fn component_check_runs_a_hooks_replace_and_catches_a_wrong_one() {
         "{report}"
     );
 }
+
+/// A 0.2.0 hook in C with sdk/c/hookhost.h (built with -Wall -Werror): it refuses, it
+/// replaces, and it keeps, in a chain run by the real binary.
+#[test]
+fn a_c_hook_on_0_2_0_refuses_replaces_and_keeps() {
+    let data = data_dir();
+    let config = format!(
+        "{MOUNTS}\n[[hooks]]\nname = \"c-v2\"\ncomponent = {:?}\non_failure = \"closed\"\n",
+        built("c-v2.wasm")
+    );
+    let call = |command: &str| {
+        let args = serde_json::json!({ "command": command }).to_string();
+        hookhost(data.path(), &config, &["call", "bash", &args])
+    };
+    let kept = call("echo plain");
+    assert_eq!(text(&kept.stdout), "plain\n", "{}", text(&kept.stderr));
+    let replaced = call("echo wow!");
+    assert_eq!(
+        text(&replaced.stdout),
+        "replaced\n",
+        "{}",
+        text(&replaced.stderr)
+    );
+    let refused = call("echo forbidden");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stdout).contains("refused: forbidden"),
+        "{}",
+        text(&refused.stdout)
+    );
+}

@@ -1,13 +1,18 @@
 /*
  * hookhost.h: helpers for hooks written in C against the `hook` world of
- * harness:hooks (bindings made by `guest-kit c-bindings WIT --world hook`).
+ * harness:hooks, 0.2.0 or 0.1.0 (bindings made by `guest-kit c-bindings
+ * wit/hooks@0.2.0 --world hook`).
  *
  * Include it after "hook.h" in one source file. It gives:
  *   - settings:  hh_setting("key") -> malloc'd text or NULL (wasi:config/store);
  *   - JSON:      hh_json_field(json, len, "key") -> a top-level string field, unescaped;
  *                hh_json_strings(text, len, &n) -> a JSON list of strings, or one
  *                comma-separated string (how hookhost hands over a TOML list setting);
- *   - results:   hh_result_move(ret, outcome) -> passes an outcome on unchanged.
+ *   - results:   0.2.0: hh_keep(ret, result) -> after-execute's `keep`;
+ *                hh_replace(ret, result) -> `replace` with `result`, moved;
+ *                hh_fail(ret, "why") -> `fail`;
+ *                0.1.0: hh_result_move(ret, outcome) -> passes an outcome on unchanged.
+ * Every helper is `static inline`: a hook that uses some builds clean with -Wall -Werror.
  * Everything returned is malloc'd; free it with free() / hh_strings_free().
  *
  * Ownership, as wit-bindgen's C bindings define it: the arguments of an exported
@@ -25,7 +30,7 @@
 #include <string.h>
 
 /* A setting from the operator's config, or NULL when it is not set. */
-static char *hh_setting(const char *key) {
+static inline char *hh_setting(const char *key) {
     hook_string_t k;
     hook_string_set(&k, key);
     hook_option_string_t value;
@@ -52,12 +57,12 @@ typedef struct {
     const char *end;
 } hh_json;
 
-static void hh_json_ws(hh_json *j) {
+static inline void hh_json_ws(hh_json *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
         j->p++;
 }
 
-static void hh_utf8(char **out, uint32_t c) {
+static inline void hh_utf8(char **out, uint32_t c) {
     char *o = *out;
     if (c < 0x80) {
         *o++ = (char)c;
@@ -77,7 +82,7 @@ static void hh_utf8(char **out, uint32_t c) {
     *out = o;
 }
 
-static bool hh_hex4(hh_json *j, uint32_t *v) {
+static inline bool hh_hex4(hh_json *j, uint32_t *v) {
     if (j->end - j->p < 4)
         return false;
     *v = 0;
@@ -94,7 +99,7 @@ static bool hh_hex4(hh_json *j, uint32_t *v) {
 
 /* Reads a string at j->p (which is at its opening quote); returns it malloc'd and
  * unescaped when `keep`, else NULL; *ok says whether it was well formed. */
-static char *hh_json_string(hh_json *j, bool keep, bool *ok) {
+static inline char *hh_json_string(hh_json *j, bool keep, bool *ok) {
     *ok = false;
     if (j->p >= j->end || *j->p != '"')
         return NULL;
@@ -144,7 +149,7 @@ bad:
 }
 
 /* Skips one value of any kind; false when it is malformed. */
-static bool hh_json_skip(hh_json *j, int depth) {
+static inline bool hh_json_skip(hh_json *j, int depth) {
     bool ok;
     hh_json_ws(j);
     if (j->p >= j->end || depth > 64)
@@ -191,7 +196,7 @@ static bool hh_json_skip(hh_json *j, int depth) {
 
 /* The string value of the top-level `key` of a JSON object, or NULL (absent, not a
  * string, or not an object). */
-static char *hh_json_field(const char *json, size_t len, const char *key) {
+static inline char *hh_json_field(const char *json, size_t len, const char *key) {
     hh_json j = {json, json + len};
     bool ok;
     hh_json_ws(&j);
@@ -220,7 +225,7 @@ static char *hh_json_field(const char *json, size_t len, const char *key) {
 
 /* A list of strings: a JSON list (`["a","b"]`), or else one comma-separated string.
  * NULL when `text` is NULL or a malformed list; *n is the count. */
-static char **hh_json_strings(const char *text, size_t len, size_t *n) {
+static inline char **hh_json_strings(const char *text, size_t len, size_t *n) {
     *n = 0;
     if (!text)
         return NULL;
@@ -273,16 +278,45 @@ bad:
     return NULL;
 }
 
-static void hh_strings_free(char **items, size_t n) {
+static inline void hh_strings_free(char **items, size_t n) {
     for (size_t i = 0; i < n; i++) free(items[i]);
     free(items);
 }
 
-/* Passes `outcome` on unchanged: moves it into `ret` (no copy). */
-static void hh_result_move(exports_harness_hooks_tool_hook_tool_result_t *ret,
+#ifdef EXPORTS_HARNESS_HOOKS_TOOL_HOOK_AFTER_KEEP
+/* 0.2.0 after-execute: hands the result it was given outward unchanged (nothing is
+ * copied back), freeing the hook's copy of it. */
+static inline void hh_keep(exports_harness_hooks_tool_hook_after_t *ret,
+                           exports_harness_hooks_tool_hook_tool_result_t *result) {
+    exports_harness_hooks_tool_hook_tool_result_free(result);
+    ret->tag = EXPORTS_HARNESS_HOOKS_TOOL_HOOK_AFTER_KEEP;
+}
+
+/* 0.2.0 after-execute: hands `result` outward instead: moved into `ret`, not copied
+ * (change result->output with hook_string_dup first). */
+static inline void hh_replace(exports_harness_hooks_tool_hook_after_t *ret,
+                              exports_harness_hooks_tool_hook_tool_result_t *result) {
+    ret->tag = EXPORTS_HARNESS_HOOKS_TOOL_HOOK_AFTER_REPLACE;
+    ret->val.replace = *result;
+    memset(result, 0, sizeof *result);
+}
+
+/* 0.2.0 after-execute: the hook could not do its job; the operator's on_failure decides.
+ * Frees `result`. */
+static inline void hh_fail(exports_harness_hooks_tool_hook_after_t *ret,
+                           exports_harness_hooks_tool_hook_tool_result_t *result,
+                           const char *why) {
+    exports_harness_hooks_tool_hook_tool_result_free(result);
+    ret->tag = EXPORTS_HARNESS_HOOKS_TOOL_HOOK_AFTER_FAIL;
+    hook_string_dup(&ret->val.fail, why);
+}
+#else
+/* 0.1.0 after-execute: passes `outcome` on unchanged: moves it into `ret` (no copy). */
+static inline void hh_result_move(exports_harness_hooks_tool_hook_tool_result_t *ret,
                            exports_harness_hooks_tool_hook_tool_result_t *outcome) {
     *ret = *outcome;
     memset(outcome, 0, sizeof *outcome);
 }
+#endif
 
 #endif

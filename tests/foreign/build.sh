@@ -28,3 +28,13 @@ mkdir -p "$out"
 #                          kept for ordinary outputs: `component check` must catch it
 "${bin}componentize-js" "$here/js-wrong-replace/hook.js" --wit "$root/wit/hooks@0.2.0" \
     --world-name hook -d http -d fetch-event -o "$out/js-wrong-replace.wasm"
+
+#   c-v2.wasm          a 0.2.0 C hook using sdk/c/hookhost.h's keep and replace, built
+#                      with -Wall -Werror
+kit="${GUEST_KIT:-$root/target/release/guest-kit}"
+"$kit" c-bindings "$root/wit/hooks@0.2.0" --world hook --out "$work/c-v2"
+clang --target=wasm32-wasi -mexec-model=reactor -Os -Wall -Werror \
+    -I "$work/c-v2" -I "$root/sdk/c" \
+    "$here/c-v2/hook.c" "$work/c-v2/hook.c" "$work/c-v2/hook_component_type.o" \
+    -Wl,--strip-debug -o "$work/c-v2.core.wasm"
+"$kit" componentize "$work/c-v2.core.wasm" -o "$out/c-v2.wasm"
