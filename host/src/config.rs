@@ -12,12 +12,11 @@ use crate::component::{ComponentRef, SettingType};
 use crate::ids::TenantId;
 use crate::limits::{
     DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, DEFAULT_TRACE_DIFF_BYTES, LimitOverrides,
-    Limits, MAX_BASH_TIMEOUT, MAX_ID_BYTES, ShellLimitOverrides, ShellLimits,
+    Limits, MAX_BASH_TIMEOUT, MAX_ID_BYTES, SYSTEM_PATHS, ShellLimitOverrides, ShellLimits,
 };
 use crate::mounts::{MountError, MountSpec, MountTable, Scope};
 use crate::sandbox::{Access, Grants, Settings};
 use crate::sessions::{Quota, TenantPolicy};
-use crate::tools::bash::SYSTEM_PATHS;
 use crate::trace::TraceSettings;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -1266,7 +1265,7 @@ fn settings(settings: &BTreeMap<Spanned<String>, toml::Value>) -> Settings {
         .collect()
 }
 
-/// One setting's value as `wasi:config/store` hands it over (see [`settings`]).
+/// One setting's value as `wasi:config/store` hands it over (see `settings`).
 pub fn setting_text(value: &toml::Value) -> String {
     match value {
         toml::Value::String(s) => s.clone(),

@@ -1,7 +1,7 @@
 //! hookhost: a sandboxed runtime for hooks around AI agent tool calls.
 //!
-//! Hooks and tools are WebAssembly components of the WIT package `harness:hooks@0.1.0`
-//! (see `wit/`). A [`Runtime`] loads them from a [`Config`]'s checked [`config::Plan`], and every
+//! Hooks and tools are WebAssembly components of the WIT package `harness:hooks`, at
+//! 0.2.0 or 0.1.0 (see `wit/`; one chain may mix them). A [`Runtime`] loads them from a [`Config`]'s checked [`config::Plan`], and every
 //! [`Runtime::call`] runs the hook chain around the tool, like an onion: `before-execute`
 //! from the outermost hook in, the tool, then `after-execute` from the innermost hook out
 //! (see [`chain`]). Each component sees only the per-session directories it was granted
@@ -20,6 +20,23 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # The modules, from the bottom up
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | [`limits`] | every limit, default and range, and the security rules they enforce |
+//! | [`ids`], [`failure`], [`bindings`], [`metrics`], [`guest_log`] | ids, how a layer failed, the WIT types, counters, a guest's stderr |
+//! | [`mounts`] | virtual paths and the host directories behind them |
+//! | [`sessions`] | sessions end to end: the table, directories, tenants, quotas, and what holds per-session state ([`sessions::SessionHolder`]) |
+//! | [`sandbox`] | a component's store: its grants, settings and limits |
+//! | [`component`] | compiling and caching components, the engine |
+//! | [`trace`] | what the host observes of each call: events, file changes, spans |
+//! | [`chain`] | the hook chain, run like an onion |
+//! | [`config`] | the operator's file, checked once into a [`config::Plan`] |
+//! | [`tools`] | tools: components, `bash` in its sandbox, upstream MCP servers |
+//! | [`runtime`] | a [`Runtime`] built from a plan: the chain around every call |
+//! | [`check`], [`agents`], [`mcp`] | `component check`; agents' own hook protocols; serving MCP |
 
 pub mod agents;
 pub mod bindings;

@@ -62,6 +62,13 @@ pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest time limit a `bash` call may ask for.
 pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The paths where a `bash` sandbox keeps the system (read-only, or its own `/tmp`,
+/// `/proc`, `/dev`): no mount a command sees may be named so, which the config checks.
+pub const SYSTEM_PATHS: &[&str] = &[
+    "/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+    "/sys", "/tmp", "/usr", "/var",
+];
+
 /// Processes (and threads) one `bash` command may have at once, all its children
 /// counted: a fork bomb stops here instead of filling the machine's process table
 /// (`pid_max` is 32,768 on small machines). Enforced by `RLIMIT_NPROC` and, on a host

@@ -359,7 +359,7 @@ impl Sessions {
     }
 
     /// Deletes `tenant`'s session `id`: the row, then what holds state for it is told (see
-    /// [`Sessions::on_end`]), then every session-scoped directory of it, for every hook and
+    /// [`Sessions::hold`]), then every session-scoped directory of it, for every hook and
     /// tool; tenant and persistent mounts are kept.
     ///
     /// # Errors

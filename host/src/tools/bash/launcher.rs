@@ -2,7 +2,7 @@
 //! `hookhost sandbox-shell`, PID 2 of the sandbox (bubblewrap's init is PID 1).
 //!
 //! Making a sandbox costs about 7.5 ms of CPU here (namespaces, mounts, `pivot_root`), a
-//! `bash -c` about 1 ms; so a sandbox is made once per session (see [`super::pool`]) and
+//! `bash -c` about 1 ms; so a sandbox is made once per session (see `shell::ShellPool`) and
 //! its launcher forks each command, which costs what an unsandboxed command costs.
 //! The host talks to it over a `SOCK_SEQPACKET` socket on [`CONTROL_FD`], one message per
 //! [`Request`] (with the command's stdout and stderr as `SCM_RIGHTS`) and per [`Reply`].

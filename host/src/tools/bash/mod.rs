@@ -22,7 +22,7 @@ pub mod launcher;
 pub mod sandbox;
 pub mod shell;
 
-pub use sandbox::{Readiness, SYSTEM_PATHS, ShellSandbox, Unavailable};
+pub use sandbox::{Readiness, ShellSandbox, Unavailable};
 
 use super::Tool;
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};

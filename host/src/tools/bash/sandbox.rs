@@ -48,12 +48,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use tokio::process::Command;
 
-/// The paths where the sandbox keeps the system: no mount bash sees may be named so.
-pub const SYSTEM_PATHS: &[&str] = &[
-    "/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
-    "/sys", "/tmp", "/usr", "/var",
-];
-
 /// The user a command runs as inside the sandbox (mapped to the host's user outside, so
 /// files it writes belong to hookhost's user).
 pub const SANDBOX_USER: &str = "agent";
