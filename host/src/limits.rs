@@ -367,3 +367,41 @@ impl ShellLimitOverrides {
         out_of_range(&set, SHELL_LIMIT_RANGES)
     }
 }
+
+// The serving side: MCP, upstream servers, the session tables.
+
+/// How long an HTTP MCP session may stay idle before it is ended (and its hookhost session
+/// deleted), unless the operator says otherwise.
+pub const DEFAULT_MCP_IDLE: Duration = Duration::from_secs(30 * 60);
+
+/// How long running calls may go on after a shutdown signal before the server's sessions
+/// are ended (their commands killed, their files deleted).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How often a client's watcher of tool changes checks that the client is still there.
+pub const MCP_PEER_CHECK: Duration = Duration::from_secs(10);
+
+/// The largest HTTP request body read: rmcp's own limit (4 MiB), above the 1 MiB of tool
+/// arguments a call may carry.
+pub const MAX_HTTP_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Connections a host keeps to the database at most.
+pub const PG_POOL_SIZE: usize = 16;
+
+/// How often a running call of a tenant with a quota has its directories measured.
+pub const QUOTA_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long a call waits for another process holding the database.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an upstream may take to start, and each call, unless its config says.
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest wait between two restarts of a dead upstream.
+pub const MAX_UPSTREAM_BACKOFF: Duration = Duration::from_secs(60);
+
+/// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
+pub const UPSTREAM_HEALTHY_AFTER: Duration = Duration::from_secs(30);
+
+/// How many early progress notifications are held for a request not yet watched.
+pub const UPSTREAM_EARLY_PROGRESS: usize = 256;

@@ -22,6 +22,7 @@
 use crate::agents;
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
+use crate::limits::{MAX_HTTP_BODY_BYTES, MCP_PEER_CHECK, SHUTDOWN_GRACE};
 use crate::runtime::{CallError, Runtime};
 use crate::sessions::{IdleSweep, Owner, Session, SessionError, SessionHolder, SessionKey};
 use crate::tools::upstream;
@@ -52,21 +53,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The path the Streamable HTTP endpoint is served at.
 pub const HTTP_PATH: &str = "/mcp";
-
-/// How long an HTTP MCP session may stay idle before it is ended (and its hookhost session
-/// deleted), unless the operator says otherwise.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
-
-/// How long running calls may go on after a shutdown signal before the server's sessions
-/// are ended (their commands killed, their files deleted).
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// How often a client's watcher of tool changes checks that the client is still there.
-const PEER_CHECK: Duration = Duration::from_secs(10);
-
-/// The largest HTTP request body read: rmcp's own limit (4 MiB), above the 1 MiB of tool
-/// arguments a call may carry.
-const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// How `serve` makes and ends its sessions.
 #[derive(Debug, Clone, Default)]
@@ -178,7 +164,7 @@ impl ServerHandler for McpServer {
         // Tell this client when the tools change, for as long as it is connected.
         let mut changes = self.runtime.tools_changed();
         tokio::spawn(async move {
-            let mut check = tokio::time::interval(PEER_CHECK);
+            let mut check = tokio::time::interval(MCP_PEER_CHECK);
             loop {
                 tokio::select! {
                     changed = changes.changed() => {
@@ -562,7 +548,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     }
     let mut rpc_id = serde_json::Value::Null;
     if parts.method == Method::POST {
-        let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_HTTP_BODY_BYTES).await else {
             return rpc_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 rpc_id,

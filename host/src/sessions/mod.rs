@@ -26,9 +26,10 @@ pub use tenants::{TenantPolicy, Tenants};
 
 use crate::bindings::ToolResult;
 use crate::ids::{SessionId, TenantId};
+use crate::limits::QUOTA_CHECK_INTERVAL;
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
 use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
-use quota::{QUOTA_CHECK_INTERVAL, QuotaBook};
+use quota::QuotaBook;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};

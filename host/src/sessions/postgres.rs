@@ -7,18 +7,16 @@
 //! instant (see [`SessionTable::delete_if_idle`]). The schema is made at connection,
 //! under an advisory lock, so hosts starting together do not race.
 //!
-//! Connections are pooled ([`deadpool_postgres`], at most [`POOL_SIZE`]) and not
+//! Connections are pooled ([`deadpool_postgres`], at most [`PG_POOL_SIZE`]) and not
 //! encrypted: the database is expected on a private network or a local socket.
 
 use super::table::{Owner, Row, SessionError, SessionRecord, SessionTable, created, millis};
 use crate::ids::{SessionId, TenantId};
+use crate::limits::PG_POOL_SIZE;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::path::Path;
 use std::time::SystemTime;
 use tokio_postgres::NoTls;
-
-/// Connections a host keeps to the database at most.
-pub const POOL_SIZE: usize = 16;
 
 /// The key of the advisory lock under which the schema is made.
 const SCHEMA_LOCK: i64 = 0x686f_6f6b_686f_7374; // "hookhost"
@@ -66,7 +64,7 @@ impl PgTable {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(PG_POOL_SIZE)
             .build()
             .map_err(|e| SessionError::Pool(e.to_string()))?;
         let table = PgTable { pool };

@@ -7,7 +7,7 @@
 //! grants, `bash`'s mount), before, during and after it; a deleted session's use is
 //! subtracted.
 //! While a call of a tenant with a quota runs, its directories are measured every
-//! [`QUOTA_CHECK_INTERVAL`]; a call that takes the tenant over its quota is stopped there
+//! [`QUOTA_CHECK_INTERVAL`](crate::limits::QUOTA_CHECK_INTERVAL); a call that takes the tenant over its quota is stopped there
 //! (its components dropped, its commands killed) and its output withheld. So a tenant can
 //! overshoot by what one call writes in that interval plus one walk of those directories —
 //! not by what it writes until its deadline. `session gc` measures every tenant afresh.
@@ -20,10 +20,6 @@ use crate::ids::TenantId;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
-
-/// How often a running call of a tenant with a quota has its directories measured.
-pub const QUOTA_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
 /// What some directories hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

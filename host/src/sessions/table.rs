@@ -4,6 +4,7 @@
 //! [`super::dirs`]'s.
 
 use crate::ids::{IdError, SessionId, TenantId};
+use crate::limits::SQLITE_BUSY_TIMEOUT;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -12,9 +13,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The session table's file, in the data directory.
 pub const DATABASE_FILE: &str = "sessions.db";
-
-/// How long a call waits for another process holding the database.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +217,7 @@ impl SqliteTable {
     /// [`SessionError::Database`] when SQLite cannot open or create it.
     pub fn open(data_root: &Path) -> Result<SqliteTable, SessionError> {
         let conn = Connection::open(data_root.join(DATABASE_FILE))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.busy_timeout(SQLITE_BUSY_TIMEOUT)?;
         // WAL with synchronous=NORMAL: a commit is not an fsync (a power cut may lose the
         // last touches, never corrupt the table), so touching a session on every call is
         // cheap.

@@ -4,7 +4,7 @@
 //!
 //! An upstream that does not start within its timeout is reported and contributes no
 //! tools. One that dies later is restarted, with a backoff from 1 s doubling to
-//! [`MAX_BACKOFF`] (logged); meanwhile its tools answer with an error saying it is down.
+//! [`MAX_UPSTREAM_BACKOFF`] (logged); meanwhile its tools answer with an error saying it is down.
 //! When a restarted upstream lists other tools than before, [`Upstream::changes`] ticks so
 //! MCP clients are told (`notifications/tools/list_changed`). Each call is bounded by the
 //! upstream's timeout, so a hung upstream never hangs a client; the client's progress
@@ -19,6 +19,9 @@ use super::{Extras, Tool};
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, expand_env, is_tool_name};
 use crate::failure::Failure;
+use crate::limits::{
+    DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_EARLY_PROGRESS, UPSTREAM_HEALTHY_AFTER,
+};
 use crate::sessions::{Session, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{
@@ -35,15 +38,6 @@ use std::time::{Duration, Instant};
 
 /// Separates an upstream's name from its tool's in the names agents see.
 pub const SEPARATOR: &str = "__";
-
-/// How long an upstream may take to start, and each call, unless its config says.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The longest wait between two restarts of a dead upstream.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
-const HEALTHY_AFTER: Duration = Duration::from_secs(30);
 
 tokio::task_local! {
     /// The MCP client's peer and progress token of the call running in this task, so an
@@ -84,12 +78,9 @@ struct Progress {
     targets: Mutex<HashMap<ProgressToken, Target>>,
     /// Notifications that came before their request was watched (rmcp picks the token as
     /// it sends the request, so an upstream may answer before [`Relay::watch`] runs); at
-    /// most [`EARLY_PROGRESS`], oldest dropped first.
+    /// most [`UPSTREAM_EARLY_PROGRESS`], oldest dropped first.
     early: Mutex<std::collections::VecDeque<ProgressNotificationParam>>,
 }
-
-/// How many early progress notifications are held for a request not yet watched.
-const EARLY_PROGRESS: usize = 256;
 
 impl Relay {
     fn targets(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Target>> {
@@ -108,7 +99,7 @@ impl ClientHandler for Relay {
             Some(target) => relay(target, params).await,
             None => {
                 let mut early = self.0.early.lock().unwrap_or_else(|e| e.into_inner());
-                if early.len() == EARLY_PROGRESS {
+                if early.len() == UPSTREAM_EARLY_PROGRESS {
                     early.pop_front();
                 }
                 early.push_back(params);
@@ -321,13 +312,13 @@ impl Upstream {
             let up_since = Instant::now();
             let reason = connection.waiting().await;
             *self.peer.write().unwrap_or_else(|e| e.into_inner()) = None;
-            if up_since.elapsed() >= HEALTHY_AFTER {
+            if up_since.elapsed() >= UPSTREAM_HEALTHY_AFTER {
                 backoff = Duration::from_secs(1);
             }
             loop {
                 tracing::warn!(upstream = %self.name, ?reason, retry_in = ?backoff, "upstream is down; restarting");
                 tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                backoff = (backoff * 2).min(MAX_UPSTREAM_BACKOFF);
                 match self.start().await {
                     Ok((next, tools)) => {
                         tracing::info!(upstream = %self.name, tools = tools.len(), "upstream restarted");
@@ -391,7 +382,7 @@ pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Arc<Upstream>,
         spec: spec.clone(),
         timeout: spec
             .timeout_secs
-            .map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+            .map_or(DEFAULT_UPSTREAM_TIMEOUT, Duration::from_secs),
         peer: RwLock::new(None),
         tools: RwLock::new(Vec::new()),
         changes: tokio::sync::watch::channel(0).0,
