@@ -738,10 +738,10 @@ fn configs_that_cannot_work_are_refused_or_explained_plainly() {
 fn a_tenant_cannot_make_files_without_bound() {
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("quota.toml");
-    let mut text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
-            .unwrap();
-    text.push_str("\n[tenants.small]\ndisk_quota_files = 500\n");
+    let text = format!(
+        "{}\n[tenants.small]\ndisk_quota_files = 500\n",
+        hookhost::config::DEFAULT_CONFIG
+    );
     std::fs::write(&config, text).unwrap();
     let make =
         r#"{"command":"for i in $(seq 1 26000); do : > f$i; done; echo made","timeout_secs":60}"#;
@@ -842,14 +842,11 @@ fn session_commands_neither_compile_components_nor_start_upstreams() {
 fn a_per_session_hook_under_call_session_is_said_to_start_afresh() {
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("kept.toml");
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
-            .unwrap()
-            .replacen(
-                "on_failure = \"open\"\n",
-                "on_failure = \"open\"\ninstance = \"per-session\"\n",
-                1,
-            );
+    let text = hookhost::config::DEFAULT_CONFIG.replacen(
+        "on_failure = \"open\"\n",
+        "on_failure = \"open\"\ninstance = \"per-session\"\n",
+        1,
+    );
     std::fs::write(&config, text).unwrap();
     let first = hookhost_with(
         data.path(),
