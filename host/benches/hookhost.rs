@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use hookhost::config::Plan;
 use hookhost::failure::Failure;
-use hookhost::tools::Tool;
+use hookhost::tools::{Callee, Tool};
 use hookhost::{
     CallContext, Config, Runtime, Session, TenantId, ToolCall, ToolDescriptor, ToolResult,
 };
@@ -77,8 +77,10 @@ impl Fixed {
 
 impl hookhost::sessions::SessionHolder for Fixed {}
 
+impl Tool for Fixed {}
+
 #[async_trait::async_trait]
-impl Tool for Fixed {
+impl Callee for Fixed {
     fn descriptor(&self) -> &ToolDescriptor {
         &self.descriptor
     }
@@ -275,7 +277,7 @@ async fn native_bash_throughput() -> Result<f64> {
 /// cgroup, hookhost's launcher) running `bash -c true`, as a session's first `bash` call
 /// makes it, and `bash -c true` natively; median of each, one at a time.
 async fn sandbox_start(data: &Path) -> Result<(Duration, Duration)> {
-    use hookhost::config::ShellPolicy;
+    use hookhost::limits::ShellPolicy;
     use hookhost::tools::bash::ShellSandbox;
     use hookhost::tools::bash::launcher::Reply;
     let shell = ShellSandbox::new(None, data);
@@ -1151,7 +1153,7 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
         let project = base.join("project");
         std::fs::create_dir_all(&project)?;
         std::fs::write(project.join("f.txt"), "z".repeat(100))?;
-        let builtin = include_str!("../src/default.toml");
+        let builtin = include_str!("../src/config/default.toml");
         let unhooked = base.join("no-hooks.toml");
         std::fs::write(
             &unhooked,

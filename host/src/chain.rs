@@ -20,20 +20,19 @@
 use crate::bindings::hook::Hook;
 use crate::bindings::v0_2_0;
 use crate::bindings::v0_2_0::described::DescribedHookPre;
-use crate::bindings::{CallContext, Proceed, ToolCall, ToolResult};
+use crate::bindings::{CallContext, Proceed, ToolCall, ToolDescriptor, ToolResult};
 use crate::component::{ComponentRef, HookPres, SettingType};
 use crate::failure::{Failure, FailureKind};
+use crate::ids::ToolMatch;
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Access, Grants, Sandbox, Settings, StoreState};
 use crate::sessions::{Session, SessionHolder, SessionKey};
-use crate::tools::Tool;
 use crate::trace::{CallTrace, Phase, PhaseEnd};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use wasmtime::Store;
-use wildmatch::WildMatch;
 
 /// What happens when a hook fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
@@ -69,42 +68,27 @@ pub enum InstanceMode {
     PerSession,
 }
 
-/// Which tools a layer applies to: names, with `*` and `?` wildcards.
-#[derive(Debug, Clone)]
-pub struct ToolMatch {
-    patterns: Vec<WildMatch>,
-}
+/// What the chain wraps: the tool at the centre of the onion. The chain needs no more of
+/// a tool than this; `tools::Tool` extends it with what MCP needs.
+#[async_trait::async_trait]
+pub trait Callee: Send + Sync {
+    /// Its name, description and input schema.
+    fn descriptor(&self) -> &ToolDescriptor;
 
-impl ToolMatch {
-    pub fn new<S: AsRef<str>>(patterns: &[S]) -> ToolMatch {
-        ToolMatch {
-            patterns: patterns
-                .iter()
-                .map(|p| WildMatch::new(p.as_ref()))
-                .collect(),
-        }
-    }
+    /// Runs one call for `session`. A call that ran and went wrong is an `Ok` result with
+    /// `is_error`; `Err` means the tool itself failed (a component trapped, timed out...).
+    async fn execute(
+        &self,
+        session: &Session,
+        ctx: &CallContext,
+        call: &ToolCall,
+    ) -> Result<ToolResult, Failure>;
 
-    /// Every tool.
-    pub fn all() -> ToolMatch {
-        ToolMatch::new(&["*"])
-    }
-
-    pub fn matches(&self, tool: &str) -> bool {
-        self.patterns.iter().any(|p| p.matches(tool))
-    }
-}
-
-impl fmt::Display for ToolMatch {
-    /// The patterns, as configured: `read_file, fs__*`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, pattern) in self.patterns.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{pattern}")?;
-        }
-        Ok(())
+    /// The mounts (virtual paths) a call of it may write in: what the trace watches and a
+    /// disk quota measures around it. None by default (an upstream server's files are not
+    /// the session's).
+    fn writable_mounts(&self) -> Vec<&str> {
+        Vec::new()
     }
 }
 
@@ -267,7 +251,7 @@ impl HookChain {
         session: &Session,
         mut ctx: CallContext,
         mut call: ToolCall,
-        tool: &dyn Tool,
+        tool: &dyn Callee,
         trace: &mut CallTrace<'_>,
     ) -> (ToolResult, &'static str) {
         let mut passage = self.enter(session, &mut ctx, &mut call, None, trace).await;
@@ -458,7 +442,7 @@ impl HookChain {
     /// Runs the tool at the centre; its failure becomes an error result, recorded.
     async fn execute(
         &self,
-        tool: &dyn Tool,
+        tool: &dyn Callee,
         session: &Session,
         ctx: &CallContext,
         call: &ToolCall,

@@ -1,4 +1,5 @@
-//! Untrusted names that reach host paths: session ids, tenant ids, tool names.
+//! Untrusted names that reach host paths: session ids, tenant ids, tool names; and the
+//! patterns that pick tools by name ([`ToolMatch`]).
 //!
 //! Security rule: such a name is *validated* (non-empty, at most [`MAX_ID_BYTES`], no
 //! control characters, no `/`) and then *encoded* into one path segment by
@@ -9,6 +10,7 @@
 use crate::limits::MAX_ID_BYTES;
 use std::fmt;
 use std::str::FromStr;
+use wildmatch::WildMatch;
 
 /// Why a name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -117,6 +119,45 @@ pub fn path_segment(s: &str) -> String {
         }
     }
     out
+}
+
+/// Which tools a layer applies to: names, with `*` and `?` wildcards.
+#[derive(Debug, Clone)]
+pub struct ToolMatch {
+    patterns: Vec<WildMatch>,
+}
+
+impl ToolMatch {
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> ToolMatch {
+        ToolMatch {
+            patterns: patterns
+                .iter()
+                .map(|p| WildMatch::new(p.as_ref()))
+                .collect(),
+        }
+    }
+
+    /// Every tool.
+    pub fn all() -> ToolMatch {
+        ToolMatch::new(&["*"])
+    }
+
+    pub fn matches(&self, tool: &str) -> bool {
+        self.patterns.iter().any(|p| p.matches(tool))
+    }
+}
+
+impl fmt::Display for ToolMatch {
+    /// The patterns, as configured: `read_file, fs__*`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, pattern) in self.patterns.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{pattern}")?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

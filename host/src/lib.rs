@@ -26,13 +26,13 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`limits`] | every limit, default and range, and the security rules they enforce |
-//! | [`ids`], [`failure`], [`bindings`], [`metrics`], [`guest_log`] | ids, how a layer failed, the WIT types, counters, a guest's stderr |
+//! | [`ids`], [`secret`], [`failure`], [`bindings`], [`metrics`], [`guest_log`] | ids and tool patterns, the config's secrets, how a layer failed, the WIT types, counters, a guest's stderr |
 //! | [`mounts`] | virtual paths and the host directories behind them |
-//! | [`sessions`] | sessions end to end: the table, directories, tenants, quotas, and what holds per-session state ([`sessions::SessionHolder`]) |
+//! | [`sessions`] | sessions end to end: the table, directories, tenants ([`sessions::Tenant`]: everything declared of one), quotas, and what holds per-session state ([`sessions::SessionHolder`]) |
 //! | [`sandbox`] | a component's store: its grants, settings and limits |
 //! | [`component`] | compiling and caching components, the engine |
 //! | [`trace`] | what the host observes of each call: events, file changes, spans |
-//! | [`chain`] | the hook chain, run like an onion |
+//! | [`chain`] | the hook chain, run like an onion around a [`chain::Callee`] |
 //! | [`config`] | the operator's file, checked once into a [`config::Plan`] |
 //! | [`tools`] | tools: components, `bash` in its sandbox, upstream MCP servers |
 //! | [`runtime`] | a [`Runtime`] built from a plan: the chain around every call |
@@ -53,6 +53,7 @@ pub mod metrics;
 pub mod mounts;
 pub mod runtime;
 pub mod sandbox;
+pub mod secret;
 pub mod sessions;
 pub mod tools;
 pub mod trace;

@@ -339,6 +339,25 @@ impl ShellLimits {
     }
 }
 
+/// What confines one command beside its mounts: the network switch and the limits, as
+/// `[bash]` sets them and a tenant's `[tenants.ID.bash]` overrides them
+/// ([`ShellPolicy::with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShellPolicy {
+    pub network: bool,
+    pub limits: ShellLimits,
+}
+
+impl ShellPolicy {
+    /// This policy with a tenant's `network` and `limits` over it.
+    pub fn with(self, network: Option<bool>, limits: &ShellLimitOverrides) -> ShellPolicy {
+        ShellPolicy {
+            network: network.unwrap_or(self.network),
+            limits: self.limits.with(limits),
+        }
+    }
+}
+
 /// A `[bash] limits = { … }` (or a tenant's) table: the fields it sets replace the layer
 /// below.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

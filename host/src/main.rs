@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use hookhost::config::{Loaded, Plan};
 use hookhost::{Config, OneShot, Runtime, SessionId, TenantId};
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -790,7 +791,7 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
             ),
             (None, Some((name, remote)), _) => format!("upstream {name}, its tool {remote}"),
             (None, None, Some(bash)) if tool.name == "bash" => {
-                bash_text(bash, runtime.bash_readiness().await)
+                bash_text(bash, &plan.tenants, runtime.bash_readiness().await)
             }
             (None, None, _) => "host-native".to_string(),
         };
@@ -839,6 +840,7 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
 /// What `config check` says of `bash`: where it runs, and how it is confined.
 fn bash_text(
     bash: &hookhost::config::BashPlan,
+    tenants: &BTreeMap<TenantId, hookhost::sessions::Tenant>,
     readiness: Option<
         Result<Option<&hookhost::tools::bash::Readiness>, hookhost::tools::bash::Unavailable>,
     >,
@@ -854,11 +856,10 @@ fn bash_text(
         Some(Err(unavailable)) => return format!("host-native, CANNOT RUN: {unavailable}"),
         _ => return "host-native".into(),
     };
-    let open: Vec<String> = shell
-        .tenants
+    let open: Vec<String> = tenants
         .iter()
-        .filter(|(_, p)| p.network != shell.policy.network)
-        .map(|(t, _)| t.to_string())
+        .filter(|(_, t)| t.shell_network.is_some_and(|n| n != shell.policy.network))
+        .map(|(id, _)| id.to_string())
         .collect();
     let network = match (shell.policy.network, open.is_empty()) {
         (false, true) => "off".to_string(),

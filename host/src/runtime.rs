@@ -2,12 +2,11 @@
 //! entry point for tool calls.
 
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::chain::{self, HookChain, HookLayer, ToolMatch};
+use crate::chain::{self, HookChain, HookLayer};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, HookPres, LoadError};
 use crate::config::{self, ComponentPlan, ConfigError, Plan};
 use crate::failure::Failure;
 use crate::ids::TenantId;
-use crate::limits::Limits;
 use crate::metrics::Scraped;
 use crate::mounts::MountError;
 use crate::sandbox::{self, Sandbox};
@@ -106,8 +105,8 @@ pub enum CallError {
 pub struct Runtime {
     /// The chain of tenants that declare none of their own.
     chain: HookChain,
-    /// What declared tenants may call, and through which chain.
-    calls: BTreeMap<TenantId, TenantCalls>,
+    /// The chains of tenants that declare their own (`[tenants.ID] hooks`).
+    tenant_chains: BTreeMap<TenantId, HookChain>,
     tools: ToolRegistry,
     /// Upstream MCP servers, by name, with their tools' state.
     upstreams: Vec<(String, Option<Arc<upstream::Upstream>>)>,
@@ -123,13 +122,6 @@ pub struct Runtime {
     bash: Option<Arc<BashTool>>,
     /// The file its config was read from.
     config_file: String,
-}
-
-/// What a declared tenant may call, and through which chain.
-struct TenantCalls {
-    chain: Option<HookChain>,
-    /// The tools it may call; every tool when `None`.
-    tools: Option<ToolMatch>,
 }
 
 impl Runtime {
@@ -205,13 +197,10 @@ impl Runtime {
                 });
             }
         }
-        let bash = plan.bash.as_ref().map(|bash| {
-            Arc::new(BashTool::new(
-                sandbox.clone(),
-                bash,
-                Limits::default().max_output_bytes,
-            ))
-        });
+        let bash = plan
+            .bash
+            .as_ref()
+            .map(|bash| Arc::new(BashTool::new(sandbox.clone(), bash)));
         if let Some(bash) = &bash
             && !tools.insert(bash.clone())
         {
@@ -273,26 +262,20 @@ impl Runtime {
                 kept: Default::default(),
             }));
         }
-        let mut policies = BTreeMap::new();
-        let mut calls = BTreeMap::new();
-        for tenant in plan.tenants {
-            let chain = tenant.hooks.map(|names| {
-                let picked = names
+        let tenant_chains = plan
+            .tenants
+            .iter()
+            .filter_map(|(id, tenant)| {
+                let picked = tenant
+                    .hooks
+                    .as_ref()?
                     .iter()
                     .filter_map(|n| layers.iter().find(|l| &l.name == n).cloned())
                     .collect();
-                HookChain::new(picked, sandbox.clone())
-            });
-            policies.insert(tenant.id.clone(), tenant.policy);
-            calls.insert(
-                tenant.id,
-                TenantCalls {
-                    chain,
-                    tools: tenant.tools,
-                },
-            );
-        }
-        let tenants = Tenants::new(policies, plan.serve_workdir);
+                Some((id.clone(), HookChain::new(picked, sandbox.clone())))
+            })
+            .collect();
+        let tenants = Tenants::new(plan.tenants, plan.serve_workdir);
         let sessions = Sessions::new(table, dirs, plan.mounts, tenants);
         sessions.measure_quotas().await?;
         // Every chain's layers are among these (tenant chains share them).
@@ -305,7 +288,7 @@ impl Runtime {
             tracer,
             chain: HookChain::new(layers, sandbox.clone()),
             sandbox,
-            calls,
+            tenant_chains,
             tools: ToolRegistry::default(),
             upstreams,
             tools_changed,
@@ -442,10 +425,7 @@ impl Runtime {
 
     /// Whether `tenant`'s allow-list lets it call `tool`.
     fn may_call(&self, tenant: &TenantId, tool: &str) -> bool {
-        self.calls
-            .get(tenant)
-            .and_then(|t| t.tools.as_ref())
-            .is_none_or(|m| m.matches(tool))
+        self.sessions.tenants().may_call(tenant, tool)
     }
 
     /// The tool called `name`: a configured one, or an upstream server's.
@@ -495,10 +475,7 @@ impl Runtime {
 
     /// The hook chain of `tenant`'s sessions.
     pub fn chain(&self, tenant: &TenantId) -> &HookChain {
-        self.calls
-            .get(tenant)
-            .and_then(|t| t.chain.as_ref())
-            .unwrap_or(&self.chain)
+        self.tenant_chains.get(tenant).unwrap_or(&self.chain)
     }
 
     /// Calls `tool` with `arguments` (a JSON object's text) in `session`, through the chain.
@@ -584,7 +561,7 @@ impl Runtime {
             .instrument(span.clone());
         // Only a tenant with a quota pays for measuring around its calls, and only the
         // mounts this call's hooks and tool may write in are measured.
-        let (result, outcome) = if self.sessions.tenants().quota(&session.tenant).is_set() {
+        let (result, outcome) = if session.declared().is_some_and(|t| t.quota.is_set()) {
             let writable: BTreeSet<&str> = chain
                 .layers()
                 .iter()

@@ -22,9 +22,10 @@ impl Agent {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("project");
         std::fs::create_dir_all(project.join(".git")).unwrap();
-        let builtin =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
-                .unwrap();
+        let builtin = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/default.toml"),
+        )
+        .unwrap();
         let guard = common::example_hook("c-guard.wasm");
         // Innermost: the built-in hooks (audit) see what it refuses.
         let config = dir.path().join("hookhost.toml");

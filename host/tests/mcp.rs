@@ -102,7 +102,8 @@ fn a_stdio_client_that_leaves_mid_call_leaves_no_command_behind() {
     for sandbox in [false, true] {
         let data = tempfile::tempdir().unwrap();
         let config = data.path().join("hookhost.toml");
-        let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
+        let mut text =
+            std::fs::read_to_string(workspace().join("host/src/config/default.toml")).unwrap();
         if !sandbox {
             text = text.replace(
                 "[bash]\nenabled = true",
@@ -164,7 +165,8 @@ impl Drop for Server {
 fn http_sessions_tokens_tenants_and_an_upstream_server() {
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("hookhost.toml");
-    let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
+    let mut text =
+        std::fs::read_to_string(workspace().join("host/src/config/default.toml")).unwrap();
     text.push_str(&format!(
         r#"
 [upstreams.everything]
@@ -274,7 +276,8 @@ fn plan_name(repo: &Path) -> String {
 fn kept_alive_calls_over_http_do_not_wait_for_a_delayed_ack() {
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("hookhost.toml");
-    let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
+    let mut text =
+        std::fs::read_to_string(workspace().join("host/src/config/default.toml")).unwrap();
     text.push_str("\n[tenants.alpha]\ntoken = \"alpha-token-0123456789\"\n");
     std::fs::write(&config, text).unwrap();
     let server = Server::start(data.path(), &config);
@@ -286,7 +289,8 @@ fn http_front_end_parse_errors_bearer_case_tool_lists_session_caps_and_health() 
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("hookhost.toml");
     let projects = tempfile::tempdir().unwrap();
-    let mut text = std::fs::read_to_string(workspace().join("host/src/default.toml")).unwrap();
+    let mut text =
+        std::fs::read_to_string(workspace().join("host/src/config/default.toml")).unwrap();
     text.push_str(&format!(
         r#"
 [upstreams.broken]
@@ -990,7 +994,7 @@ fn after_kill_9_of_both_hosts_two_racing_gcs_remove_each_session_once() {
 /// The built-in config with an audit hook that cannot write its log (its directory is
 /// missing): it traps in every `before-execute`, a failure open policy lets through.
 fn config_with_failing_audit(dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(workspace().join("host/src/default.toml"))
+    let text = std::fs::read_to_string(workspace().join("host/src/config/default.toml"))
         .unwrap()
         .replace("/audit/audit.jsonl", "/audit/missing/audit.jsonl");
     assert!(text.contains("/audit/missing/"));
@@ -1197,4 +1201,81 @@ fn each_call_reaches_a_real_otlp_receiver_as_one_span_tree() {
     assert_eq!(tool["attributes"]["outcome"], "tool-error");
     // The audit hook failed before: it has no after-execute.
     assert_eq!(children.len(), 4, "{children:#?}");
+}
+
+/// A tenant's `deadline_ms` and `max_output_bytes` bound its calls that are not
+/// components' too: a `bash` command and an upstream server's tool. Another tenant, with
+/// no limits of its own, runs the same calls to their end.
+#[test]
+fn a_tenants_limits_bound_its_bash_and_upstream_calls_too() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("hookhost.toml");
+    let builtin =
+        std::fs::read_to_string(workspace().join("host/src/config/default.toml")).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{builtin}\n[upstreams.test]\ncommand = {:?}\nargs = [{:?}, {:?}]\n\n\
+             [tenants.tight]\nlimits = {{ deadline_ms = 1500, max_output_bytes = 4000 }}\n\n\
+             [tenants.free]\n",
+            python().to_str().unwrap(),
+            workspace().join("tests/mcp/upstream.py").to_str().unwrap(),
+            data.path().join("starts").to_str().unwrap(),
+        ),
+    )
+    .unwrap();
+    let call = |tenant: &str, tool: &str, arguments: serde_json::Value| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(data.path())
+            .arg("--config")
+            .arg(&config)
+            .args(["call", "--json", "--tenant", tenant, tool])
+            .arg(arguments.to_string())
+            .output()
+            .unwrap();
+        let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (
+            result["output"].as_str().unwrap().to_string(),
+            result["is_error"].as_bool().unwrap(),
+        )
+    };
+    let slow = serde_json::json!({"command": "sleep 3; echo slept"});
+    let (output, failed) = call("tight", "bash", slow.clone());
+    assert!(
+        failed && output.contains("[timed out after 1.5 s; killed]"),
+        "{output}"
+    );
+    let (output, failed) = call("free", "bash", slow);
+    assert!(!failed && output == "slept\n", "{output}");
+
+    let long = serde_json::json!({"command": "head -c 9000 /dev/zero | tr '\\0' a"});
+    let (output, failed) = call("tight", "bash", long.clone());
+    assert!(
+        !failed && output.contains("[stdout truncated: 5000 more bytes]"),
+        "{output}"
+    );
+    let (output, failed) = call("free", "bash", long);
+    assert!(!failed && output == "a".repeat(9000), "{output}");
+
+    let wait = serde_json::json!({"secs": 3});
+    let (output, failed) = call("tight", "test__wait", wait.clone());
+    assert!(
+        failed && output.contains("did not answer within 1.5 s"),
+        "{output}"
+    );
+    let (output, failed) = call("free", "test__wait", wait);
+    assert!(!failed && output == "waited", "{output}");
+
+    let letters = serde_json::json!({"count": 9000});
+    let (output, failed) = call("tight", "test__letters", letters.clone());
+    assert!(failed && output.contains("(output-too-large)"), "{output}");
+    let (output, failed) = call("free", "test__letters", letters);
+    assert!(!failed && output == "a".repeat(9000), "{output}");
 }

@@ -22,9 +22,10 @@ impl Host {
     fn new(extra: &str) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("hookhost.toml");
-        let builtin =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default.toml"))
-                .unwrap();
+        let builtin = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/default.toml"),
+        )
+        .unwrap();
         std::fs::write(
             &config,
             format!(

@@ -7,6 +7,7 @@ Each start bumps the number in COUNTER_FILE; from the second start on it also li
 tool `added_after_restart`, so a restart changes the tools hookhost serves.
 """
 
+import asyncio
 import os
 import sys
 
@@ -33,6 +34,19 @@ async def count(steps: int, ctx: Context) -> str:
     for step in range(1, steps + 1):
         await ctx.report_progress(step, steps, f"step {step}")
     return f"counted to {steps}"
+
+
+@server.tool()
+async def wait(secs: float) -> str:
+    """Answers after `secs` seconds."""
+    await asyncio.sleep(secs)
+    return "waited"
+
+
+@server.tool()
+def letters(count: int) -> str:
+    """`count` letters a."""
+    return "a" * count
 
 
 if starts > 0:

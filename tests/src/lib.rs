@@ -2,7 +2,7 @@
 //! data directory, and a host-native `echo` tool that shows what reached it.
 
 use hookhost::failure::Failure;
-use hookhost::tools::Tool;
+use hookhost::tools::{Callee, Tool};
 use hookhost::{CallContext, Config, Runtime, Session, TenantId, ToolCall};
 use hookhost::{ToolDescriptor, ToolResult};
 use std::sync::Arc;
@@ -115,8 +115,10 @@ impl EchoTool {
 
 impl hookhost::sessions::SessionHolder for EchoTool {}
 
+impl Tool for EchoTool {}
+
 #[async_trait::async_trait]
-impl Tool for EchoTool {
+impl Callee for EchoTool {
     fn descriptor(&self) -> &ToolDescriptor {
         &self.descriptor
     }

@@ -22,7 +22,7 @@ pub use holders::SessionHolder;
 pub use postgres::PgTable;
 pub use quota::{Quota, Usage};
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
-pub use tenants::{TenantPolicy, Tenants};
+pub use tenants::{Tenant, Tenants, WorkdirTemplate};
 
 use crate::bindings::ToolResult;
 use crate::ids::{SessionId, TenantId};
@@ -67,21 +67,33 @@ impl fmt::Display for SessionKey {
     }
 }
 
-/// One agent session: its id, its tenant, its mounts resolved to host directories, and
-/// its tenant's limits.
+/// One agent session: its id, its tenant and what the config declares of it, and its
+/// mounts resolved to host directories.
 #[derive(Debug, Clone)]
 pub struct Session {
     pub id: SessionId,
     pub tenant: TenantId,
     pub(crate) mounts: Vec<ResolvedMount>,
-    pub(crate) tenant_limits: LimitOverrides,
+    /// Its tenant's declaration; `None` for an undeclared tenant (no bounds of its own).
+    pub(crate) declared: Option<Arc<Tenant>>,
 }
 
 impl Session {
     /// The limits of this session's calls before a hook's or tool's own: the defaults with
     /// the tenant's overrides.
     pub fn limits(&self) -> Limits {
-        Limits::default().with(&self.tenant_limits)
+        Limits::default().with(&self.tenant_limits())
+    }
+
+    /// The limits its tenant sets itself (none for an undeclared tenant): what bounds the
+    /// calls that are not components' (`bash`, upstream servers).
+    pub fn tenant_limits(&self) -> LimitOverrides {
+        self.declared().map(|t| t.limits).unwrap_or_default()
+    }
+
+    /// What the config declares of its tenant; `None` when the tenant is undeclared.
+    pub fn declared(&self) -> Option<&Tenant> {
+        self.declared.as_deref()
     }
 
     /// The key of this session.
@@ -224,7 +236,7 @@ impl Sessions {
         workdir: Option<&Path>,
     ) -> Result<Session, SessionError> {
         let workdir = workdir.map(checked_workdir).transpose()?;
-        if let Some(max) = self.tenants.policy(&tenant)?.and_then(|t| t.max_sessions)
+        if let Some(max) = self.tenants.get(&tenant)?.and_then(|t| t.max_sessions)
             && self.table.list(Some(&tenant)).await?.len() >= max
         {
             return Err(SessionError::TooManySessions {
@@ -734,7 +746,7 @@ impl Sessions {
         Ok(dirs.into_iter().collect())
     }
 
-    /// The session of `record`, resolved (its mounts, its tenant's limits), not touched.
+    /// The session of `record`, resolved (its mounts, its tenant's declaration), not touched.
     ///
     /// # Errors
     ///
@@ -746,16 +758,11 @@ impl Sessions {
             session: &record.id,
             workdir: record.workdir.as_deref(),
         })?;
-        let tenant_limits = self
-            .tenants
-            .policy(&record.tenant)?
-            .map(|t| t.limits)
-            .unwrap_or_default();
         Ok(Session {
             id: record.id.clone(),
             tenant: record.tenant.clone(),
             mounts,
-            tenant_limits,
+            declared: self.tenants.get(&record.tenant)?.cloned(),
         })
     }
 }

@@ -1,5 +1,8 @@
-//! Tenants as sessions see them: who may have sessions, how many, where they work, what
-//! disk they may fill, under which limits, and the token that names them.
+//! Tenants: who may have sessions, and everything the config says of each — how many
+//! sessions, where they work, what disk they may fill, under which limits, through which
+//! chain, which tools, whether traced, how its shell is confined, and the token that names
+//! it. One [`Tenant`] holds all of it; the session table, the runtime, the trace and `bash`
+//! read it through the session ([`super::Session::declared`]) or through [`Tenants`].
 //!
 //! Security rule: tenancy is closed as soon as one tenant is declared — then a session of
 //! an undeclared tenant is refused; with none declared every session is the default
@@ -7,39 +10,63 @@
 
 use super::quota::Quota;
 use super::table::SessionError;
-use crate::config::{Secret, WorkdirTemplate};
-use crate::ids::TenantId;
-use crate::limits::LimitOverrides;
+use crate::ids::{TenantId, ToolMatch};
+use crate::limits::{LimitOverrides, ShellLimitOverrides};
+use crate::secret::Secret;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-/// A declared tenant's bounds.
+/// A declared tenant (`[tenants.ID]`).
 #[derive(Debug, Clone, Default)]
-pub struct TenantPolicy {
+pub struct Tenant {
     /// The bearer token that names it to `serve --http`.
     pub token: Option<Secret>,
     pub max_sessions: Option<usize>,
     pub quota: Quota,
+    /// Over the defaults for every call of its sessions: a component's (whose own limits
+    /// win), and `bash`'s and upstream servers' time (`deadline_ms`) and output
+    /// (`max_output_bytes`).
     pub limits: LimitOverrides,
     /// Where its `serve` sessions work.
     pub workdir: Option<WorkdirTemplate>,
+    /// Its chain: hook names, outermost first; the whole chain when `None`.
+    pub hooks: Option<Vec<String>>,
+    /// The tools it may call; every tool when `None`.
+    pub tools: Option<ToolMatch>,
+    /// Whether its sessions are traced; `[trace] enabled` when `None`.
+    pub trace: Option<bool>,
+    /// `[tenants.ID.bash] network`, over `[bash]`'s.
+    pub shell_network: Option<bool>,
+    /// `[tenants.ID.bash] limits`, over `[bash]`'s.
+    pub shell_limits: ShellLimitOverrides,
+}
+
+impl Tenant {
+    /// Whether it may call `tool`.
+    pub fn may_call(&self, tool: &str) -> bool {
+        self.tools.as_ref().is_none_or(|m| m.matches(tool))
+    }
 }
 
 /// The declared tenants, and where `serve` sessions work by default.
 #[derive(Debug, Default)]
 pub struct Tenants {
-    declared: BTreeMap<TenantId, TenantPolicy>,
+    declared: BTreeMap<TenantId, Arc<Tenant>>,
     /// `[serve] workdir`: where sessions made by `serve` work, unless their tenant says.
     serve_workdir: Option<WorkdirTemplate>,
 }
 
 impl Tenants {
     pub fn new(
-        declared: BTreeMap<TenantId, TenantPolicy>,
+        declared: BTreeMap<TenantId, Tenant>,
         serve_workdir: Option<WorkdirTemplate>,
     ) -> Tenants {
         Tenants {
-            declared,
+            declared: declared
+                .into_iter()
+                .map(|(id, t)| (id, Arc::new(t)))
+                .collect(),
             serve_workdir,
         }
     }
@@ -54,13 +81,18 @@ impl Tenants {
     /// # Errors
     ///
     /// [`SessionError::UnknownTenant`].
-    pub fn policy(&self, tenant: &TenantId) -> Result<Option<&TenantPolicy>, SessionError> {
+    pub fn get(&self, tenant: &TenantId) -> Result<Option<&Arc<Tenant>>, SessionError> {
         match self.declared.get(tenant) {
             None if self.is_closed() => Err(SessionError::UnknownTenant {
                 tenant: tenant.to_string(),
             }),
             found => Ok(found),
         }
+    }
+
+    /// Whether `tenant` may call `tool` (an undeclared one may call every tool).
+    pub fn may_call(&self, tenant: &TenantId, tool: &str) -> bool {
+        self.declared.get(tenant).is_none_or(|t| t.may_call(tool))
     }
 
     /// `tenant`'s quota (none when undeclared).
@@ -109,5 +141,64 @@ impl Tenants {
                 })
             })
             .transpose()
+    }
+}
+
+/// Where the sessions `serve` makes work: an absolute path, or one starting with `{cwd}`
+/// (the directory hookhost was started in — an MCP client starts it in the user's
+/// project), in which `{tenant}` may stand for a whole segment (the tenant id, encoded so
+/// it cannot traverse). A directory named through `{tenant}` is created when missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkdirTemplate(String);
+
+impl WorkdirTemplate {
+    /// # Errors
+    ///
+    /// What is wrong with `template`.
+    pub fn new(template: &str) -> Result<WorkdirTemplate, String> {
+        if !(template.starts_with('/') || template.starts_with("{cwd}")) {
+            return Err("a working directory is an absolute path or starts with {cwd}".into());
+        }
+        for (i, segment) in template.split('/').enumerate() {
+            let ok = match segment {
+                "." | ".." => false,
+                "{cwd}" => i == 0,
+                "{tenant}" => true,
+                other => !other.contains(['{', '}']),
+            };
+            if !ok {
+                return Err(format!(
+                    "{segment:?}: no '.' or '..'; {{cwd}} only at the start, {{tenant}} only as a whole segment"
+                ));
+            }
+        }
+        Ok(WorkdirTemplate(template.to_string()))
+    }
+
+    /// The template as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The directory for `tenant`'s sessions, made (0700) when the template names the
+    /// tenant and it is missing.
+    ///
+    /// # Errors
+    ///
+    /// When the current directory is unknown or the directory cannot be made.
+    pub fn resolve(&self, tenant: &TenantId) -> std::io::Result<PathBuf> {
+        let mut path = self.0.replace("{tenant}", &tenant.path_segment());
+        if path.starts_with("{cwd}") {
+            let cwd = std::env::current_dir()?;
+            path = path.replacen("{cwd}", &cwd.to_string_lossy(), 1);
+        }
+        if self.0.contains("{tenant}") {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&path)?;
+        }
+        Ok(PathBuf::from(path))
     }
 }

@@ -1,6 +1,6 @@
 //! A tool implemented by a component of the `tool` world.
 
-use super::Tool;
+use super::{Callee, Tool};
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult, tool, v0_2_0};
 use crate::component::ToolPres;
 use crate::failure::{Failure, FailureKind};
@@ -87,8 +87,10 @@ impl GuestTool {
 /// Holds nothing per session.
 impl SessionHolder for GuestTool {}
 
+impl Tool for GuestTool {}
+
 #[async_trait::async_trait]
-impl Tool for GuestTool {
+impl Callee for GuestTool {
     fn descriptor(&self) -> &ToolDescriptor {
         &self.descriptor
     }

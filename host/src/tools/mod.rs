@@ -2,40 +2,22 @@
 //!
 //! A tool is a guest component (the `tool` world, see [`guest`]), a host-native tool such
 //! as [`bash`], or a tool of an upstream MCP server ([`upstream`]); all sit behind the
-//! [`Tool`] trait, so the chain treats them alike.
+//! [`Tool`] trait, so the chain treats them alike (it calls them as a [`Callee`]).
 
 pub mod bash;
 pub mod guest;
 pub mod upstream;
 
-use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::failure::Failure;
-use crate::sessions::{Session, SessionHolder};
+use crate::bindings::ToolDescriptor;
+pub use crate::chain::Callee;
+use crate::sessions::SessionHolder;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A tool the runtime can call. As a [`SessionHolder`], it stops what still runs for a
-/// session that ended (a command and its background children); most tools hold nothing.
-#[async_trait::async_trait]
-pub trait Tool: SessionHolder + Send + Sync {
-    /// Its name, description and input schema.
-    fn descriptor(&self) -> &ToolDescriptor;
-
-    /// Runs one call for `session`. A call that ran and went wrong is an `Ok` result with
-    /// `is_error`; `Err` means the tool itself failed (a component trapped, timed out...).
-    async fn execute(
-        &self,
-        session: &Session,
-        ctx: &CallContext,
-        call: &ToolCall,
-    ) -> Result<ToolResult, Failure>;
-
-    /// The mounts (virtual paths) a call of it may write in: what a disk quota measures
-    /// around it. None by default (an upstream server's files are not the session's).
-    fn writable_mounts(&self) -> Vec<&str> {
-        Vec::new()
-    }
-
+/// A tool the runtime can call: what the chain calls ([`Callee`]), and what MCP lists of
+/// it. As a [`SessionHolder`], it stops what still runs for a session that ended (a
+/// command and its background children); most tools hold nothing.
+pub trait Tool: Callee + SessionHolder {
     /// How MCP lists the tool when it has more to say than its descriptor (an upstream
     /// server's title, annotations and output schema).
     fn mcp_listing(&self) -> Option<&rmcp::model::Tool> {

@@ -15,13 +15,14 @@
 //! upstream gets only the operator's `headers`. Its stderr goes to the host's log, never
 //! to the output of a command.
 
-use super::{Extras, Tool};
+use super::{Callee, Extras, Tool};
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::config::{UpstreamConfig, expand_env, is_tool_name};
+use crate::config::{UpstreamConfig, is_tool_name};
 use crate::failure::Failure;
 use crate::limits::{
     DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_EARLY_PROGRESS, UPSTREAM_HEALTHY_AFTER,
 };
+use crate::secret::{Secret, expand_env};
 use crate::sessions::{Session, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{
@@ -248,8 +249,7 @@ impl Upstream {
 
     async fn open(&self) -> Result<Connection, UpstreamError> {
         let spec = &self.spec;
-        let expanded = |table: &std::collections::BTreeMap<String, crate::config::Secret>,
-                        key: &str| {
+        let expanded = |table: &std::collections::BTreeMap<String, Secret>, key: &str| {
             table
                 .iter()
                 .map(|(k, v)| {
@@ -409,14 +409,14 @@ async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
 impl SessionHolder for UpstreamTool {}
 
 #[async_trait::async_trait]
-impl Tool for UpstreamTool {
+impl Callee for UpstreamTool {
     fn descriptor(&self) -> &ToolDescriptor {
         &self.descriptor
     }
 
     async fn execute(
         &self,
-        _session: &Session,
+        session: &Session,
         _ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
@@ -431,7 +431,13 @@ impl Tool for UpstreamTool {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments),
         ));
-        let answer = tokio::time::timeout(upstream.timeout, async {
+        // A tenant's `deadline_ms` shortens the upstream's timeout, and its
+        // `max_output_bytes` bounds the answer, as for a component.
+        let tenant = session.tenant_limits();
+        let timeout = tenant.deadline_ms.map_or(upstream.timeout, |ms| {
+            upstream.timeout.min(Duration::from_millis(ms))
+        });
+        let answer = tokio::time::timeout(timeout, async {
             let handle = peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
                 .await?;
@@ -455,6 +461,9 @@ impl Tool for UpstreamTool {
         Ok(match answer {
             Ok(Ok(result)) => {
                 let (result, extras) = split_result(result);
+                if tenant.max_output_bytes.is_some() {
+                    Failure::check_result(&result, &session.limits())?;
+                }
                 *self.extras.lock().unwrap_or_else(|e| e.into_inner()) = extras;
                 result
             }
@@ -462,11 +471,13 @@ impl Tool for UpstreamTool {
             Err(_) => ToolResult::error(format!(
                 "upstream '{}' did not answer within {} s",
                 upstream.name,
-                upstream.timeout.as_secs()
+                timeout.as_secs_f64()
             )),
         })
     }
+}
 
+impl Tool for UpstreamTool {
     fn mcp_listing(&self) -> Option<&McpTool> {
         Some(&self.listing)
     }

@@ -60,13 +60,13 @@ const TRACE_DIR: &str = "trace";
 /// How the host traces sessions (`[trace]`).
 #[derive(Debug, Clone)]
 pub struct TraceSettings {
+    /// Whether sessions are traced; a tenant's [`crate::sessions::Tenant::trace`] overrides
+    /// it.
     pub enabled: bool,
     /// The mount whose directory holds `trace/`; no trace file when `None`.
     pub mount: Option<String>,
     /// The largest diff written inline.
     pub diff_bytes: usize,
-    /// Tenants that say whether they are traced, over `enabled`.
-    pub tenants: HashMap<crate::TenantId, bool>,
     /// Whether mounts are watched with inotify, or walked at each look.
     /// A server watches. A one-shot process walks: it looks a few times, and closing an
     /// inotify instance waits for a kernel grace period (a `close` of 10–20 ms measured
@@ -203,19 +203,16 @@ impl Tracer {
     }
 
     /// Whether `session`'s calls are traced.
-    pub fn traces(&self, tenant: &crate::TenantId) -> bool {
-        self.settings
-            .tenants
-            .get(tenant)
-            .copied()
+    pub fn traces(&self, session: &Session) -> bool {
+        session
+            .declared()
+            .and_then(|t| t.trace)
             .unwrap_or(self.settings.enabled)
     }
 
     /// Starts tracing one call of `session`.
     pub fn begin<'a>(&self, session: &'a Session, call: &'a str, tool: &'a str) -> CallTrace<'a> {
-        let state = self
-            .traces(&session.tenant)
-            .then(|| self.session_trace(session));
+        let state = self.traces(session).then(|| self.session_trace(session));
         CallTrace {
             state,
             metrics: self.metrics.clone(),

@@ -24,7 +24,7 @@ pub mod shell;
 
 pub use sandbox::{Readiness, ShellSandbox, Unavailable};
 
-use super::Tool;
+use super::{Callee, Tool};
 use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{BashPlan, ShellSandboxPlan};
 use crate::failure::Failure;
@@ -54,7 +54,6 @@ pub struct BashTool {
     /// The mount it works in (its virtual path).
     mount: String,
     default_timeout: Duration,
-    max_output_bytes: usize,
     confinement: Confinement,
 }
 
@@ -78,9 +77,8 @@ enum Confinement {
 }
 
 impl BashTool {
-    /// A `bash` tool as `plan` says, whose host is `sandbox` (for the mounts' directories),
-    /// keeping at most `max_output_bytes` of stdout and of stderr.
-    pub fn new(sandbox: Arc<Sandbox>, plan: &BashPlan, max_output_bytes: u64) -> BashTool {
+    /// A `bash` tool as `plan` says, whose host is `sandbox` (for the mounts' directories).
+    pub fn new(sandbox: Arc<Sandbox>, plan: &BashPlan) -> BashTool {
         let mount = plan.mount.clone();
         let (confinement, confined) = match &plan.sandbox {
             Some(shell) => (
@@ -123,7 +121,6 @@ impl BashTool {
             sandbox,
             mount,
             default_timeout: plan.timeout.unwrap_or(DEFAULT_BASH_TIMEOUT),
-            max_output_bytes: usize::try_from(max_output_bytes).unwrap_or(usize::MAX),
             confinement,
         }
     }
@@ -176,16 +173,23 @@ impl BashTool {
         Ok(mount)
     }
 
-    async fn run(&self, session: &Session, command: &str, limit: Duration) -> ToolResult {
+    /// Runs `command` for at most `requested`, or its tenant's `deadline_ms` when shorter,
+    /// keeping at most the session's `max_output_bytes` of stdout and of stderr.
+    async fn run(&self, session: &Session, command: &str, requested: Duration) -> ToolResult {
+        let limit = session
+            .tenant_limits()
+            .deadline_ms
+            .map_or(requested, |ms| requested.min(Duration::from_millis(ms)));
+        let cap = usize::try_from(session.limits().max_output_bytes).unwrap_or(usize::MAX);
         let ended = match &self.confinement {
             Confinement::Sandboxed { pool, .. } => {
-                self.run_sandboxed(pool, session, command, limit).await
+                self.run_sandboxed(pool, session, command, limit, cap).await
             }
             Confinement::Unsandboxed { program, groups } => {
                 match self.mount(session, &self.mount) {
                     Ok(mount) => {
                         let command = unsandboxed(program, &mount.host, command);
-                        self.run_unsandboxed(groups, &session.key(), command, limit)
+                        self.run_unsandboxed(groups, &session.key(), command, limit, cap)
                             .await
                     }
                     Err(message) => Err(message),
@@ -214,7 +218,10 @@ impl BashTool {
             .iter()
             .map(|(path, access)| Ok((self.mount(session, path)?, *access)))
             .collect::<Result<Vec<_>, String>>()?;
-        let policy = plan.policy(&session.tenant);
+        let policy = match session.declared() {
+            Some(t) => plan.policy.with(t.shell_network, &t.shell_limits),
+            None => plan.policy,
+        };
         ready
             .start(&mounts, &self.mount, &policy)
             .await
@@ -228,6 +235,7 @@ impl BashTool {
         session: &Session,
         command: &str,
         limit: Duration,
+        cap: usize,
     ) -> Result<Ended, String> {
         let key = &session.key();
         // A waiting sandbox may have ended meanwhile (a command killed its launcher):
@@ -248,7 +256,6 @@ impl BashTool {
                 Err(_) => drop(lease),
             }
         };
-        let cap = self.max_output_bytes;
         let stdout = Capture::start(stdout, cap);
         let stderr = Capture::start(stderr, cap);
         let reply = tokio::time::timeout(limit, lease.shell().reply()).await;
@@ -294,6 +301,7 @@ impl BashTool {
         key: &SessionKey,
         mut command: Command,
         limit: Duration,
+        cap: usize,
     ) -> Result<Ended, String> {
         let lock = || groups.lock().unwrap_or_else(|e| e.into_inner());
         let mut child = command
@@ -306,7 +314,6 @@ impl BashTool {
         // Killed on every way out of this call but a normal return (timeout, cancellation).
         let mut group = GroupGuard(Some(pid));
         lock().entry(key.clone()).or_default().push(pid);
-        let cap = self.max_output_bytes;
         let stdout = Capture::start(child.stdout.take().expect("piped"), cap);
         let stderr = Capture::start(child.stderr.take().expect("piped"), cap);
         let status = match tokio::time::timeout(limit, child.wait()).await {
@@ -409,7 +416,10 @@ impl Ended {
         }
         let is_error = match self.status {
             Status::TimedOut => {
-                note(format!("[timed out after {} s; killed]", limit.as_secs()));
+                note(format!(
+                    "[timed out after {} s; killed]",
+                    limit.as_secs_f64()
+                ));
                 true
             }
             Status::Failed(message) => {
@@ -439,8 +449,10 @@ impl Ended {
     }
 }
 
+impl Tool for BashTool {}
+
 #[async_trait::async_trait]
-impl Tool for BashTool {
+impl Callee for BashTool {
     fn descriptor(&self) -> &ToolDescriptor {
         &self.descriptor
     }

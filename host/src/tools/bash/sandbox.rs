@@ -39,8 +39,8 @@
 
 use super::cgroup::PidsCgroups;
 use super::shell::Shell;
-use crate::config::ShellPolicy;
 use crate::limits::ShellLimits;
+use crate::limits::ShellPolicy;
 use crate::mounts::ResolvedMount;
 use crate::sandbox::Access;
 use std::ffi::OsString;

@@ -1,0 +1,340 @@
+//! The config file's tables, as written: what serde reads, with the spans errors name.
+
+use super::Located;
+use crate::chain::{FailurePolicy, InstanceMode};
+use crate::limits::{
+    DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, DEFAULT_TRACE_DIFF_BYTES, LimitOverrides,
+    ShellLimitOverrides,
+};
+use crate::mounts::MountSpec;
+use crate::sandbox::Access;
+use crate::secret::Secret;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use toml::Spanned;
+
+/// A whole config file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The data directory (`{data}`); the `--data` flag overrides it.
+    #[serde(default)]
+    pub data: Option<PathBuf>,
+    /// Virtual path → host directory template and scope. Leaving the table out keeps the
+    /// built-in mounts; giving it replaces them.
+    #[serde(default)]
+    pub mounts: Option<BTreeMap<Spanned<String>, MountSpec>>,
+    /// The host-native `bash` tool.
+    #[serde(default)]
+    pub bash: BashConfig,
+    /// Tool components by the name agents call them.
+    #[serde(default)]
+    pub tools: BTreeMap<Spanned<String>, ToolConfig>,
+    /// The hook chain, outermost first.
+    #[serde(default)]
+    pub hooks: Vec<HookConfig>,
+    /// Tenants by id. When any is declared, only declared tenants may have sessions.
+    #[serde(default)]
+    pub tenants: BTreeMap<Spanned<String>, TenantConfig>,
+    /// MCP servers whose tools are served through the chain, by name.
+    #[serde(default)]
+    pub upstreams: BTreeMap<Spanned<String>, UpstreamConfig>,
+    /// How components are compiled and instantiated.
+    #[serde(default)]
+    pub engine: EngineConfig,
+    /// How `hookhost serve` makes its sessions.
+    #[serde(default)]
+    pub serve: ServeConfig,
+    /// Where the session table lives.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
+    /// The host's trace of each session.
+    #[serde(default)]
+    pub trace: TraceConfig,
+    /// Where spans go.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+    /// The file it was read from, for messages (`<built-in config>`, `<config>`).
+    #[serde(skip)]
+    pub source: String,
+}
+
+/// The `[trace]` table: the host's trace of each session (see [`crate::trace`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceConfig {
+    /// Whether sessions are traced; a tenant's `trace` overrides it.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The mount whose directory holds `trace/events.jsonl` (a session-scoped mount, so the
+    /// trace goes with its session); no trace file when the mount is not declared.
+    #[serde(default = "default_trace_mount")]
+    pub mount: String,
+    /// The largest unified diff written inline in a `file.*` event; larger ones are
+    /// written under `trace/diffs/` and referenced.
+    #[serde(default = "default_diff_bytes")]
+    pub diff_bytes: usize,
+}
+
+impl Default for TraceConfig {
+    fn default() -> TraceConfig {
+        TraceConfig {
+            enabled: true,
+            mount: default_trace_mount(),
+            diff_bytes: DEFAULT_TRACE_DIFF_BYTES,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_trace_mount() -> String {
+    "/artifacts".into()
+}
+
+fn default_diff_bytes() -> usize {
+    DEFAULT_TRACE_DIFF_BYTES
+}
+
+/// The `[telemetry]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// An OTLP/HTTP endpoint (`http://collector:4318`): each call is exported as a span
+    /// with a child per layer phase. `OTEL_EXPORTER_OTLP_ENDPOINT` is used when left out.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
+}
+
+/// The `[sessions]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// The session table: absent, the embedded SQLite file `{data}/sessions.db`; a
+    /// `postgres://user@host:port/database` URL, a PostgreSQL database that several hosts
+    /// sharing one data directory use as one fleet (see the README's "A fleet of hosts").
+    #[serde(default)]
+    pub store: Option<Secret>,
+}
+
+/// The `[serve]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The working directory (`{workdir}`) of the sessions `serve` makes, as a
+    /// [`WorkdirTemplate`]; `serve --workdir` overrides it. None: no working directory.
+    #[serde(default)]
+    pub workdir: Option<Spanned<String>>,
+}
+
+/// The `[engine]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Use the pooling allocator (falls back to on-demand where the machine cannot reserve
+    /// its address space).
+    pub pooling: bool,
+    /// Its slots: live component instances at once.
+    pub pool_instances: u32,
+    /// Bytes of each pooled memory kept resident between instances.
+    pub keep_resident_bytes: u64,
+    /// Cache compiled components in `{data}/cache`.
+    pub cache: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            pooling: true,
+            pool_instances: DEFAULT_POOL_INSTANCES,
+            keep_resident_bytes: DEFAULT_KEEP_RESIDENT_BYTES,
+            cache: true,
+        }
+    }
+}
+
+/// An `[upstreams.NAME]` table: an MCP server whose tools hookhost serves as
+/// `NAME__TOOL`, through the hook chain.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// A program speaking MCP on stdio, started with `args`.
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Or the URL of a Streamable HTTP MCP server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// How long one call (and the start) may take; 60 s when left out.
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// The child's environment besides `PATH` (it inherits nothing else). A value may
+    /// name host variables: `GITHUB_TOKEN = "${GITHUB_TOKEN}"`.
+    #[serde(default)]
+    pub env: BTreeMap<String, Secret>,
+    /// HTTP headers sent to a `url` upstream, e.g. `Authorization = "Bearer ${TOKEN}"`;
+    /// values may name host variables as in `env`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, Secret>,
+}
+
+/// A `[tenants.ID]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Its chain: hook names, outermost first; every hook, in file order, when left out.
+    #[serde(default)]
+    pub hooks: Option<Vec<Spanned<String>>>,
+    /// How many sessions it may have at once; unlimited when left out.
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
+    /// Bytes its session and tenant directories may hold; unlimited when left out.
+    #[serde(default)]
+    pub disk_quota_bytes: Option<u64>,
+    /// Entries (files, directories, links) they may hold; unlimited when left out.
+    #[serde(default)]
+    pub disk_quota_files: Option<u64>,
+    /// Limits for every component call of its sessions (a hook's or tool's own win).
+    #[serde(default)]
+    pub limits: Located<LimitOverrides>,
+    /// The bearer token its MCP clients present over HTTP.
+    #[serde(default)]
+    pub token: Option<Secret>,
+    /// Its network switch and limits for `bash`.
+    #[serde(default)]
+    pub bash: TenantBashConfig,
+    /// Whether its sessions are traced (`[trace] enabled` when left out).
+    #[serde(default)]
+    pub trace: Option<bool>,
+    /// The tools it may call, names with `*`/`?` wildcards (`["read_file", "fs__*"]`);
+    /// every tool when left out. Others are unknown to it and missing from its list.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// The working directory of its sessions made by `serve`, over `[serve] workdir`: a
+    /// [`WorkdirTemplate`]. The operator chooses it; a client never does.
+    #[serde(default)]
+    pub workdir: Option<Spanned<String>>,
+}
+
+/// The `[bash]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashConfig {
+    /// Off unless set: bash runs host programs, outside WebAssembly.
+    #[serde(default)]
+    pub enabled: bool,
+    /// The mount it works in; [`DEFAULT_BASH_MOUNT`] when left out.
+    #[serde(default)]
+    pub mount: Option<Spanned<String>>,
+    /// Its time limit when a call gives none, 1 to `MAX_BASH_TIMEOUT`'s seconds.
+    #[serde(default)]
+    pub timeout_secs: Option<Spanned<u64>>,
+    /// The mounts a command sees, at their virtual paths: `ro` or `rw`. Left out: its
+    /// `mount` read-write and `/artifacts` (when declared) read-only.
+    #[serde(default)]
+    pub grants: Option<BTreeMap<Spanned<String>, Access>>,
+    /// Commands in a sandbox of their session (the default; see `tools::bash`). `false`
+    /// runs commands as the host's user, with every file that user can reach.
+    #[serde(default = "yes")]
+    pub sandbox: bool,
+    /// Accept `sandbox = false` although tenants are declared: every tenant's shell then
+    /// reads every other tenant's files and this config's tokens.
+    #[serde(default)]
+    pub unsandboxed_with_tenants: bool,
+    /// Let commands reach the network (off: a network namespace of their own, with only
+    /// a loopback). A tenant's `[tenants.ID.bash] network` overrides it.
+    #[serde(default)]
+    pub network: bool,
+    /// Bounds of each command (see [`ShellLimits`]); a tenant's override these.
+    #[serde(default)]
+    pub limits: Located<ShellLimitOverrides>,
+    /// The bubblewrap program; `bwrap` found in `PATH` when left out.
+    #[serde(default)]
+    pub bwrap: Option<PathBuf>,
+}
+
+impl Default for BashConfig {
+    fn default() -> Self {
+        BashConfig {
+            enabled: false,
+            mount: None,
+            timeout_secs: None,
+            grants: None,
+            sandbox: true,
+            unsandboxed_with_tenants: false,
+            network: false,
+            limits: Located::default(),
+            bwrap: None,
+        }
+    }
+}
+
+/// A `[tenants.ID.bash]` table: the tenant's own network switch and limits for `bash`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantBashConfig {
+    /// Over `[bash] network`.
+    #[serde(default)]
+    pub network: Option<bool>,
+    /// Over `[bash] limits`.
+    #[serde(default)]
+    pub limits: Located<ShellLimitOverrides>,
+}
+
+/// A `[tools.NAME]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// `builtin:NAME` or a path to a `.wasm` component of the `tool` world.
+    pub component: Spanned<String>,
+    /// Mounts it may use: virtual path → `ro` or `rw`.
+    #[serde(default)]
+    pub grants: BTreeMap<Spanned<String>, Access>,
+    /// Handed to it through `wasi:config/store`.
+    #[serde(default)]
+    pub settings: BTreeMap<Spanned<String>, toml::Value>,
+    /// Its limits, over the tenant's.
+    #[serde(default)]
+    pub limits: Located<LimitOverrides>,
+    /// Let imports the host does not provide trap when called instead of refusing the
+    /// component at load (for language runtimes that import more than they use).
+    #[serde(default)]
+    pub allow_unknown_imports: bool,
+}
+
+/// One `[[hooks]]` entry. (Its fields repeat [`ToolConfig`]'s rather than flatten it:
+/// serde cannot refuse unknown keys through a flattened struct.)
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    /// Unique in the chain; names the hook in logs and error messages.
+    pub name: Spanned<String>,
+    /// `builtin:NAME` or a path to a `.wasm` component of the `hook` world.
+    pub component: Spanned<String>,
+    /// `open` (default): a failing hook is skipped. `closed`: it refuses the call or
+    /// withholds the output.
+    #[serde(default)]
+    pub on_failure: FailurePolicy,
+    /// The tools it applies to, with `*` wildcards; every tool when left out.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Mounts it may use: virtual path → `ro` or `rw`.
+    #[serde(default)]
+    pub grants: BTreeMap<Spanned<String>, Access>,
+    /// Handed to it through `wasi:config/store`.
+    #[serde(default)]
+    pub settings: BTreeMap<Spanned<String>, toml::Value>,
+    /// Its limits, over the tenant's.
+    #[serde(default)]
+    pub limits: Located<LimitOverrides>,
+    /// As for tools: unknown imports trap when called instead of failing the load.
+    #[serde(default)]
+    pub allow_unknown_imports: bool,
+    /// `per-call` (default): a fresh instance per call. `per-session`: one kept per session.
+    #[serde(default)]
+    pub instance: InstanceMode,
+}

@@ -1,0 +1,126 @@
+//! The [`Plan`]: the config checked and typed, what a runtime is built from.
+
+use super::UpstreamConfig;
+use super::file::EngineConfig;
+use crate::chain::{FailurePolicy, InstanceMode};
+use crate::component::ComponentRef;
+use crate::ids::{TenantId, ToolMatch};
+use crate::limits::{LimitOverrides, ShellPolicy};
+use crate::mounts::MountTable;
+use crate::sandbox::{Grants, Settings};
+use crate::secret::Secret;
+use crate::sessions::{Tenant, WorkdirTemplate};
+use crate::trace::TraceSettings;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The config, checked and typed: what a [`crate::Runtime`] is built from, so that nothing
+/// is parsed twice and no `toml::Spanned` leaves this module. Made once, when the config is
+/// read ([`super::Config::load`], [`super::Config::parse`]).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub mounts: MountTable,
+    pub tools: Vec<ComponentPlan>,
+    /// The hook chain, outermost first.
+    pub hooks: Vec<HookPlan>,
+    /// The declared tenants: everything the file says of each.
+    pub tenants: BTreeMap<TenantId, Tenant>,
+    pub serve_workdir: Option<WorkdirTemplate>,
+    /// The `bash` tool, when enabled.
+    pub bash: Option<BashPlan>,
+    pub upstreams: Vec<(String, UpstreamConfig)>,
+    pub engine: EngineConfig,
+    /// Whether any limits set fuel: the engine meters fuel only then.
+    pub fuel: bool,
+    /// The largest linear memory any component may get: what a pool slot must hold.
+    pub max_memory_bytes: u64,
+    /// The session table's URL; the SQLite file when `None`.
+    pub session_store: Option<Secret>,
+    pub trace: TraceSettings,
+    /// The OTLP/HTTP endpoint spans go to.
+    pub otlp_endpoint: Option<String>,
+    /// The file the config was read from, for messages.
+    pub source: String,
+}
+
+/// What a process that does one thing and exits loads of its config (see
+/// [`Plan::one_shot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneShot {
+    /// Everything: it calls tools (`hookhost call`, `tools`, `demo`).
+    Calls,
+    /// The hook chain, without hookhost's tools, `bash` or upstream servers: an agent's
+    /// hook (`hookhost hook …`), whose agent runs its own tools. The four built-in tools,
+    /// loaded and asked to describe themselves, were 1 ms of a hook's 11, measured.
+    Hooks,
+    /// Neither tools nor hooks: the session table, the mounts and the trace's settings
+    /// (`hookhost session …`).
+    Sessions,
+}
+
+impl Plan {
+    /// The plan for a process that does one thing and exits (`hookhost call`, `hook …`,
+    /// `session …`): with what pays off only in a long-lived server left out — the pooling
+    /// allocator (reserving its slots costs a thousand `mprotect`s and the page faults
+    /// after them, 8 ms of CPU measured, for one instance or two) and the trace's inotify
+    /// watches (see [`TraceSettings::watch`]) — and only the parts `part` needs.
+    pub fn one_shot(mut self, part: OneShot) -> Plan {
+        self.engine.pooling = false;
+        self.trace.watch = false;
+        if part != OneShot::Calls {
+            self.tools.clear();
+            self.bash = None;
+            self.upstreams.clear();
+        }
+        if part == OneShot::Sessions {
+            self.hooks.clear();
+        }
+        self
+    }
+}
+
+/// A tool's or hook's component, as configured.
+#[derive(Debug, Clone)]
+pub struct ComponentPlan {
+    /// The tool's name, or the hook's.
+    pub name: String,
+    pub component: ComponentRef,
+    pub grants: Grants,
+    /// As `wasi:config/store` hands them over.
+    pub settings: Settings,
+    /// As written, to check against the settings a component declares when it loads.
+    pub setting_values: BTreeMap<String, toml::Value>,
+    pub limits: LimitOverrides,
+    pub allow_unknown_imports: bool,
+}
+
+/// One layer of the hook chain.
+#[derive(Debug, Clone)]
+pub struct HookPlan {
+    pub component: ComponentPlan,
+    pub on_failure: FailurePolicy,
+    pub tools: ToolMatch,
+    pub instance: InstanceMode,
+}
+
+/// The `bash` tool.
+#[derive(Debug, Clone)]
+pub struct BashPlan {
+    /// The mount it works in.
+    pub mount: String,
+    pub timeout: Option<Duration>,
+    /// The mounts a sandboxed command sees.
+    pub grants: Grants,
+    /// How commands are confined; `None`: not at all (`sandbox = false`).
+    pub sandbox: Option<ShellSandboxPlan>,
+}
+
+/// A sandboxed `bash`: bubblewrap, and what confines commands beside their mounts (each
+/// tenant's [`Tenant::shell_network`] and [`Tenant::shell_limits`] override it).
+#[derive(Debug, Clone)]
+pub struct ShellSandboxPlan {
+    /// The bubblewrap program, when the config names one.
+    pub bwrap: Option<PathBuf>,
+    pub policy: ShellPolicy,
+}

@@ -1,0 +1,110 @@
+use super::validate::settings;
+use super::*;
+use crate::component::ComponentRef;
+use crate::ids::TenantId;
+use crate::sessions::WorkdirTemplate;
+
+#[test]
+fn builtin_config_is_valid() {
+    let c = Config::builtin().config;
+    assert!(c.bash.enabled);
+    let names: Vec<&str> = c.hooks.iter().map(|h| h.name.get_ref().as_str()).collect();
+    assert_eq!(names, ["offload", "audit", "plan-writer"]);
+    let s = settings(&c.hooks[0].settings);
+    assert_eq!(
+        s["exclude_tools"],
+        r#"["read_file","write_file","edit_file"]"#
+    );
+    assert_eq!(s["threshold"], "10000");
+}
+
+#[test]
+fn the_plan_is_the_config_checked_and_typed() {
+    let text = format!(
+        "{DEFAULT_CONFIG}\n[tenants.acme]\nhooks = [\"audit\"]\ntools = [\"read_*\"]\n\
+         workdir = \"/srv/{{tenant}}\"\ndisk_quota_bytes = 10\n"
+    );
+    let plan = Config::parse(&text, "t.toml").unwrap().plan;
+    let names: Vec<&str> = plan
+        .hooks
+        .iter()
+        .map(|h| h.component.name.as_str())
+        .collect();
+    assert_eq!(names, ["offload", "audit", "plan-writer"]);
+    assert_eq!(
+        plan.hooks[0].component.component,
+        ComponentRef::Builtin("offload".into())
+    );
+    assert_eq!(plan.hooks[0].component.settings["threshold"], "10000");
+    assert!(plan.hooks[2].tools.matches("todo_write") && !plan.hooks[2].tools.matches("bash"));
+    let (id, acme) = plan.tenants.iter().next().unwrap();
+    assert_eq!(id.as_str(), "acme");
+    assert_eq!(acme.hooks.as_deref(), Some(&["audit".to_string()][..]));
+    assert_eq!(acme.quota.bytes, Some(10));
+    assert_eq!(acme.workdir.as_ref().unwrap().as_str(), "/srv/{tenant}");
+    let tools = acme.tools.as_ref().unwrap();
+    assert!(tools.matches("read_file") && !tools.matches("bash"));
+    assert_eq!(plan.bash.as_ref().unwrap().mount, "/workspace");
+    assert_eq!(plan.source, "t.toml");
+}
+
+#[test]
+fn workdir_templates_are_absolute_or_cwd_with_whole_tenant_segments() {
+    for good in [
+        "/srv/projects/{tenant}",
+        "{cwd}",
+        "{cwd}/sub/{tenant}",
+        "/srv/p",
+    ] {
+        assert!(WorkdirTemplate::new(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "relative/{tenant}",
+        "/srv/../etc",
+        "/srv/t-{tenant}",
+        "/srv/{cwd}",
+        "/srv/{session}",
+    ] {
+        assert!(WorkdirTemplate::new(bad).is_err(), "{bad}");
+    }
+    let tenant = TenantId::new("Team.A").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let template = format!("{}/{{tenant}}", dir.path().display());
+    let resolved = WorkdirTemplate::new(&template)
+        .unwrap()
+        .resolve(&tenant)
+        .unwrap();
+    assert_eq!(resolved, dir.path().join("%54eam%2E%41"));
+    assert!(resolved.is_dir(), "made when missing");
+}
+
+#[test]
+fn tenants_may_not_share_a_working_directory_by_accident() {
+    let shared = "[serve]\nworkdir = \"/srv/p\"\n[tenants.a]\n[tenants.b]\n";
+    let e = Config::parse(shared, "x.toml").unwrap_err().to_string();
+    assert!(
+        e.contains("tenants would share one working directory"),
+        "{e}"
+    );
+    let own = "[serve]\nworkdir = \"/srv/{tenant}\"\n[tenants.a]\n[tenants.b]\n";
+    assert!(Config::parse(own, "x.toml").is_ok());
+}
+
+#[test]
+fn an_empty_pool_is_refused_with_the_fix() {
+    let e = Config::parse("[engine]\npool_instances = 0\n", "x.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("pooling = false"), "{e}");
+    assert!(Config::parse("[engine]\npooling = false\npool_instances = 0\n", "x.toml").is_ok());
+}
+
+#[test]
+fn unknown_keys_are_refused_with_their_line() {
+    let e = Config::parse("[bash]\nenabled = true\ntypo = 1\n", "x.toml").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("x.toml") && msg.contains("typo") && msg.contains("line 3"),
+        "{msg}"
+    );
+}

@@ -1,0 +1,569 @@
+//! The checks of a config: one function per table, each refusing what cannot work (with
+//! the line and the key) and adding its part to the [`Plan`]. Tables that name others are
+//! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
+
+use super::{
+    BashPlan, ComponentPlan, Config, DEFAULT_BASH_RO_MOUNT, HookPlan, MIN_TOKEN_BYTES, Plan,
+    ShellSandboxPlan, UpstreamConfig,
+};
+use crate::component::{ComponentRef, SettingType};
+use crate::ids::{TenantId, ToolMatch};
+use crate::limits::{
+    LimitOverrides, Limits, MAX_BASH_TIMEOUT, MAX_ID_BYTES, SYSTEM_PATHS, ShellLimits, ShellPolicy,
+};
+use crate::mounts::{MountError, MountSpec, MountTable, Scope};
+use crate::sandbox::{Access, Grants, Settings};
+use crate::sessions::{Quota, Tenant, WorkdirTemplate};
+use crate::trace::TraceSettings;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::time::Duration;
+use toml::Spanned;
+
+impl Config {
+    /// Checks every table and makes the [`Plan`].
+    pub(super) fn validate(&self) -> Result<Plan, Invalid> {
+        let mounts = self.mounts();
+        let hooks = self.hooks_plan(&mounts)?;
+        let hook_names: BTreeSet<&str> = hooks.iter().map(|h| h.component.name.as_str()).collect();
+        self.check_engine()?;
+        Ok(Plan {
+            mounts: self.mount_table(&mounts)?,
+            tools: self.tools_plan(&mounts)?,
+            tenants: self.tenants_plan(&hook_names)?,
+            hooks,
+            serve_workdir: self.serve_workdir()?,
+            bash: match self.bash.enabled {
+                true => Some(self.bash_plan(&mounts)?),
+                false => None,
+            },
+            upstreams: self.upstreams_plan()?,
+            engine: self.engine.clone(),
+            fuel: self.uses_fuel(),
+            max_memory_bytes: self.max_memory_bytes(),
+            session_store: self.sessions.store.clone(),
+            trace: TraceSettings {
+                enabled: self.trace.enabled,
+                mount: mounts
+                    .get(&self.trace.mount)
+                    .filter(|m| m.scope == Scope::Session)
+                    .map(|_| self.trace.mount.clone()),
+                diff_bytes: self.trace.diff_bytes,
+                watch: true,
+            },
+            otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
+            source: self.source.clone(),
+        })
+    }
+
+    /// `[mounts]`: virtual paths that are absolute, not nested, with templates that
+    /// resolve.
+    fn mount_table(&self, mounts: &BTreeMap<String, MountSpec>) -> Result<MountTable, Invalid> {
+        MountTable::new(mounts.clone()).map_err(|e| {
+            let span = match (&e, &self.mounts) {
+                (
+                    MountError::BadVirtualPath(path)
+                    | MountError::BadTemplate { path, .. }
+                    | MountError::Nested { inner: path, .. },
+                    Some(declared),
+                ) => declared
+                    .keys()
+                    .find(|k| k.get_ref() == path)
+                    .map_or(0..0, Spanned::span),
+                _ => 0..0,
+            };
+            Invalid::at(span, format!("mounts: {e}"))
+        })
+    }
+
+    /// `[tools.NAME]`: plain names, components that exist, declared mounts, settings the
+    /// component takes, limits in range.
+    fn tools_plan(
+        &self,
+        mounts: &BTreeMap<String, MountSpec>,
+    ) -> Result<Vec<ComponentPlan>, Invalid> {
+        let mut tools = Vec::with_capacity(self.tools.len());
+        for (name, tool) in &self.tools {
+            let owner = format!("tools.{}", name.get_ref());
+            if !is_tool_name(name.get_ref()) {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!(
+                        "{owner}: a tool name is 1 to {MAX_ID_BYTES} letters, digits, '_' and '-'"
+                    ),
+                ));
+            }
+            if self.bash.enabled && name.get_ref() == "bash" {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: the name `bash` is taken by the [bash] tool"),
+                ));
+            }
+            check_component(&format!("{owner}.component"), &tool.component)?;
+            check_grants(mounts, &owner, &tool.grants)?;
+            check_settings(&owner, &tool.component, &tool.settings)?;
+            check_limits(&owner, tool.limits.out_of_range(), &tool.limits.span)?;
+            tools.push(ComponentPlan::of(
+                name.get_ref(),
+                &tool.component,
+                &tool.grants,
+                &tool.settings,
+                *tool.limits,
+                tool.allow_unknown_imports,
+            ));
+        }
+        Ok(tools)
+    }
+
+    /// `[[hooks]]`: unique names, and as for tools.
+    fn hooks_plan(&self, mounts: &BTreeMap<String, MountSpec>) -> Result<Vec<HookPlan>, Invalid> {
+        let mut names = BTreeSet::new();
+        let mut hooks = Vec::with_capacity(self.hooks.len());
+        for hook in &self.hooks {
+            let owner = format!("hooks.{}", hook.name.get_ref());
+            if hook.name.get_ref().is_empty() {
+                return Err(Invalid::at(
+                    hook.name.span(),
+                    "hooks: `name` is empty".into(),
+                ));
+            }
+            if !names.insert(hook.name.get_ref().as_str()) {
+                return Err(Invalid::at(
+                    hook.name.span(),
+                    format!(
+                        "hooks: the name {:?} is used twice; each hook needs its own `name`",
+                        hook.name.get_ref()
+                    ),
+                ));
+            }
+            check_component(&format!("{owner}.component"), &hook.component)?;
+            check_grants(mounts, &owner, &hook.grants)?;
+            check_settings(&owner, &hook.component, &hook.settings)?;
+            check_limits(&owner, hook.limits.out_of_range(), &hook.limits.span)?;
+            hooks.push(HookPlan {
+                component: ComponentPlan::of(
+                    hook.name.get_ref(),
+                    &hook.component,
+                    &hook.grants,
+                    &hook.settings,
+                    *hook.limits,
+                    hook.allow_unknown_imports,
+                ),
+                on_failure: hook.on_failure,
+                tools: hook
+                    .tools
+                    .as_deref()
+                    .map_or_else(ToolMatch::all, ToolMatch::new),
+                instance: hook.instance,
+            });
+        }
+        Ok(hooks)
+    }
+
+    /// `[tenants.ID]`: ids, limits in range, chains of declared hooks, working
+    /// directories, tokens long enough and each a tenant's own.
+    fn tenants_plan(&self, hooks: &BTreeSet<&str>) -> Result<BTreeMap<TenantId, Tenant>, Invalid> {
+        let mut tenants = BTreeMap::new();
+        let mut tokens = BTreeSet::new();
+        for (id, tenant) in &self.tenants {
+            let owner = format!("tenants.{}", id.get_ref());
+            let tenant_id = TenantId::new(id.get_ref().as_str())
+                .map_err(|e| Invalid::at(id.span(), format!("tenants: {e}")))?;
+            check_limits(&owner, tenant.limits.out_of_range(), &tenant.limits.span)?;
+            let shell_limits = &tenant.bash.limits;
+            check_limits(
+                &format!("{owner}.bash"),
+                shell_limits.out_of_range(),
+                &shell_limits.span,
+            )?;
+            for hook in tenant.hooks.iter().flatten() {
+                if !hooks.contains(hook.get_ref().as_str()) {
+                    return Err(Invalid::at(
+                        hook.span(),
+                        format!(
+                            "{owner}.hooks: no hook is named {:?} (hooks: {})",
+                            hook.get_ref(),
+                            hooks.iter().copied().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
+            }
+            let workdir = tenant
+                .workdir
+                .as_ref()
+                .map(|t| {
+                    WorkdirTemplate::new(t.get_ref())
+                        .map_err(|why| Invalid::at(t.span(), format!("{owner}.workdir: {why}")))
+                })
+                .transpose()?;
+            if let Some(token) = &tenant.token
+                && (token.expose().len() < MIN_TOKEN_BYTES || !tokens.insert(token.expose()))
+            {
+                return Err(Invalid::at(
+                    id.span(),
+                    format!(
+                        "{owner}.token: a token is at least {MIN_TOKEN_BYTES} bytes and belongs to one tenant"
+                    ),
+                ));
+            }
+            tenants.insert(
+                tenant_id,
+                Tenant {
+                    token: tenant.token.clone(),
+                    max_sessions: tenant.max_sessions,
+                    quota: Quota {
+                        bytes: tenant.disk_quota_bytes,
+                        entries: tenant.disk_quota_files,
+                    },
+                    limits: *tenant.limits,
+                    workdir,
+                    hooks: tenant
+                        .hooks
+                        .as_ref()
+                        .map(|names| names.iter().map(|n| n.get_ref().clone()).collect()),
+                    tools: tenant.tools.as_deref().map(ToolMatch::new),
+                    trace: tenant.trace,
+                    shell_network: tenant.bash.network,
+                    shell_limits: *tenant.bash.limits,
+                },
+            );
+        }
+        Ok(tenants)
+    }
+
+    /// `[upstreams.NAME]`: names that cannot collide with a tool's, and one way to reach
+    /// each.
+    fn upstreams_plan(&self) -> Result<Vec<(String, UpstreamConfig)>, Invalid> {
+        let mut upstreams = Vec::with_capacity(self.upstreams.len());
+        for (name, upstream) in &self.upstreams {
+            let owner = format!("upstreams.{}", name.get_ref());
+            if !is_tool_name(name.get_ref()) || name.get_ref().contains("__") {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: a name is letters, digits, '_' and '-', without '__'"),
+                ));
+            }
+            if upstream.command.is_some() == upstream.url.is_some() {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: give either `command` (stdio) or `url` (HTTP)"),
+                ));
+            }
+            upstreams.push((name.get_ref().clone(), upstream.clone()));
+        }
+        Ok(upstreams)
+    }
+
+    /// `[serve] workdir`: a template, which tenants without their own share only when it
+    /// names `{tenant}`.
+    fn serve_workdir(&self) -> Result<Option<WorkdirTemplate>, Invalid> {
+        let Some(template) = &self.serve.workdir else {
+            return Ok(None);
+        };
+        let workdir = WorkdirTemplate::new(template.get_ref())
+            .map_err(|why| Invalid::at(template.span(), format!("serve.workdir: {why}")))?;
+        let sharing = self
+            .tenants
+            .values()
+            .filter(|t| t.workdir.is_none())
+            .count();
+        if !template.get_ref().contains("{tenant}") && sharing > 1 {
+            return Err(Invalid::at(
+                template.span(),
+                "serve.workdir: tenants would share one working directory: name {tenant} in it, or give each tenant its own `workdir`".into(),
+            ));
+        }
+        Ok(Some(workdir))
+    }
+
+    /// `[engine]`: a pool with slots.
+    fn check_engine(&self) -> Result<(), Invalid> {
+        if self.engine.pooling && self.engine.pool_instances == 0 {
+            return Err(Invalid::at(
+                0..0,
+                "engine.pool_instances: a pool needs at least 1 slot; set `pooling = false` to allocate on demand instead".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every limits table of the file: tools', hooks', tenants'.
+    fn all_limits(&self) -> impl Iterator<Item = &LimitOverrides> {
+        self.tools
+            .values()
+            .map(|t| &t.limits.value)
+            .chain(self.hooks.iter().map(|h| &h.limits.value))
+            .chain(self.tenants.values().map(|t| &t.limits.value))
+    }
+
+    /// The largest linear memory any component may get: what a pool slot must hold.
+    fn max_memory_bytes(&self) -> u64 {
+        self.all_limits()
+            .filter_map(|l| l.memory_bytes)
+            .fold(Limits::default().memory_bytes, u64::max)
+    }
+
+    /// Whether any limits set fuel: the engine meters fuel only then.
+    fn uses_fuel(&self) -> bool {
+        self.all_limits().any(|l| l.fuel.is_some())
+    }
+
+    /// Checks `[bash]` (and the tenants' `bash` tables) against the declared `mounts`.
+    fn bash_plan(&self, mounts: &BTreeMap<String, MountSpec>) -> Result<BashPlan, Invalid> {
+        let bash = &self.bash;
+        let mount = self.bash_mount();
+        let at = |key: Option<&Spanned<String>>| key.map_or(0..0, Spanned::span);
+        if !mounts.contains_key(mount) {
+            return Err(Invalid::at(
+                at(bash.mount.as_ref()),
+                format!("bash.mount: {mount:?} is not a declared mount"),
+            ));
+        }
+        let grants: Grants = match &bash.grants {
+            Some(grants) => {
+                check_grants(mounts, "bash", grants)?;
+                for path in grants.keys() {
+                    if SYSTEM_PATHS.contains(&path.get_ref().as_str()) {
+                        return Err(Invalid::at(
+                            path.span(),
+                            format!(
+                                "bash.grants: {:?} is where the sandbox keeps the system ({}); give the mount another name",
+                                path.get_ref(),
+                                SYSTEM_PATHS.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                self::grants(grants)
+            }
+            None => [(mount.to_string(), Access::ReadWrite)]
+                .into_iter()
+                .chain(
+                    mounts
+                        .contains_key(DEFAULT_BASH_RO_MOUNT)
+                        .then(|| (DEFAULT_BASH_RO_MOUNT.to_string(), Access::ReadOnly)),
+                )
+                .collect(),
+        };
+        if !grants.contains_key(mount) {
+            return Err(Invalid::at(
+                at(bash.mount.as_ref()),
+                format!("bash.grants: the mount bash works in, {mount:?}, is not granted"),
+            ));
+        }
+        if SYSTEM_PATHS.contains(&mount) {
+            return Err(Invalid::at(
+                at(bash.mount.as_ref()),
+                format!("bash.mount: {mount:?} is where the sandbox keeps the system"),
+            ));
+        }
+        check_limits("bash", bash.limits.out_of_range(), &bash.limits.span)?;
+        if let Some(secs) = &bash.timeout_secs
+            && !(1..=MAX_BASH_TIMEOUT.as_secs()).contains(secs.get_ref())
+        {
+            return Err(Invalid::at(
+                secs.span(),
+                format!(
+                    "bash.timeout_secs = {}: from 1 to {} (a call may ask for at most that)",
+                    secs.get_ref(),
+                    MAX_BASH_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+        let sandbox = if bash.sandbox {
+            Some(ShellSandboxPlan {
+                bwrap: bash.bwrap.clone(),
+                policy: ShellPolicy {
+                    network: bash.network,
+                    limits: ShellLimits::default().with(&bash.limits),
+                },
+            })
+        } else {
+            if !self.tenants.is_empty() && !bash.unsandboxed_with_tenants {
+                return Err(Invalid::at(
+                    0..0,
+                    "bash.sandbox: an unsandboxed bash lets every tenant's shell read every other tenant's files and this config's tokens; keep `sandbox = true`, or set `unsandboxed_with_tenants = true` to accept that".into(),
+                ));
+            }
+            if bash.grants.is_some() {
+                return Err(Invalid::at(
+                    0..0,
+                    "bash.grants: only a sandboxed bash is confined to its grants; with `sandbox = false` a command reaches every file of the host's user".into(),
+                ));
+            }
+            None
+        };
+        Ok(BashPlan {
+            mount: mount.to_string(),
+            timeout: bash
+                .timeout_secs
+                .as_ref()
+                .map(|s| Duration::from_secs(*s.get_ref())),
+            grants,
+            sandbox,
+        })
+    }
+}
+
+/// Refuses a limits table with a value outside its range (see `limits.rs`), at its line.
+fn check_limits(owner: &str, problem: Option<String>, span: &Range<usize>) -> Result<(), Invalid> {
+    match problem {
+        Some(why) => Err(Invalid::at(span.clone(), format!("{owner}.limits: {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// A validation error before it is given its file and line.
+pub(super) struct Invalid {
+    pub(super) span: Range<usize>,
+    pub(super) what: String,
+}
+
+impl Invalid {
+    fn at(span: Range<usize>, what: String) -> Invalid {
+        Invalid { span, what }
+    }
+}
+
+/// Tool names reach the model and, through hooks, file names: keep them plain.
+pub fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_ID_BYTES
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid> {
+    let fail = |what: String| Err(Invalid::at(component.span(), format!("{key}: {what}")));
+    match ComponentRef::parse(component.get_ref()) {
+        ComponentRef::Builtin(name) if !ComponentRef::builtin_names().any(|n| n == name) => {
+            fail(format!(
+                "{:?} is not a built-in component (built-ins: {})",
+                component.get_ref(),
+                ComponentRef::builtin_list()
+            ))
+        }
+        ComponentRef::File(path) if !path.is_file() => {
+            fail(format!("the file {} does not exist", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuses settings a built-in does not declare, or of the wrong type.
+fn check_settings(
+    owner: &str,
+    component: &Spanned<String>,
+    settings: &BTreeMap<Spanned<String>, toml::Value>,
+) -> Result<(), Invalid> {
+    let Some(declared) = ComponentRef::parse(component.get_ref()).declared_settings() else {
+        return Ok(());
+    };
+    for (key, value) in settings {
+        if let Some(problem) = setting_problem(component.get_ref(), declared, key.get_ref(), value)
+        {
+            return Err(Invalid::at(
+                key.span(),
+                format!("{owner}.settings{problem}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What is wrong with the setting `key = value` of `component`, which declares the
+/// settings `declared`: `": … has no setting …"` or `".KEY: must be …"`; `None` when it is
+/// one it takes, of its type.
+pub fn setting_problem<K: AsRef<str>>(
+    component: &str,
+    declared: &[(K, SettingType)],
+    key: &str,
+    value: &toml::Value,
+) -> Option<String> {
+    match declared.iter().find(|(k, _)| k.as_ref() == key) {
+        None => {
+            let names: Vec<&str> = declared.iter().map(|(k, _)| k.as_ref()).collect();
+            let known = if names.is_empty() {
+                "it takes none".to_string()
+            } else {
+                format!("it takes {}", names.join(", "))
+            };
+            Some(format!(": {component} has no setting {key:?} ({known})"))
+        }
+        Some((_, kind)) if !kind.accepts(value) => {
+            Some(format!(".{key}: must be {kind}, not {value}"))
+        }
+        Some(_) => None,
+    }
+}
+
+impl ComponentPlan {
+    fn of(
+        name: &str,
+        component: &Spanned<String>,
+        grants: &BTreeMap<Spanned<String>, Access>,
+        settings: &BTreeMap<Spanned<String>, toml::Value>,
+        limits: LimitOverrides,
+        allow_unknown_imports: bool,
+    ) -> ComponentPlan {
+        ComponentPlan {
+            name: name.to_string(),
+            component: ComponentRef::parse(component.get_ref()),
+            grants: self::grants(grants),
+            settings: self::settings(settings),
+            setting_values: settings
+                .iter()
+                .map(|(k, v)| (k.get_ref().clone(), v.clone()))
+                .collect(),
+            limits,
+            allow_unknown_imports,
+        }
+    }
+}
+
+/// Checks that every mount `owner` (`tools.NAME`, `bash`…) is granted is declared.
+fn check_grants(
+    mounts: &BTreeMap<String, MountSpec>,
+    owner: &str,
+    grants: &BTreeMap<Spanned<String>, Access>,
+) -> Result<(), Invalid> {
+    for path in grants.keys() {
+        if !mounts.contains_key(path.get_ref()) {
+            return Err(Invalid::at(
+                path.span(),
+                format!(
+                    "{owner}.grants: {:?} is not a declared mount (declared: {})",
+                    path.get_ref(),
+                    mounts.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Grants as the sandbox takes them.
+fn grants(grants: &BTreeMap<Spanned<String>, Access>) -> Grants {
+    grants
+        .iter()
+        .map(|(p, a)| (p.get_ref().clone(), *a))
+        .collect()
+}
+
+/// Settings as `wasi:config/store` hands them over: strings as they are, anything else as
+/// its JSON text (so `exclude_tools = ["a", "b"]` arrives as `["a","b"]`).
+pub(super) fn settings(settings: &BTreeMap<Spanned<String>, toml::Value>) -> Settings {
+    settings
+        .iter()
+        .map(|(k, v)| (k.get_ref().clone(), setting_text(v)))
+        .collect()
+}
+
+/// One setting's value as `wasi:config/store` hands it over (see `settings`).
+pub fn setting_text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s.clone(),
+        other => serde_json::to_string(other).unwrap_or_else(|_| other.to_string()),
+    }
+}
