@@ -339,6 +339,16 @@ impl ShellLimits {
     }
 }
 
+/// The shortest bearer token accepted: 16 bytes, so a token cannot be guessed.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// The mount `bash` runs in unless `[bash] mount` says otherwise.
+pub const DEFAULT_BASH_MOUNT: &str = "/workspace";
+
+/// The mount a sandboxed `bash` also sees, read-only, unless `[bash] grants` says
+/// otherwise: the model reads offloaded outputs there.
+pub const DEFAULT_BASH_RO_MOUNT: &str = "/artifacts";
+
 /// What confines one command beside its mounts: the network switch and the limits, as
 /// `[bash]` sets them and a tenant's `[tenants.ID.bash]` overrides them
 /// ([`ShellPolicy::with`]).

@@ -5,6 +5,8 @@ mod demo;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use hookhost::config::{Loaded, Plan};
+use hookhost::sessions::{Sessions, Tenants};
+use hookhost::trace::TraceSettings;
 use hookhost::{Config, OneShot, Runtime, SessionId, TenantId};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::collections::BTreeMap;
@@ -395,8 +397,16 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
             })
         }
         Command::Session(command) => {
-            let runtime = start(&plan, &data, OneShot::Sessions).await?;
-            session_command(&runtime, command).await?;
+            // The table, the directories and the tenants: no component, no upstream.
+            let sessions = Sessions::at(
+                &data,
+                plan.session_store.as_ref(),
+                plan.mounts,
+                Tenants::new(plan.tenants, plan.serve_workdir),
+            )
+            .await
+            .context("opening the sessions")?;
+            session_command(&sessions, &plan.trace, command).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools => {
@@ -641,7 +651,11 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
     }
 }
 
-async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<()> {
+async fn session_command(
+    sessions: &Sessions,
+    trace: &TraceSettings,
+    command: SessionCommand,
+) -> Result<()> {
     let tenant = |t: String| TenantId::new(t).context("--tenant");
     let id = |s: String| SessionId::new(s).context("session id");
     match command {
@@ -650,15 +664,14 @@ async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<(
             id: i,
             workdir,
         } => {
-            let session = runtime
-                .sessions()
+            let session = sessions
                 .create(tenant(t)?, i.map(id).transpose()?, workdir.as_deref())
                 .await?;
             println!("{}", session.id);
         }
         SessionCommand::List { tenant: t } => {
             let t = t.map(tenant).transpose()?;
-            for s in runtime.sessions().list(t.as_ref()).await? {
+            for s in sessions.list(t.as_ref()).await? {
                 println!(
                     "{}\t{}\t{}\t{}\t{}",
                     s.id,
@@ -678,14 +691,14 @@ async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<(
             follow,
         } => {
             let (t, i) = (tenant(t)?, id(i)?);
-            let record = runtime.sessions().record(&t, &i).await?;
-            let session = runtime.sessions().resolve(&record)?;
-            print_trace(runtime, &session, kind.as_deref(), follow).await?;
+            let record = sessions.record(&t, &i).await?;
+            let session = sessions.resolve(&record)?;
+            print_trace(sessions, trace, &session, kind.as_deref(), follow).await?;
         }
         SessionCommand::Show { id: i, tenant: t } => {
             let (t, i) = (tenant(t)?, id(i)?);
-            let record = runtime.sessions().record(&t, &i).await?;
-            let session = runtime.sessions().resolve(&record)?;
+            let record = sessions.record(&t, &i).await?;
+            let session = sessions.resolve(&record)?;
             println!("session: {}", record.id);
             println!("tenant: {}", record.tenant);
             println!(
@@ -699,7 +712,7 @@ async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<(
             if let Some(w) = &record.workdir {
                 println!("workdir: {}", w.display());
             }
-            let usage = runtime.sessions().usage(&session).await?;
+            let usage = sessions.usage(&session).await?;
             println!(
                 "disk: {} bytes, {} files in this session",
                 usage.session.bytes, usage.session.entries
@@ -727,7 +740,7 @@ async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<(
             }
         }
         SessionCommand::Delete { id: i, tenant: t } => {
-            runtime.sessions().delete(&tenant(t)?, &id(i)?).await?;
+            sessions.delete(&tenant(t)?, &id(i)?).await?;
         }
         SessionCommand::Gc { idle } => {
             let cutoff = idle.map(|idle| {
@@ -735,7 +748,7 @@ async fn session_command(runtime: &Runtime, command: SessionCommand) -> Result<(
                     .checked_sub(idle)
                     .unwrap_or(std::time::UNIX_EPOCH)
             });
-            let report = runtime.sessions().gc(cutoff).await?;
+            let report = sessions.gc(cutoff).await?;
             println!(
                 "deleted {} idle sessions; removed {} orphaned session directories and {} stale temporary files",
                 report.sessions, report.orphans, report.partials
@@ -967,13 +980,13 @@ const FOLLOW_CHECKS_EVERY: u32 = 10;
 /// Prints `session`'s trace events of `kind`; with `follow`, new ones as they come until
 /// the session is deleted or Ctrl-C.
 async fn print_trace(
-    runtime: &Runtime,
+    sessions: &Sessions,
+    settings: &TraceSettings,
     session: &hookhost::Session,
     kind: Option<&str>,
     follow: bool,
 ) -> Result<()> {
     use std::io::Read;
-    let settings = runtime.tracer().settings();
     let kind = kind.map(wildmatch::WildMatch::new);
     let mut file = None;
     let mut pending = String::new();
@@ -1009,11 +1022,7 @@ async fn print_trace(
         }
         looks += 1;
         if looks.is_multiple_of(FOLLOW_CHECKS_EVERY)
-            && runtime
-                .sessions()
-                .record(&session.tenant, &session.id)
-                .await
-                .is_err()
+            && sessions.record(&session.tenant, &session.id).await.is_err()
         {
             return Ok(());
         }

@@ -10,17 +10,13 @@ use crate::ids::TenantId;
 use crate::metrics::Scraped;
 use crate::mounts::MountError;
 use crate::sandbox::{self, Sandbox};
-use crate::sessions::{
-    MountDirs, PgTable, Session, SessionError, SessionHolder, SessionTable, Sessions, SqliteTable,
-    Tenants,
-};
+use crate::sessions::{Session, SessionError, SessionHolder, Sessions, Tenants};
 use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
 use crate::tools::{Extras, Tool, ToolRegistry};
 use crate::trace::Tracer;
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use tracing::Instrument;
@@ -31,11 +27,6 @@ pub const CACHE_DIR: &str = "cache";
 /// Why a runtime could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("data directory {path}: {source}")]
-    DataDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("mounts: {0}")]
     Mounts(#[from] MountError),
     #[error("cannot make the WebAssembly engine")]
@@ -125,37 +116,23 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Loads every component of `plan` and builds the chain, with `data_root` as `{data}`.
-    ///
-    /// Security: sets the process umask to 077, so that every file and directory a guest
-    /// creates is private to the host's user (0600 / 0700): WASI has no way for a guest to
-    /// choose modes, so the umask decides them.
+    /// Opens the sessions under `data_root` (`{data}`; see [`Sessions::at`], which also
+    /// sets the umask), loads every component of `plan` and builds the chains.
     ///
     /// # Errors
     ///
     /// A [`StartError`] naming the part of the config that failed.
     pub async fn new(plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
         let plan_source = plan.source.clone();
-        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(data_root)
-            .map_err(|source| StartError::DataDir {
-                path: data_root.to_path_buf(),
-                source,
-            })?;
-        let data_root = data_root
-            .canonicalize()
-            .map_err(|source| StartError::DataDir {
-                path: data_root.to_path_buf(),
-                source,
-            })?;
-        let table: Box<dyn SessionTable> = match &plan.session_store {
-            Some(url) => Box::new(PgTable::connect(url.expose()).await?),
-            None => Box::new(SqliteTable::open(&data_root)?),
-        };
-        let dirs = Arc::new(MountDirs::new(data_root.clone()));
+        let sessions = Sessions::at(
+            data_root,
+            plan.session_store.as_ref(),
+            plan.mounts,
+            Tenants::new(plan.tenants, plan.serve_workdir),
+        )
+        .await?;
+        let dirs = sessions.dirs().clone();
+        let data_root = dirs.data_root().to_path_buf();
         let loader = ComponentLoader::new(&EngineOptions {
             fuel: plan.fuel,
             pool_instances: plan.engine.pooling.then_some(plan.engine.pool_instances),
@@ -262,8 +239,8 @@ impl Runtime {
                 kept: Default::default(),
             }));
         }
-        let tenant_chains = plan
-            .tenants
+        let tenant_chains = sessions
+            .tenants()
             .iter()
             .filter_map(|(id, tenant)| {
                 let picked = tenant
@@ -275,8 +252,6 @@ impl Runtime {
                 Some((id.clone(), HookChain::new(picked, sandbox.clone())))
             })
             .collect();
-        let tenants = Tenants::new(plan.tenants, plan.serve_workdir);
-        let sessions = Sessions::new(table, dirs, plan.mounts, tenants);
         sessions.measure_quotas().await?;
         // Every chain's layers are among these (tenant chains share them).
         for layer in &layers {

@@ -826,6 +826,11 @@ fn session_commands_neither_compile_components_nor_start_upstreams() {
     quiet(&["session", "delete", &id]);
     quiet(&["session", "gc"]);
     quiet(&["config", "show"]);
+    // Nor make an engine: one makes its compiled-code cache at once.
+    assert!(
+        !data.path().join("cache").exists(),
+        "a session command made an engine"
+    );
     // A call needs both, and says which failed.
     let out = hookhost_with(data.path(), &config, &["call", "read_file", "{}"]);
     assert_eq!(out.status.code(), Some(2));

@@ -227,7 +227,7 @@ pub struct BashConfig {
     /// Off unless set: bash runs host programs, outside WebAssembly.
     #[serde(default)]
     pub enabled: bool,
-    /// The mount it works in; [`DEFAULT_BASH_MOUNT`] when left out.
+    /// The mount it works in; [`crate::limits::DEFAULT_BASH_MOUNT`] when left out.
     #[serde(default)]
     pub mount: Option<Spanned<String>>,
     /// Its time limit when a call gives none, 1 to `MAX_BASH_TIMEOUT`'s seconds.

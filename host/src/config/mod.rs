@@ -24,6 +24,7 @@ pub use file::*;
 pub use plan::*;
 pub use validate::{is_tool_name, setting_problem, setting_text};
 
+use crate::limits::DEFAULT_BASH_MOUNT;
 use crate::mounts::MountSpec;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -34,16 +35,6 @@ use validate::Invalid;
 
 /// The text of the built-in configuration.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
-
-/// The shortest bearer token accepted: 16 bytes, so a token cannot be guessed.
-pub const MIN_TOKEN_BYTES: usize = 16;
-
-/// The mount `bash` runs in unless `[bash] mount` says otherwise.
-pub const DEFAULT_BASH_MOUNT: &str = "/workspace";
-
-/// The mount a sandboxed `bash` also sees, read-only, unless `[bash] grants` says
-/// otherwise: the model reads offloaded outputs there.
-pub const DEFAULT_BASH_RO_MOUNT: &str = "/artifacts";
 
 /// A value of the file with where it was written, so that an error about it names its
 /// line; reads as the value.

@@ -54,27 +54,21 @@ pub enum OneShot {
     /// hook (`hookhost hook …`), whose agent runs its own tools. The four built-in tools,
     /// loaded and asked to describe themselves, were 1 ms of a hook's 11, measured.
     Hooks,
-    /// Neither tools nor hooks: the session table, the mounts and the trace's settings
-    /// (`hookhost session …`).
-    Sessions,
 }
 
 impl Plan {
-    /// The plan for a process that does one thing and exits (`hookhost call`, `hook …`,
-    /// `session …`): with what pays off only in a long-lived server left out — the pooling
+    /// The plan for a process that does one thing and exits (`hookhost call`, `hook …`;
+    /// `session …` builds no runtime, only [`crate::Sessions::at`]): with what pays off only in a long-lived server left out — the pooling
     /// allocator (reserving its slots costs a thousand `mprotect`s and the page faults
     /// after them, 8 ms of CPU measured, for one instance or two) and the trace's inotify
     /// watches (see [`TraceSettings::watch`]) — and only the parts `part` needs.
     pub fn one_shot(mut self, part: OneShot) -> Plan {
         self.engine.pooling = false;
         self.trace.watch = false;
-        if part != OneShot::Calls {
+        if part == OneShot::Hooks {
             self.tools.clear();
             self.bash = None;
             self.upstreams.clear();
-        }
-        if part == OneShot::Sessions {
-            self.hooks.clear();
         }
         self
     }

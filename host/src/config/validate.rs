@@ -2,14 +2,12 @@
 //! the line and the key) and adding its part to the [`Plan`]. Tables that name others are
 //! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
 
-use super::{
-    BashPlan, ComponentPlan, Config, DEFAULT_BASH_RO_MOUNT, HookPlan, MIN_TOKEN_BYTES, Plan,
-    ShellSandboxPlan, UpstreamConfig,
-};
+use super::{BashPlan, ComponentPlan, Config, HookPlan, Plan, ShellSandboxPlan, UpstreamConfig};
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
 use crate::limits::{
-    LimitOverrides, Limits, MAX_BASH_TIMEOUT, MAX_ID_BYTES, SYSTEM_PATHS, ShellLimits, ShellPolicy,
+    DEFAULT_BASH_RO_MOUNT, LimitOverrides, Limits, MAX_BASH_TIMEOUT, MAX_ID_BYTES, MIN_TOKEN_BYTES,
+    SYSTEM_PATHS, ShellLimits, ShellPolicy,
 };
 use crate::mounts::{MountError, MountSpec, MountTable, Scope};
 use crate::sandbox::{Access, Grants, Settings};

@@ -29,6 +29,7 @@ use crate::ids::{SessionId, TenantId};
 use crate::limits::QUOTA_CHECK_INTERVAL;
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
 use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
+use crate::secret::Secret;
 use quota::QuotaBook;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -180,6 +181,43 @@ pub struct Sessions {
 }
 
 impl Sessions {
+    /// The sessions kept under `data_root` (made 0700 when missing): their table (the
+    /// PostgreSQL database at `store`, else the SQLite file there), their directories,
+    /// `mounts` and `tenants`. All a command that runs no calls needs (`session …`).
+    ///
+    /// Security: sets the process umask to 077, so that every file and directory made
+    /// under it — by the host or by a guest, which WASI gives no way to choose modes — is
+    /// private to the host's user (0600 / 0700).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when the directory or the table cannot be opened.
+    pub async fn at(
+        data_root: &Path,
+        store: Option<&Secret>,
+        mounts: MountTable,
+        tenants: Tenants,
+    ) -> Result<Sessions, SessionError> {
+        use std::os::unix::fs::DirBuilderExt;
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+        let data_dir = |source| SessionError::DataDir {
+            path: data_root.to_path_buf(),
+            source,
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_root)
+            .map_err(data_dir)?;
+        let data_root = data_root.canonicalize().map_err(data_dir)?;
+        let table: Box<dyn SessionTable> = match store {
+            Some(url) => Box::new(PgTable::connect(url.expose()).await?),
+            None => Box::new(SqliteTable::open(&data_root)?),
+        };
+        let dirs = Arc::new(MountDirs::new(data_root));
+        Ok(Sessions::new(table, dirs, mounts, tenants))
+    }
+
     pub fn new(
         table: Box<dyn SessionTable>,
         dirs: Arc<MountDirs>,
@@ -197,6 +235,11 @@ impl Sessions {
             touched: Mutex::default(),
             holders: holders::Holders::default(),
         }
+    }
+
+    /// The sessions' directories.
+    pub fn dirs(&self) -> &Arc<MountDirs> {
+        &self.dirs
     }
 
     /// Records `owner` on the sessions made from now on: a server says so, so that idle

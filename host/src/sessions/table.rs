@@ -25,6 +25,8 @@ pub enum SessionError {
     TooManySessions { tenant: String, max: usize },
     #[error("session {id:?} already exists for tenant {tenant:?}")]
     Exists { tenant: String, id: String },
+    #[error("data directory {path}: {source}")]
+    DataDir { path: PathBuf, source: io::Error },
     #[error("session working directory {path}: {source}")]
     Workdir { path: PathBuf, source: io::Error },
     #[error("session database: {0}")]

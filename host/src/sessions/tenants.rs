@@ -71,6 +71,11 @@ impl Tenants {
         }
     }
 
+    /// The declared tenants, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (&TenantId, &Tenant)> {
+        self.declared.iter().map(|(id, t)| (id, t.as_ref()))
+    }
+
     /// Whether tenants are declared (then only they may have sessions).
     pub fn is_closed(&self) -> bool {
         !self.declared.is_empty()
