@@ -9,13 +9,18 @@
 //! conforms when none is a failure.
 
 use crate::bindings::{CallContext, ToolCall, ToolResult};
-use crate::chain::{RESERVED_PREFIX, Record};
+use crate::chain::{FailurePolicy, InstanceMode, RESERVED_PREFIX, Record};
 use crate::component::{ComponentLoader, ComponentRef, HookPres, Import, SettingType};
+use crate::config::{ComponentPlan, HookPlan, Plan, setting_problem, setting_text};
 use crate::failure::Failure;
-use crate::limits::Limits;
+use crate::ids::ToolMatch;
+use crate::limits::{LimitOverrides, Limits};
+use crate::mounts::{MountSpec, MountTable, Scope};
+use crate::sandbox::{Access, Grants};
 use crate::sessions::Session;
 use crate::tools::guest::GuestTool;
-use crate::{Config, Runtime, TenantId};
+use crate::{Runtime, TenantId};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -299,11 +304,10 @@ pub async fn check(
     }
     let unprovided: Vec<String> = unmet.iter().map(|i| i.name.clone()).collect();
 
-    let config = scratch_config(component, world, options, &unprovided);
-    let plan = match Config::parse(&config, "check.toml") {
-        Ok(loaded) => loaded.plan,
+    let plan = match scratch_plan(component, world, options, &unprovided) {
+        Ok(plan) => plan,
         Err(e) => {
-            report.add(Verdict::Fail, format!("its settings are refused: {e}"));
+            report.add(Verdict::Fail, format!("refused: {e}"));
             return Ok(report);
         }
     };
@@ -795,63 +799,77 @@ fn bytes(n: usize) -> String {
     }
 }
 
-/// The config a component is checked in: scratch mounts granted read-write, the component
-/// as the only hook (or as the tool `checked`), no bash, no compiled-code pool.
-fn scratch_config(
+/// The plan a component is checked in: scratch mounts (and `--grant`s) granted
+/// read-write, the component as the only hook (or as the tool `checked`), with its
+/// settings and deadline checked as a config's are; no bash, no compiled-code pool.
+///
+/// # Errors
+///
+/// What is refused: a grant that is not a mount path, a setting the component does not
+/// take, a deadline out of range.
+fn scratch_plan(
     component: &ComponentRef,
     world: World,
     options: &CheckOptions,
     unprovided: &[String],
-) -> String {
-    let mut mounts = toml::Table::new();
-    let mut grants = toml::Table::new();
+) -> Result<Plan, String> {
+    let mut mounts = BTreeMap::new();
+    let mut grants = Grants::new();
     let paths = SCRATCH_MOUNTS
         .iter()
         .map(|p| p.to_string())
         .chain(options.grants.iter().cloned());
     for (i, path) in paths.enumerate() {
-        let mut mount = toml::Table::new();
-        mount.insert(
-            "host".into(),
-            format!("{{data}}/check/{{tenant}}/{{session}}/mount-{i}").into(),
-        );
-        mount.insert("scope".into(), "session".into());
-        mounts.insert(path.clone(), mount.into());
-        grants.insert(path, "rw".into());
+        let spec = MountSpec {
+            host: format!("{{data}}/check/{{tenant}}/{{session}}/mount-{i}"),
+            in_workdir: None,
+            in_git_workdir: None,
+            scope: Scope::Session,
+        };
+        mounts.insert(path.clone(), spec);
+        grants.insert(path, Access::ReadWrite);
     }
-    let mut part = toml::Table::new();
-    part.insert("component".into(), component.to_string().into());
-    part.insert("grants".into(), grants.into());
-    part.insert("settings".into(), options.settings.clone().into());
-    if let Some(ms) = options.deadline_ms {
-        let mut limits = toml::Table::new();
-        limits.insert(
-            "deadline_ms".into(),
-            i64::try_from(ms).unwrap_or(i64::MAX).into(),
-        );
-        part.insert("limits".into(), limits.into());
+    let mounts = MountTable::new(mounts).map_err(|e| format!("--grant: {e}"))?;
+    let limits = LimitOverrides {
+        deadline_ms: options.deadline_ms,
+        ..LimitOverrides::default()
+    };
+    if let Some(why) = limits.out_of_range() {
+        return Err(format!("--deadline-ms: {why}"));
     }
-    part.insert(
-        "allow_unknown_imports".into(),
-        (!unprovided.is_empty()).into(),
-    );
-    let mut config = toml::Table::new();
-    config.insert("mounts".into(), mounts.into());
-    let mut engine = toml::Table::new();
-    engine.insert("pooling".into(), false.into());
-    config.insert("engine".into(), engine.into());
+    if let Some(declared) = component.declared_settings() {
+        let name = component.to_string();
+        for (key, value) in &options.settings {
+            if let Some(problem) = setting_problem(&name, declared, key, value) {
+                return Err(format!("settings{problem}"));
+            }
+        }
+    }
+    let checked = ComponentPlan {
+        name: "checked".into(),
+        component: component.clone(),
+        grants,
+        settings: options
+            .settings
+            .iter()
+            .map(|(k, v)| (k.clone(), setting_text(v)))
+            .collect(),
+        setting_values: options.settings.clone().into_iter().collect(),
+        limits,
+        allow_unknown_imports: !unprovided.is_empty(),
+    };
+    let mut plan = Plan::new(mounts, "component check");
+    plan.engine.pooling = false;
     match world {
-        World::Hook => {
-            part.insert("name".into(), "checked".into());
-            config.insert("hooks".into(), toml::Value::Array(vec![part.into()]));
-        }
-        World::Tool => {
-            let mut tools = toml::Table::new();
-            tools.insert("checked".into(), part.into());
-            config.insert("tools".into(), tools.into());
-        }
+        World::Hook => plan.hooks.push(HookPlan {
+            component: checked,
+            on_failure: FailurePolicy::default(),
+            tools: ToolMatch::all(),
+            instance: InstanceMode::default(),
+        }),
+        World::Tool => plan.tools.push(checked),
     }
-    config.to_string()
+    Ok(plan)
 }
 
 /// A scratch data directory whose compiled-code cache is the real data directory's: a
@@ -910,21 +928,35 @@ mod tests {
     }
 
     #[test]
-    fn the_scratch_config_is_valid_for_both_worlds() {
+    fn the_scratch_plan_holds_the_component_and_refuses_what_a_config_would() {
+        let offload = ComponentRef::Builtin("offload".into());
         let mut options = CheckOptions {
             tool: "bash".into(),
             ..Default::default()
         };
         options.settings.insert("threshold".into(), 10.into());
         options.grants.push("/extra".into());
-        for world in [World::Hook, World::Tool] {
-            let text = scratch_config(
-                &ComponentRef::Builtin("offload".into()),
-                world,
-                &options,
-                &[],
-            );
-            Config::parse(&text, "check.toml").unwrap_or_else(|e| panic!("{e}\n{text}"));
-        }
+        let plan = scratch_plan(&offload, World::Hook, &options, &[]).unwrap();
+        let hook = &plan.hooks[0].component;
+        assert_eq!(hook.settings["threshold"], "10");
+        assert!(hook.grants.contains_key("/extra"));
+        assert!(plan.tools.is_empty() && plan.bash.is_none() && !plan.engine.pooling);
+        let plan = scratch_plan(&offload, World::Tool, &options, &["x".into()]).unwrap();
+        assert!(plan.hooks.is_empty() && plan.tools[0].allow_unknown_imports);
+
+        options.settings.insert("thresold".into(), 10.into());
+        let refused = scratch_plan(&offload, World::Hook, &options, &[]).unwrap_err();
+        assert!(refused.contains("has no setting \"thresold\""), "{refused}");
+        options.settings.remove("thresold");
+        options.deadline_ms = Some(0);
+        let refused = scratch_plan(&offload, World::Hook, &options, &[]).unwrap_err();
+        assert!(
+            refused.contains("--deadline-ms: deadline_ms = 0"),
+            "{refused}"
+        );
+        options.deadline_ms = None;
+        options.grants.push("relative".into());
+        let refused = scratch_plan(&offload, World::Hook, &options, &[]).unwrap_err();
+        assert!(refused.starts_with("--grant: "), "{refused}");
     }
 }

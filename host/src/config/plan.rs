@@ -5,7 +5,7 @@ use super::file::EngineConfig;
 use crate::chain::{FailurePolicy, InstanceMode};
 use crate::component::ComponentRef;
 use crate::ids::{TenantId, ToolMatch};
-use crate::limits::{LimitOverrides, ShellPolicy};
+use crate::limits::{DEFAULT_TRACE_DIFF_BYTES, LimitOverrides, Limits, ShellPolicy};
 use crate::mounts::MountTable;
 use crate::sandbox::{Grants, Settings};
 use crate::secret::Secret;
@@ -57,6 +57,33 @@ pub enum OneShot {
 }
 
 impl Plan {
+    /// A plan with `mounts` and nothing else — no tool, hook, tenant, `bash` or upstream —
+    /// and every table's defaults: what a program composes a plan on (`component check`
+    /// adds the one component it checks).
+    pub fn new(mounts: MountTable, source: &str) -> Plan {
+        Plan {
+            mounts,
+            tools: Vec::new(),
+            hooks: Vec::new(),
+            tenants: BTreeMap::new(),
+            serve_workdir: None,
+            bash: None,
+            upstreams: Vec::new(),
+            engine: EngineConfig::default(),
+            fuel: false,
+            max_memory_bytes: Limits::default().memory_bytes,
+            session_store: None,
+            trace: TraceSettings {
+                enabled: true,
+                mount: None,
+                diff_bytes: DEFAULT_TRACE_DIFF_BYTES,
+                watch: true,
+            },
+            otlp_endpoint: None,
+            source: source.to_string(),
+        }
+    }
+
     /// The plan for a process that does one thing and exits (`hookhost call`, `hook …`;
     /// `session …` builds no runtime, only [`crate::Sessions::at`]): with what pays off only in a long-lived server left out — the pooling
     /// allocator (reserving its slots costs a thousand `mprotect`s and the page faults
