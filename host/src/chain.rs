@@ -17,11 +17,12 @@
 //! - Each call gets a fresh instance of each hook that applies; it serves both phases. A
 //!   hook configured `instance = "per-session"` keeps one instance per session instead.
 
-use crate::bindings::hook::Hook;
-use crate::bindings::v0_2_0;
-use crate::bindings::v0_2_0::described::DescribedHookPre;
-use crate::bindings::{CallContext, Proceed, ToolCall, ToolDescriptor, ToolResult};
-use crate::component::{ComponentRef, HookPres, SettingType};
+pub use crate::abi::Record;
+use crate::abi::{
+    After, CallContext, Hook, HookPre, Proceed, RESERVED_PREFIX, ToolCall, ToolDescriptor,
+    ToolResult,
+};
+use crate::component::ComponentRef;
 use crate::failure::{Failure, FailureKind};
 use crate::ids::ToolMatch;
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
@@ -96,7 +97,7 @@ pub trait Callee: Send + Sync {
 pub struct HookLayer {
     pub name: String,
     pub component: ComponentRef,
-    pub pre: HookPres,
+    pub pre: HookPre,
     pub grants: Grants,
     pub settings: Settings,
     /// The hook's own limits, over the tenant's.
@@ -124,52 +125,6 @@ impl SessionHolder for HookLayer {
 
     fn forget(&self, key: &SessionKey) {
         self.kept.forget(key);
-    }
-}
-
-/// What a 0.2.0 hook exporting `hook-info` says of itself: instantiated once, with no
-/// grants, within the default limits under its own.
-///
-/// # Errors
-///
-/// A [`Failure`] when `describe` traps, times out or returns too much.
-pub async fn describe_hook(
-    pre: &DescribedHookPre<StoreState>,
-    sandbox: &Sandbox,
-    settings: &Settings,
-    limits: &LimitOverrides,
-) -> Result<v0_2_0::HookDescription, Failure> {
-    let (mut store, limits) = sandbox.describe_store(settings, limits)?;
-    let bindings = Failure::bounded(&mut store, &limits, async |store| {
-        pre.instantiate_async(store).await
-    })
-    .await?;
-    let description = Failure::bounded(&mut store, &limits, async |store| {
-        bindings
-            .harness_hooks_hook_info()
-            .call_describe(store)
-            .await
-    })
-    .await?;
-    let size = description.summary.len()
-        + description.tools.iter().map(String::len).sum::<usize>()
-        + description
-            .settings
-            .iter()
-            .map(|s| s.name.len() + s.description.len() + s.default.as_ref().map_or(0, String::len))
-            .sum::<usize>();
-    Failure::check_output(size, &limits)?;
-    Ok(description)
-}
-
-impl From<v0_2_0::SettingType> for SettingType {
-    fn from(t: v0_2_0::SettingType) -> SettingType {
-        match t {
-            v0_2_0::SettingType::Count => SettingType::Count,
-            v0_2_0::SettingType::Text => SettingType::Text,
-            v0_2_0::SettingType::Names => SettingType::Names,
-            v0_2_0::SettingType::Flag => SettingType::Flag,
-        }
     }
 }
 
@@ -261,7 +216,7 @@ impl HookChain {
                 let result = self
                     .execute(tool, session, &ctx, &call, &mut passage.record, trace)
                     .await;
-                passage.record.tool_error = result.is_error;
+                passage.record.set_tool_error(result.is_error);
                 result
             }
         };
@@ -321,14 +276,13 @@ impl HookChain {
                 }
                 Ok((_, Err(message))) => {
                     tracing::info!(hook = %layer.name, call_id = %call.id, "call refused");
-                    record.outcome = Outcome::Refused;
-                    record.refused_by = Some(layer.name.clone());
+                    record.refuse(&layer.name);
                     refusal = Some(ToolResult::error(message));
                     break;
                 }
                 Err(failure) => {
                     layer.forget(&session.key());
-                    record.failed(layer, "before-execute", call, &failure);
+                    hook_failed(&mut record, layer, "before-execute", call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         refusal = Some(ToolResult::error(format!(
                             "call refused: hook '{}' failed in before-execute ({})",
@@ -426,7 +380,7 @@ impl HookChain {
                 Ok(None) => {}
                 Err(failure) => {
                     layer.forget(&session.key());
-                    record.failed(layer, "after-execute", &call, &failure);
+                    hook_failed(&mut record, layer, "after-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         result = ToolResult::error(format!(
                             "output withheld: hook '{}' failed in after-execute ({})",
@@ -467,12 +421,7 @@ impl HookChain {
         trace.leave(watch, end).await;
         executed.unwrap_or_else(|failure| {
             tracing::warn!(tool = %name, call_id = %call.id, %failure, "tool failed");
-            record.outcome = Outcome::Failed;
-            record.failures.push(LayerFailure {
-                layer: name.clone(),
-                phase: "execute",
-                kind: failure.kind,
-            });
+            record.failed(name, "execute", failure.kind, true);
             ToolResult::error(format!("tool '{name}' failed ({})", failure.kind))
         })
     }
@@ -538,18 +487,7 @@ impl HookChain {
             .sandbox
             .store(session.mounts(), &layer.grants, &layer.settings, limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let hook = match &layer.pre {
-            HookPres::V0_1(pre) => Failure::bounded(&mut store, limits, async |store| {
-                pre.instantiate_async(store).await
-            })
-            .await
-            .map(Bound::V0_1)?,
-            HookPres::V0_2 { pre, .. } => Failure::bounded(&mut store, limits, async |store| {
-                pre.instantiate_async(store).await
-            })
-            .await
-            .map(Bound::V0_2)?,
-        };
+        let hook = layer.pre.instantiate(&mut store, limits).await?;
         Ok(HookInstance {
             store,
             hook,
@@ -566,173 +504,35 @@ fn granted(grants: &Grants) -> Vec<(&str, bool)> {
         .collect()
 }
 
-/// Context values the host sets for `after-execute`; a hook cannot set them itself.
-pub const RESERVED_PREFIX: &str = "hookhost.";
-/// `done`, `refused` or `failed`: how the call went so far.
-pub const OUTCOME_KEY: &str = "hookhost.outcome";
-/// The hook that refused the call.
-pub const REFUSED_BY_KEY: &str = "hookhost.refused-by";
-/// What failed so far, `; `-separated: `hook 'NAME' PHASE: KIND` or `tool 'NAME': KIND`.
-pub const FAILURE_KEY: &str = "hookhost.failure";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-enum Outcome {
-    #[default]
-    Done,
-    Refused,
-    Failed,
-}
-
-/// What the host knows of the call so far, told to the `after-execute` phases: as
-/// `hookhost.*` context values to 0.1.0 hooks, as a `call-outcome` to 0.2.0 hooks.
-#[derive(Default)]
-pub struct Record {
-    outcome: Outcome,
-    /// The tool ran and returned an error.
-    tool_error: bool,
-    refused_by: Option<String>,
-    failures: Vec<LayerFailure>,
-}
-
-/// One failure of a layer of the call.
-struct LayerFailure {
-    /// The hook's name, or the tool's.
-    layer: String,
-    /// `before-execute`, `after-execute` (a hook's), or `execute` (the tool's).
+/// Logs a hook's failure and records it; a `closed` hook's failure fails the call.
+fn hook_failed(
+    record: &mut Record,
+    layer: &HookLayer,
     phase: &'static str,
-    kind: FailureKind,
-}
-
-impl Record {
-    /// What `after-execute` is told when the tool ran: `done`, or for 0.2.0 hooks
-    /// `tool-error` when its result is an error.
-    pub fn tool_ran(is_error: bool) -> Record {
-        Record {
-            tool_error: is_error,
-            ..Record::default()
-        }
-    }
-
-    /// What `after-execute` is told when the hook `by` refused the call.
-    pub fn refused(by: &str) -> Record {
-        Record {
-            outcome: Outcome::Refused,
-            refused_by: Some(by.to_string()),
-            ..Record::default()
-        }
-    }
-
-    /// Logs a hook failure and records it; a `closed` hook's failure fails the call.
-    fn failed(
-        &mut self,
-        layer: &HookLayer,
-        phase: &'static str,
-        call: &ToolCall,
-        failure: &Failure,
-    ) {
-        tracing::warn!(
-            hook = %layer.name,
-            phase,
-            tool = %call.name,
-            call_id = %call.id,
-            kind = %failure.kind,
-            policy = %layer.on_failure,
-            detail = %failure.detail,
-            "hook failed"
-        );
-        self.failures.push(LayerFailure {
-            layer: layer.name.clone(),
-            phase,
-            kind: failure.kind,
-        });
-        if layer.on_failure == FailurePolicy::Closed {
-            self.outcome = Outcome::Failed;
-        }
-    }
-
-    /// The outcome so far: `done`, `tool-error`, `refused` or `failed`.
-    fn outcome_name(&self) -> &'static str {
-        match self.outcome {
-            Outcome::Done if self.tool_error => "tool-error",
-            Outcome::Done => "done",
-            Outcome::Refused => "refused",
-            Outcome::Failed => "failed",
-        }
-    }
-
-    fn write_to(&self, values: &mut Vec<(String, String)>) {
-        values.retain(|(k, _)| !k.starts_with(RESERVED_PREFIX));
-        let outcome = match self.outcome {
-            Outcome::Done => "done",
-            Outcome::Refused => "refused",
-            Outcome::Failed => "failed",
-        };
-        values.push((OUTCOME_KEY.into(), outcome.into()));
-        if let Some(by) = &self.refused_by {
-            values.push((REFUSED_BY_KEY.into(), by.clone()));
-        }
-        if !self.failures.is_empty() {
-            let failures: Vec<String> = self
-                .failures
-                .iter()
-                .map(|f| match f.phase {
-                    "execute" => format!("tool '{}': {}", f.layer, f.kind),
-                    phase => format!("hook '{}' {phase}: {}", f.layer, f.kind),
-                })
-                .collect();
-            values.push((FAILURE_KEY.into(), failures.join("; ")));
-        }
-    }
-
-    /// The record as 0.2.0's `call-outcome`.
-    fn to_outcome(&self) -> v0_2_0::CallOutcome {
-        use v0_2_0::{FailureKind as K, OutcomeKind, Phase};
-        v0_2_0::CallOutcome {
-            kind: match self.outcome {
-                Outcome::Done if self.tool_error => OutcomeKind::ToolError,
-                Outcome::Done => OutcomeKind::Done,
-                Outcome::Refused => OutcomeKind::Refused,
-                Outcome::Failed => OutcomeKind::Failed,
-            },
-            refused_by: self.refused_by.clone(),
-            failures: self
-                .failures
-                .iter()
-                .map(|f| v0_2_0::Failure {
-                    layer: f.layer.clone(),
-                    phase: match f.phase {
-                        "before-execute" => Phase::BeforeExecute,
-                        "after-execute" => Phase::AfterExecute,
-                        _ => Phase::Execute,
-                    },
-                    kind: match f.kind {
-                        FailureKind::Timeout => K::Timeout,
-                        FailureKind::Fuel => K::Fuel,
-                        FailureKind::Memory => K::Memory,
-                        FailureKind::OutputTooLarge => K::OutputTooLarge,
-                        FailureKind::InvalidOutput => K::InvalidOutput,
-                        FailureKind::Trap => K::Trap,
-                        FailureKind::Setup => K::Setup,
-                        FailureKind::Declared => K::Declared,
-                    },
-                })
-                .collect(),
-        }
-    }
+    call: &ToolCall,
+    failure: &Failure,
+) {
+    tracing::warn!(
+        hook = %layer.name,
+        phase,
+        tool = %call.name,
+        call_id = %call.id,
+        kind = %failure.kind,
+        policy = %layer.on_failure,
+        detail = %failure.detail,
+        stderr = failure.stderr.as_deref().unwrap_or_default(),
+        "hook failed"
+    );
+    let closed = layer.on_failure == FailurePolicy::Closed;
+    record.failed(&layer.name, phase, failure.kind, closed);
 }
 
 /// One hook instance, serving both phases of one call (or every call of a session).
 pub struct HookInstance {
     store: Store<StoreState>,
-    hook: Bound,
+    hook: Hook,
     /// What it wrote to stderr in its last phase (logged already).
     last_said: String,
-}
-
-/// An instance's exports, of the WIT version the hook was built for.
-enum Bound {
-    V0_1(Hook),
-    V0_2(v0_2_0::hook::Hook),
 }
 
 impl HookInstance {
@@ -756,26 +556,7 @@ impl HookInstance {
         call: &ToolCall,
     ) -> Result<Result<Proceed, String>, Failure> {
         sandbox::arm(&mut self.store, limits);
-        let outcome = match &self.hook {
-            Bound::V0_1(hook) => {
-                Failure::bounded(&mut self.store, limits, async |store| {
-                    hook.harness_hooks_tool_hook()
-                        .call_before_execute(store, ctx, call)
-                        .await
-                })
-                .await?
-            }
-            Bound::V0_2(hook) => Failure::bounded(&mut self.store, limits, async |store| {
-                hook.harness_hooks_tool_hook()
-                    .call_before_execute(store, ctx, call)
-                    .await
-            })
-            .await?
-            .map(|p| Proceed {
-                values: p.values,
-                arguments: p.arguments,
-            }),
-        };
+        let outcome = self.hook.before(&mut self.store, limits, ctx, call).await?;
         self.last_said = self
             .store
             .data_mut()
@@ -800,8 +581,8 @@ impl HookInstance {
     }
 
     /// Runs `after-execute` within `limits`: `None` keeps `result` as it is (a 0.2.0
-    /// hook's `keep`). A 0.1.0 hook is told `record` as `hookhost.*` context values, a
-    /// 0.2.0 hook as its `call-outcome`.
+    /// hook's `keep`). The hook is told `record` as its WIT version tells it (see
+    /// [`crate::abi`]).
     ///
     /// # Errors
     ///
@@ -816,48 +597,20 @@ impl HookInstance {
         result: &ToolResult,
     ) -> Result<Option<ToolResult>, Failure> {
         sandbox::arm(&mut self.store, limits);
-        let replaced = match &self.hook {
-            Bound::V0_1(hook) => {
-                let mut ctx = ctx.clone();
-                record.write_to(&mut ctx.values);
-                let ctx = &ctx;
-                Some(
-                    Failure::bounded(&mut self.store, limits, async |store| {
-                        hook.harness_hooks_tool_hook()
-                            .call_after_execute(store, ctx, call, result)
-                            .await
-                    })
-                    .await?,
-                )
-            }
-            Bound::V0_2(hook) => {
-                let outcome = record.to_outcome();
-                let after = Failure::bounded(&mut self.store, limits, async |store| {
-                    hook.harness_hooks_tool_hook()
-                        .call_after_execute(store, ctx, call, &outcome, result)
-                        .await
-                })
-                .await?;
-                match after {
-                    v0_2_0::After::Keep => None,
-                    v0_2_0::After::Replace(replaced) => Some(replaced),
-                    v0_2_0::After::Fail(message) => {
-                        let said = self.store.data().stderr();
-                        let detail = match said.trim() {
-                            "" => message,
-                            said => format!("{message}; stderr: {said}"),
-                        };
-                        return Err(Failure::new(FailureKind::Declared, detail));
-                    }
-                }
-            }
+        let replaced = match self
+            .hook
+            .after(&mut self.store, limits, ctx, call, record, result)
+            .await?
+        {
+            After::Keep => None,
+            After::Replace(replaced) => Some(replaced),
         };
         self.last_said = self
             .store
             .data_mut()
             .log_stderr(layer, "after-execute", &call.id);
         if let Some(replaced) = &replaced {
-            Failure::check_result(replaced, limits)?;
+            replaced.check_size(limits)?;
         }
         Ok(replaced)
     }

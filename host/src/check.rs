@@ -8,9 +8,11 @@
 //! for a tool, its descriptor and one call. Each finding is one line; the component
 //! conforms when none is a failure.
 
-use crate::bindings::{CallContext, ToolCall, ToolResult};
-use crate::chain::{FailurePolicy, InstanceMode, RESERVED_PREFIX, Record};
-use crate::component::{ComponentLoader, ComponentRef, HookPres, Import, SettingType};
+use crate::abi::RESERVED_PREFIX;
+use crate::abi::v0_2::describe_hook;
+use crate::abi::{CallContext, ToolCall, ToolResult};
+use crate::chain::{FailurePolicy, InstanceMode, Record};
+use crate::component::{ComponentLoader, ComponentRef, Import};
 use crate::config::{ComponentPlan, HookPlan, Plan, setting_problem, setting_text};
 use crate::failure::Failure;
 use crate::ids::ToolMatch;
@@ -351,25 +353,14 @@ async fn check_hook(
         unreachable!("the scratch config has the checked hook as its only layer");
     };
     let limits = session.limits().with(&layer.limits);
-    if let HookPres::V0_2 {
-        describe: Some(describe),
-        ..
-    } = &layer.pre
-    {
+    if let Some(describe) = layer.pre.describer() {
         // Loading it already checked the settings against this description.
-        match crate::chain::describe_hook(
-            describe,
-            runtime.sandbox(),
-            &layer.settings,
-            &layer.limits,
-        )
-        .await
-        {
+        match describe_hook(describe, runtime.sandbox(), &layer.settings, &layer.limits).await {
             Ok(d) => {
                 let settings: Vec<String> = d
                     .settings
                     .iter()
-                    .map(|s| format!("{} ({})", s.name, SettingType::from(s.type_)))
+                    .map(|s| format!("{} ({})", s.name, s.setting_type()))
                     .collect();
                 report.add(
                     Verdict::Pass,
@@ -737,15 +728,13 @@ fn failed(phase: &str, failure: &Failure, limits: &Limits) -> String {
         ),
         InvalidOutput => format!("it returned something the host refuses: {}", failure.detail),
         // wasmtime's trap message ends with the cause, after a backtrace; the guest's
-        // stderr, which the detail carries too, is on the finding's line already.
+        // stderr is on the finding's line already.
         Trap => format!(
             "it trapped: {}",
             failure
                 .detail
-                .split("; stderr: ")
-                .next()
-                .map(|d| d.rsplit_once(">: ").map_or(d, |(_, cause)| cause))
-                .unwrap_or("")
+                .rsplit_once(">: ")
+                .map_or(failure.detail.as_str(), |(_, cause)| cause)
                 .trim()
         ),
         Setup => format!("it could not be set up: {}", failure.detail),

@@ -1,7 +1,7 @@
 //! Compiling and preparing components: the engine, the built-ins, `InstancePre`s.
 
-use crate::bindings::v0_2_0::{self, described::DescribedHookPre};
-use crate::bindings::{hook::HookPre, tool::ToolPre};
+pub use crate::abi::SettingType;
+use crate::abi::{HookPre, ToolPre};
 use crate::limits::EPOCH_TICK;
 use crate::sandbox::{self, StoreState};
 use sha2::{Digest, Sha256};
@@ -63,44 +63,6 @@ impl ComponentRef {
             .map(|n| format!("builtin:{n}"))
             .collect::<Vec<_>>()
             .join(", ")
-    }
-}
-
-/// The type of a built-in's setting, as the config file writes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SettingType {
-    /// A non-negative integer: `threshold = 10000`.
-    Count,
-    /// A string: `file = "/audit/audit.jsonl"`.
-    Text,
-    /// A list of strings, or one comma-separated string: `exclude_tools = ["read_file"]`.
-    Names,
-    /// `true` or `false`.
-    Flag,
-}
-
-impl SettingType {
-    /// Whether `value` has this type.
-    pub fn accepts(self, value: &toml::Value) -> bool {
-        match (self, value) {
-            (SettingType::Count, toml::Value::Integer(n)) => *n >= 0,
-            (SettingType::Text, toml::Value::String(_)) => true,
-            (SettingType::Names, toml::Value::Array(items)) => items.iter().all(|i| i.is_str()),
-            (SettingType::Names, toml::Value::String(_)) => true,
-            (SettingType::Flag, toml::Value::Boolean(_)) => true,
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Display for SettingType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SettingType::Count => "a non-negative integer",
-            SettingType::Text => "a string",
-            SettingType::Names => "a list of strings (or one comma-separated string)",
-            SettingType::Flag => "true or false",
-        })
     }
 }
 
@@ -287,28 +249,9 @@ impl ComponentLoader {
         &self,
         component: &ComponentRef,
         unknown_imports_trap: bool,
-    ) -> Result<HookPres, LoadError> {
+    ) -> Result<HookPre, LoadError> {
         let pre = self.instance_pre(component, "hook", unknown_imports_trap)?;
-        let exports = |prefix: &str| {
-            pre.component()
-                .component_type()
-                .exports(&self.engine)
-                .any(|(name, _)| name.starts_with(prefix))
-        };
-        let link = |e| link_error(component, "hook", e);
-        if exports("harness:hooks/tool-hook@0.2.") {
-            let describe = if exports("harness:hooks/hook-info@0.2.") {
-                Some(DescribedHookPre::new(pre.clone()).map_err(link)?)
-            } else {
-                None
-            };
-            Ok(HookPres::V0_2 {
-                pre: v0_2_0::hook::HookPre::new(pre).map_err(link)?,
-                describe,
-            })
-        } else {
-            Ok(HookPres::V0_1(HookPre::new(pre).map_err(link)?))
-        }
+        HookPre::new(pre, &self.engine).map_err(|e| link_error(component, "hook", e))
     }
 
     /// Compiles a tool component of either WIT version and links it against the host's
@@ -321,21 +264,9 @@ impl ComponentLoader {
         &self,
         component: &ComponentRef,
         unknown_imports_trap: bool,
-    ) -> Result<ToolPres, LoadError> {
+    ) -> Result<ToolPre, LoadError> {
         let pre = self.instance_pre(component, "tool", unknown_imports_trap)?;
-        let link = |e| link_error(component, "tool", e);
-        let v0_2 = pre
-            .component()
-            .component_type()
-            .exports(&self.engine)
-            .any(|(name, _)| name.starts_with("harness:hooks/tool-provider@0.2."));
-        if v0_2 {
-            Ok(ToolPres::V0_2(
-                v0_2_0::tool::ToolPre::new(pre).map_err(link)?,
-            ))
-        } else {
-            Ok(ToolPres::V0_1(ToolPre::new(pre).map_err(link)?))
-        }
+        ToolPre::new(pre, &self.engine).map_err(|e| link_error(component, "tool", e))
     }
 
     /// Reads and compiles a component (from the compiled-code cache when it holds it).
@@ -598,23 +529,6 @@ mod tests {
             assert!(semver_siblings(exact).is_none(), "{exact}");
         }
     }
-}
-
-/// A hook ready to instantiate, of the WIT version it was built for.
-pub enum HookPres {
-    V0_1(HookPre<StoreState>),
-    V0_2 {
-        pre: v0_2_0::hook::HookPre<StoreState>,
-        /// Set when it exports `hook-info` (the `described-hook` world).
-        describe: Option<DescribedHookPre<StoreState>>,
-    },
-}
-
-/// A tool ready to instantiate, of the WIT version it was built for (the `tool` world is
-/// the same in both).
-pub enum ToolPres {
-    V0_1(ToolPre<StoreState>),
-    V0_2(v0_2_0::tool::ToolPre<StoreState>),
 }
 
 /// A compiled component and what it took.

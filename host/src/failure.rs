@@ -43,30 +43,42 @@ impl fmt::Display for FailureKind {
     }
 }
 
-/// A failed call into a component: what kind of failure, and what is known about it.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{kind}: {detail}")]
+/// A failed call into a component: what kind of failure, what is known about it, and
+/// what the guest wrote to stderr before it failed (trimmed, bounded; `None` when
+/// nothing). Displayed as `KIND: DETAIL; stderr: SAID`.
+#[derive(Debug, Clone)]
 pub struct Failure {
     pub kind: FailureKind,
     pub detail: String,
+    pub stderr: Option<String>,
 }
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.detail)?;
+        match &self.stderr {
+            Some(said) => write!(f, "; stderr: {said}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
 
 impl Failure {
     pub fn new(kind: FailureKind, detail: impl Into<String>) -> Failure {
         Failure {
             kind,
             detail: detail.into(),
+            stderr: None,
         }
     }
 
-    /// Fails with [`FailureKind::OutputTooLarge`] when a returned result, its media type
-    /// included, exceeds the cap.
-    pub fn check_result(
-        result: &crate::bindings::ToolResult,
-        limits: &Limits,
-    ) -> Result<(), Failure> {
-        let media_type = result.media_type.as_deref().map_or(0, str::len);
-        Failure::check_output(result.output.len().saturating_add(media_type), limits)
+    /// This failure with what the guest wrote to stderr, when it wrote anything.
+    pub fn with_stderr(mut self, said: &str) -> Failure {
+        let said = said.trim();
+        self.stderr = (!said.is_empty()).then(|| said.to_string());
+        self
     }
 
     /// Fails with [`FailureKind::OutputTooLarge`] when `len` bytes exceed the cap.

@@ -26,10 +26,11 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`limits`] | every limit, default and range, and the security rules they enforce |
-//! | [`ids`], [`secret`], [`failure`], [`bindings`], [`metrics`], [`guest_log`] | ids and tool patterns, the config's secrets, how a layer failed, the WIT types, counters, a guest's stderr |
+//! | [`ids`], [`secret`], [`failure`], [`metrics`], [`guest_log`] | ids and tool patterns, the config's secrets, how a layer failed, counters, a guest's stderr |
 //! | [`mounts`] | virtual paths and the host directories behind them |
 //! | [`sessions`] | sessions end to end: the table, directories, tenants ([`sessions::Tenant`]: everything declared of one), quotas, and what holds per-session state ([`sessions::SessionHolder`]) |
 //! | [`sandbox`] | a component's store: its grants, settings and limits |
+//! | [`abi`] | the plugin ABI, one module per WIT version ([`abi::v0_1`], [`abi::v0_2`]): bindings, and how a hook or tool of that version is instantiated, called and answered |
 //! | [`component`] | compiling and caching components, the engine |
 //! | [`trace`] | what the host observes of each call: events, file changes, spans |
 //! | [`chain`] | the hook chain, run like an onion around a [`chain::Callee`] |
@@ -38,8 +39,8 @@
 //! | [`runtime`] | a [`Runtime`] built from a plan: the chain around every call |
 //! | [`check`], [`agents`], [`mcp`] | `component check`; agents' own hook protocols; serving MCP |
 
+pub mod abi;
 pub mod agents;
-pub mod bindings;
 pub mod chain;
 pub mod check;
 pub mod component;
@@ -58,7 +59,7 @@ pub mod sessions;
 pub mod tools;
 pub mod trace;
 
-pub use bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+pub use abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 pub use config::Config;
 pub use config::OneShot;
 pub use ids::{SessionId, TenantId};

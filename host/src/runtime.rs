@@ -1,9 +1,10 @@
 //! The runtime: a config turned into loaded components, tools and a hook chain, and the
 //! entry point for tool calls.
 
-use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::abi::v0_2::{describe_hook, described::DescribedHookPre};
+use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer};
-use crate::component::{ComponentLoader, ComponentRef, EngineOptions, HookPres, LoadError};
+use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
 use crate::config::{self, ComponentPlan, ConfigError, Plan};
 use crate::failure::Failure;
 use crate::ids::TenantId;
@@ -51,10 +52,10 @@ pub enum StartError {
 /// another type than it declares, as the config refuses them for a built-in.
 async fn check_declared_settings(
     hook: &ComponentPlan,
-    describe: &crate::bindings::v0_2_0::described::DescribedHookPre<crate::sandbox::StoreState>,
+    describe: &DescribedHookPre<crate::sandbox::StoreState>,
     sandbox: &Sandbox,
 ) -> Result<(), StartError> {
-    let description = crate::chain::describe_hook(describe, sandbox, &hook.settings, &hook.limits)
+    let description = describe_hook(describe, sandbox, &hook.settings, &hook.limits)
         .await
         .map_err(|source| StartError::DescribeHook {
             hook: hook.name.clone(),
@@ -63,7 +64,8 @@ async fn check_declared_settings(
     let declared: Vec<(String, crate::component::SettingType)> = description
         .settings
         .into_iter()
-        .map(|s| (s.name, s.type_.into()))
+        .map(|s| (s.setting_type(), s.name))
+        .map(|(t, name)| (name, t))
         .collect();
     let component = hook.component.to_string();
     for (key, value) in &hook.setting_values {
@@ -218,11 +220,7 @@ impl Runtime {
                     owner: format!("hooks.{}", spec.name),
                     source,
                 })?;
-            if let HookPres::V0_2 {
-                describe: Some(describe),
-                ..
-            } = &pre
-            {
+            if let Some(describe) = pre.describer() {
                 check_declared_settings(spec, describe, &sandbox).await?;
             }
             let spec = hook.component;
@@ -544,15 +542,11 @@ impl Runtime {
                 .flat_map(|layer| sandbox::writable(&layer.grants))
                 .chain(target.writable_mounts())
                 .collect();
-            // A call the quota stopped did not finish: it failed.
-            let mut outcome = "failed";
-            let run = async {
-                let (result, finished) = run.await;
-                outcome = finished;
-                result
-            };
-            let result = self.sessions.within_quota(session, &writable, run).await;
-            (result, outcome)
+            // A call the quota refused, stopped or withheld the output of failed.
+            self.sessions
+                .within_quota(session, &writable, run)
+                .await
+                .unwrap_or_else(|message| (ToolResult::error(message), "failed"))
         } else {
             run.await
         };

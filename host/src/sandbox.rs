@@ -352,14 +352,7 @@ impl Failure {
         } else {
             FailureKind::Trap
         };
-        let mut detail = format!("{error:#}");
-        let stderr = state.stderr();
-        let stderr = stderr.trim();
-        if !stderr.is_empty() {
-            detail.push_str("; stderr: ");
-            detail.push_str(stderr);
-        }
-        Failure { kind, detail }
+        Failure::new(kind, format!("{error:#}")).with_stderr(&state.stderr())
     }
 
     /// Runs `call` (an instantiation or an export call into `store`'s instance) within
@@ -380,16 +373,11 @@ impl Failure {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(Failure::from_call(store, e)),
             Err(_) => {
-                let mut detail = format!(
+                let detail = format!(
                     "still running after its deadline of {} ms, stopped by the host",
                     limits.deadline_ms
                 );
-                let stderr = store.data().stderr();
-                if !stderr.trim().is_empty() {
-                    detail.push_str("; stderr: ");
-                    detail.push_str(stderr.trim());
-                }
-                Err(Failure::new(FailureKind::Timeout, detail))
+                Err(Failure::new(FailureKind::Timeout, detail).with_stderr(&store.data().stderr()))
             }
         }
     }

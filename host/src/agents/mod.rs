@@ -20,7 +20,7 @@ pub mod install;
 pub mod protocol;
 pub mod tools;
 
-use crate::bindings::{CallContext, ToolCall, ToolResult};
+use crate::abi::{CallContext, ToolCall, ToolResult};
 use crate::chain::FailurePolicy;
 use crate::ids::{SessionId, TenantId};
 use crate::limits::MAX_HOOK_INPUT_BYTES;

@@ -2,7 +2,7 @@
 //! tool results.
 
 use super::Agent;
-use crate::bindings::ToolResult;
+use crate::abi::ToolResult;
 use crate::limits::MAX_HOOK_INPUT_BYTES;
 use serde_json::{Value, json};
 use std::io::{Read, Seek, Write};

@@ -24,7 +24,6 @@ pub use quota::{Quota, Usage};
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
 pub use tenants::{Tenant, Tenants, WorkdirTemplate};
 
-use crate::bindings::ToolResult;
 use crate::ids::{SessionId, TenantId};
 use crate::limits::QUOTA_CHECK_INTERVAL;
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
@@ -695,26 +694,30 @@ impl Sessions {
     /// it (see [`quota`]); its output withheld when it ends over it. Only the mounts the
     /// call may write in (`writable`, virtual paths) are measured around it; the tenant's
     /// use is kept, not walked.
-    pub async fn within_quota(
+    ///
+    /// # Errors
+    ///
+    /// What the agent is told when the call was refused, stopped or its output withheld.
+    pub async fn within_quota<T>(
         &self,
         session: &Session,
         writable: &BTreeSet<&str>,
-        call: impl Future<Output = ToolResult>,
-    ) -> ToolResult {
+        call: impl Future<Output = T>,
+    ) -> Result<T, String> {
         let quota = self.tenants.quota(&session.tenant);
         if !quota.is_set() {
-            return call.await;
+            return Ok(call.await);
         }
         let tenant = &session.tenant;
         let used = match self.tenant_usage(tenant).await {
             Ok(used) => used,
             Err(e) => {
                 tracing::warn!(%tenant, error = %e, "cannot measure disk use");
-                return call.await;
+                return Ok(call.await);
             }
         };
         if let Some(over) = quota.exceeded(used, true) {
-            return ToolResult::error(format!(
+            return Err(format!(
                 "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
             ));
         }
@@ -729,22 +732,21 @@ impl Sessions {
                 }
             }
         };
-        let (result, stopped) = tokio::select! {
-            result = call => (result, false),
+        let result = tokio::select! {
+            result = call => Ok(result),
             over = watch => {
                 tracing::warn!(%tenant, session = %session.id, over, "disk quota exceeded during a call; stopped");
-                let message = format!(
+                Err(format!(
                     "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
-                );
-                (ToolResult::error(message), true)
+                ))
             }
         };
         let after = quota::measure_async(dirs).await;
         self.usage.moved(tenant, before, after);
         match quota.exceeded(used.moved(before, after), false) {
-            Some(over) if !stopped => {
+            Some(over) if result.is_ok() => {
                 tracing::warn!(%tenant, over, "disk quota exceeded by a call");
-                ToolResult::error(format!(
+                Err(format!(
                     "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
                 ))
             }

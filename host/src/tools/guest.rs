@@ -1,18 +1,16 @@
 //! A tool implemented by a component of the `tool` world.
 
 use super::{Callee, Tool};
-use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult, tool, v0_2_0};
-use crate::component::ToolPres;
+use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolPre, ToolResult};
 use crate::failure::{Failure, FailureKind};
-use crate::limits::{LimitOverrides, Limits};
-use crate::sandbox::{Grants, Sandbox, Settings, StoreState};
+use crate::limits::LimitOverrides;
+use crate::sandbox::{Grants, Sandbox, Settings};
 use crate::sessions::{Session, SessionHolder};
 use std::sync::Arc;
-use wasmtime::Store;
 
 /// A tool component, ready to instantiate: a fresh instance serves each call.
 pub struct GuestTool {
-    pre: ToolPres,
+    pre: ToolPre,
     descriptor: ToolDescriptor,
     sandbox: Arc<Sandbox>,
     grants: Grants,
@@ -29,7 +27,7 @@ impl GuestTool {
     ///
     /// A [`Failure`] when `describe` traps, times out or returns an oversized descriptor.
     pub async fn new(
-        pre: ToolPres,
+        pre: ToolPre,
         name: &str,
         sandbox: Arc<Sandbox>,
         grants: Grants,
@@ -56,27 +54,17 @@ impl GuestTool {
     ///
     /// A [`Failure`] when `describe` traps, times out or returns an oversized descriptor.
     pub async fn describe(
-        pre: &ToolPres,
+        pre: &ToolPre,
         sandbox: &Sandbox,
         settings: &Settings,
         limits: &LimitOverrides,
     ) -> Result<ToolDescriptor, Failure> {
         let (mut store, limits) = sandbox.describe_store(settings, limits)?;
-        let bound = Bound::instantiate(pre, &mut store, &limits).await?;
-        let descriptor = match &bound {
-            Bound::V0_1(b) => {
-                Failure::bounded(&mut store, &limits, async |store| {
-                    b.harness_hooks_tool_provider().call_describe(store).await
-                })
-                .await?
-            }
-            Bound::V0_2(b) => {
-                Failure::bounded(&mut store, &limits, async |store| {
-                    b.harness_hooks_tool_provider().call_describe(store).await
-                })
-                .await?
-            }
-        };
+        let descriptor = pre
+            .instantiate(&mut store, &limits)
+            .await?
+            .describe(&mut store, &limits)
+            .await?;
         let size =
             descriptor.name.len() + descriptor.description.len() + descriptor.input_schema.len();
         Failure::check_output(size, &limits)?;
@@ -110,55 +98,16 @@ impl Callee for GuestTool {
             .sandbox
             .store(session.mounts(), &self.grants, &self.settings, &limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-        let result = match Bound::instantiate(&self.pre, &mut store, &limits).await? {
-            Bound::V0_1(b) => {
-                Failure::bounded(&mut store, &limits, async |store| {
-                    b.harness_hooks_tool_provider()
-                        .call_execute(store, ctx, call)
-                        .await
-                })
-                .await?
-            }
-            Bound::V0_2(b) => {
-                Failure::bounded(&mut store, &limits, async |store| {
-                    b.harness_hooks_tool_provider()
-                        .call_execute(store, ctx, call)
-                        .await
-                })
-                .await?
-            }
-        };
+        let result = self
+            .pre
+            .instantiate(&mut store, &limits)
+            .await?
+            .execute(&mut store, &limits, ctx, call)
+            .await?;
         store
             .data_mut()
             .log_stderr(&self.descriptor.name, "execute", &call.id);
-        Failure::check_result(&result, &limits)?;
+        result.check_size(&limits)?;
         Ok(result)
-    }
-}
-
-/// An instance's exports, of the WIT version the tool was built for.
-enum Bound {
-    V0_1(tool::Tool),
-    V0_2(v0_2_0::tool::Tool),
-}
-
-impl Bound {
-    async fn instantiate(
-        pre: &ToolPres,
-        store: &mut Store<StoreState>,
-        limits: &Limits,
-    ) -> Result<Bound, Failure> {
-        match pre {
-            ToolPres::V0_1(pre) => Failure::bounded(store, limits, async |store| {
-                pre.instantiate_async(store).await
-            })
-            .await
-            .map(Bound::V0_1),
-            ToolPres::V0_2(pre) => Failure::bounded(store, limits, async |store| {
-                pre.instantiate_async(store).await
-            })
-            .await
-            .map(Bound::V0_2),
-        }
     }
 }

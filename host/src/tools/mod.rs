@@ -8,7 +8,7 @@ pub mod bash;
 pub mod guest;
 pub mod upstream;
 
-use crate::bindings::ToolDescriptor;
+use crate::abi::ToolDescriptor;
 pub use crate::chain::Callee;
 use crate::sessions::SessionHolder;
 use std::collections::BTreeMap;

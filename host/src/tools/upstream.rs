@@ -16,7 +16,7 @@
 //! to the output of a command.
 
 use super::{Callee, Extras, Tool};
-use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, is_tool_name};
 use crate::failure::Failure;
 use crate::limits::{
@@ -462,7 +462,7 @@ impl Callee for UpstreamTool {
             Ok(Ok(result)) => {
                 let (result, extras) = split_result(result);
                 if tenant.max_output_bytes.is_some() {
-                    Failure::check_result(&result, &session.limits())?;
+                    result.check_size(&session.limits())?;
                 }
                 *self.extras.lock().unwrap_or_else(|e| e.into_inner()) = extras;
                 result

@@ -408,7 +408,7 @@ impl<'a> CallTrace<'a> {
                     "duration_us": duration_us,
                     "failure": failure.kind.to_string(),
                     "detail": bounded(&failure.detail),
-                    "stderr": failure.detail.split_once("; stderr: ").map(|(_, said)| bounded(said)),
+                    "stderr": failure.stderr.as_deref().map(bounded),
                 }),
             ),
             PhaseEnd::Executed {

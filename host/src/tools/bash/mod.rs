@@ -25,7 +25,7 @@ pub mod shell;
 pub use sandbox::{Readiness, ShellSandbox, Unavailable};
 
 use super::{Callee, Tool};
-use crate::bindings::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{BashPlan, ShellSandboxPlan};
 use crate::failure::Failure;
 use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
