@@ -125,7 +125,7 @@ pub struct SessionsConfig {
 #[serde(deny_unknown_fields)]
 pub struct ServeConfig {
     /// The working directory (`{workdir}`) of the sessions `serve` makes, as a
-    /// [`WorkdirTemplate`]; `serve --workdir` overrides it. None: no working directory.
+    /// [`crate::sessions::WorkdirTemplate`]; `serve --workdir` overrides it. None: no working directory.
     #[serde(default)]
     pub workdir: Option<Spanned<String>>,
 }
@@ -215,7 +215,7 @@ pub struct TenantConfig {
     #[serde(default)]
     pub tools: Option<Vec<String>>,
     /// The working directory of its sessions made by `serve`, over `[serve] workdir`: a
-    /// [`WorkdirTemplate`]. The operator chooses it; a client never does.
+    /// [`crate::sessions::WorkdirTemplate`]. The operator chooses it; a client never does.
     #[serde(default)]
     pub workdir: Option<Spanned<String>>,
 }
@@ -249,7 +249,7 @@ pub struct BashConfig {
     /// a loopback). A tenant's `[tenants.ID.bash] network` overrides it.
     #[serde(default)]
     pub network: bool,
-    /// Bounds of each command (see [`ShellLimits`]); a tenant's override these.
+    /// Bounds of each command (see [`crate::limits::ShellLimits`]); a tenant's override these.
     #[serde(default)]
     pub limits: Located<ShellLimitOverrides>,
     /// The bubblewrap program; `bwrap` found in `PATH` when left out.

@@ -20,7 +20,7 @@
 //!   (`/usr`, the `/bin`, `/lib*` links or directories), and of the host's `/etc` only
 //!   [`HOST_ETC`] (never `shadow`, keys, `ssl/private` or the operator's files); `passwd`,
 //!   `group`, `hosts`, `hostname` and `nsswitch.conf` are generated (see [`ETC_FILES`]),
-//!   all in one directory bound as `/etc` (see [`super::etc`]);
+//!   all in one directory bound as `/etc` (see `etc.rs`);
 //! - a `/proc` of its own PID namespace (so `/proc/1/root` is the sandbox's root), a
 //!   minimal `/dev`, a private `/tmp` and `/dev/shm` of bounded size;
 //! - exactly the granted mounts, bound at their virtual paths, read-only or read-write; the
@@ -28,7 +28,7 @@
 //!   other sessions or other tenants exists inside;
 //! - the environment is [`ENVIRONMENT`] plus `HOME` (the working mount), nothing of the
 //!   host's;
-//! - the hookhost program, read-only at [`LAUNCHER`], runs as the sandbox's PID 2 and
+//! - the hookhost program, read-only at `LAUNCHER`, runs as the sandbox's PID 2 and
 //!   starts its commands; when one ends, it kills every other process of the sandbox and
 //!   empties `/tmp` and `/dev/shm` (see [`super::launcher`]);
 //! - when a command times out or is cancelled, its session ends, or hookhost dies, the
@@ -56,7 +56,7 @@ pub const SANDBOX_UID: u32 = 1000;
 /// Entries of the host's `/etc` a command sees, read-only: what programs need to find
 /// their libraries (`ld.so.*`), Debian's program links (`alternatives`), certificates
 /// (never `ssl/private`), time zone, MIME and `file` databases. Missing ones are skipped.
-/// They are copied once per hookhost process (see [`super::etc`]): a change the host makes
+/// They are copied once per hookhost process (see `etc.rs`): a change the host makes
 /// later (new certificates) reaches commands after a restart.
 pub const HOST_ETC: &[&str] = &[
     "alternatives",
@@ -141,7 +141,7 @@ pub struct Readiness {
 }
 
 /// The sandbox of one runtime's `bash`: bubblewrap's path and where its `/etc` is made
-/// (see [`super::etc`]). Nothing is looked up or written until the first command ([`ShellSandbox::ready`]),
+/// (see `etc.rs`). Nothing is looked up or written until the first command ([`ShellSandbox::ready`]),
 /// so a process that never runs one (`hookhost tools`, `session list`) pays nothing.
 pub struct ShellSandbox {
     bwrap: PathBuf,
@@ -350,7 +350,7 @@ impl Ready {
 /// network's, which depends on the tenant), the user, the environment but `HOME`, and
 /// the system read-only: `/usr`, the top-level program and library directories as the
 /// host has them (links on a merged-`/usr` system), and `etc` as `/etc` (see
-/// [`super::etc`]).
+/// `etc.rs`).
 fn base_args(etc: &Path) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--unshare-user",
