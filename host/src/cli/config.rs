@@ -1,0 +1,219 @@
+//! `hookhost config …`: the built-in config, and a config checked as it will run.
+
+use anyhow::{Context, Result};
+use hookhost::config::{Config, Loaded};
+use hookhost::{Runtime, TenantId};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Subcommand)]
+pub enum ConfigCommand {
+    /// Print the built-in config, as a file to start from.
+    Show,
+    /// Validate a config file (by default --config, else the built-in one), load its
+    /// components, and print the resolved chain.
+    Check { file: Option<PathBuf> },
+}
+
+/// Runs `command`; `loaded` is the config hookhost was started with, `started_with` its
+/// file.
+pub async fn run(
+    command: ConfigCommand,
+    loaded: Loaded,
+    started_with: Option<&Path>,
+    data: &Path,
+) -> Result<ExitCode> {
+    match command {
+        ConfigCommand::Show => {
+            print!("{}", hookhost::config::DEFAULT_CONFIG);
+            Ok(ExitCode::SUCCESS)
+        }
+        ConfigCommand::Check { file } => {
+            // The file hookhost was started with is loaded already.
+            let loaded = match file.filter(|f| Some(f.as_path()) != started_with) {
+                Some(other) => Config::load(&other)?,
+                None => loaded,
+            };
+            check_config(loaded, data).await
+        }
+    }
+}
+
+/// Validates a config, loads its components in a scratch data directory (compiled code
+/// cached in `data`), and prints the mounts, the tools and the chain as they will run,
+/// with each component's size, compile time and imports.
+async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
+    let Loaded { config, plan } = loaded;
+    let name = plan.source.clone();
+    let scratch = hookhost::check::Scratch::new(data).context("checking the config")?;
+    let components = inspect_components(&plan, scratch.path())?;
+    let runtime = Runtime::new(plan.clone(), scratch.path())
+        .await
+        .with_context(|| format!("{name}: loading the components"))?;
+    let component_lines = |component: &str| {
+        components
+            .iter()
+            .find(|(c, _)| c == component)
+            .map(|(_, lines)| lines.join(""))
+            .unwrap_or_default()
+    };
+    println!("{name}: valid\n");
+    println!("mounts:");
+    for (path, spec) in config.mounts() {
+        let inside = spec
+            .in_workdir
+            .map_or(String::new(), |w| format!(" (with a workdir: {w})"));
+        let git = spec
+            .in_git_workdir
+            .map_or(String::new(), |g| format!(" (in a git workdir: {g})"));
+        let scope = format!("{:?}", spec.scope).to_lowercase();
+        println!("  {path}\t{}{inside}{git}\t[{scope}]", spec.host);
+    }
+    println!("\ntools:");
+    for tool in runtime.tools() {
+        let upstream = tool
+            .name
+            .split_once(hookhost::tools::upstream::SEPARATOR)
+            .filter(|(u, _)| plan.upstreams.iter().any(|(name, _)| name == u));
+        let configured = plan.tools.iter().find(|t| t.name == tool.name);
+        let detail = match (configured, upstream, &plan.bash) {
+            (Some(spec), _, _) => format!(
+                "{}{}{}",
+                spec.component,
+                grants_text(&spec.grants),
+                component_lines(&spec.component.to_string())
+            ),
+            (None, Some((name, remote)), _) => format!("upstream {name}, its tool {remote}"),
+            (None, None, Some(bash)) if tool.name == "bash" => {
+                bash_text(bash, &plan.tenants, runtime.bash_readiness().await)
+            }
+            (None, None, _) => "host-native".to_string(),
+        };
+        println!("  {}\t{detail}", tool.name);
+    }
+    let down: Vec<String> = runtime
+        .upstream_states()
+        .into_iter()
+        .filter(|(_, state)| *state != "up")
+        .map(|(name, state)| format!("{name} ({state})"))
+        .collect();
+    if !down.is_empty() {
+        println!("\nupstreams that did not start: {}", down.join(", "));
+    }
+    println!("\nchain (before-execute top to bottom, after-execute bottom to top):");
+    for (i, hook) in plan.hooks.iter().enumerate() {
+        let spec = &hook.component;
+        println!(
+            "  {}. {}\t{}\ton_failure={}\ttools={}{}",
+            i + 1,
+            spec.name,
+            spec.component,
+            hook.on_failure,
+            hook.tools,
+            grants_text(&spec.grants)
+        );
+        for (key, value) in &spec.settings {
+            println!("       {key} = {value}");
+        }
+        print!("{}", component_lines(&spec.component.to_string()));
+    }
+    if let Some(Err(unavailable)) = runtime.bash_readiness().await {
+        eprintln!("hookhost: error: {name}: {unavailable}");
+        return Ok(ExitCode::FAILURE);
+    }
+    if !down.is_empty() {
+        eprintln!(
+            "hookhost: error: {name}: upstreams did not start: {} (see the log above)",
+            down.join(", ")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `config check` says of `bash`: where it runs, and how it is confined.
+fn bash_text(
+    bash: &hookhost::config::BashPlan,
+    tenants: &BTreeMap<TenantId, hookhost::sessions::Tenant>,
+    readiness: Option<
+        Result<Option<&hookhost::tools::bash::Readiness>, hookhost::tools::bash::Unavailable>,
+    >,
+) -> String {
+    let Some(shell) = &bash.sandbox else {
+        return format!(
+            "host-native, runs in {} UNSANDBOXED: as hookhost's user, with every file it can reach",
+            bash.mount
+        );
+    };
+    let ready = match readiness {
+        Some(Ok(Some(ready))) => ready,
+        Some(Err(unavailable)) => return format!("host-native, CANNOT RUN: {unavailable}"),
+        _ => return "host-native".into(),
+    };
+    let open: Vec<String> = tenants
+        .iter()
+        .filter(|(_, t)| t.shell_network.is_some_and(|n| n != shell.policy.network))
+        .map(|(id, _)| id.to_string())
+        .collect();
+    let network = match (shell.policy.network, open.is_empty()) {
+        (false, true) => "off".to_string(),
+        (true, true) => "ON".to_string(),
+        (false, false) => format!("off (on for {})", open.join(", ")),
+        (true, false) => format!("ON (off for {})", open.join(", ")),
+    };
+    let limits = shell.policy.limits;
+    format!(
+        "host-native, runs in {} sandboxed by {}{}\n       network: {network}; processes: {} ({}); \
+         memory: {} bytes a process; cpu: {} s a process; files up to {} bytes; /tmp: {} bytes",
+        bash.mount,
+        ready.bwrap,
+        grants_text(&bash.grants),
+        limits.processes,
+        ready.processes,
+        limits.memory_bytes,
+        limits.cpu_secs,
+        limits.file_bytes,
+        limits.tmp_bytes
+    )
+}
+
+/// Compiles every component of `config` once (into the cache of `data`, so that the
+/// runtime then loads them from it) and describes each: `(component, lines to print)`.
+fn inspect_components(
+    plan: &hookhost::config::Plan,
+    data: &Path,
+) -> Result<Vec<(String, Vec<String>)>> {
+    let loader = hookhost::check::inspector(data)?;
+    let mut described: Vec<(String, Vec<String>)> = Vec::new();
+    let refs = plan
+        .hooks
+        .iter()
+        .map(|h| &h.component.component)
+        .chain(plan.tools.iter().map(|t| &t.component));
+    for component in refs {
+        let name = component.to_string();
+        if described.iter().any(|(c, _)| *c == name) {
+            continue;
+        }
+        // A component that does not load is reported by the runtime, with its place.
+        let Ok(inspection) = hookhost::check::inspect(&loader, component) else {
+            continue;
+        };
+        let mut lines = vec![format!("       {}\n", inspection.summary())];
+        lines.extend(
+            inspection
+                .import_lines()
+                .map(|line| format!("       imports {line}\n")),
+        );
+        described.push((name, lines));
+    }
+    Ok(described)
+}
+
+fn grants_text(grants: &hookhost::sandbox::Grants) -> String {
+    grants
+        .iter()
+        .map(|(path, access)| format!("\t{path} {}", access.word()))
+        .collect()
+}
