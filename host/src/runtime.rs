@@ -5,7 +5,7 @@ use crate::abi::v0_2::{describe_hook, described::DescribedHookPre};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
-use crate::config::{self, ComponentPlan, ConfigError, Plan};
+use crate::config::{self, ComponentPlan, ConfigError, HookPlan, Plan, UpstreamConfig};
 use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::metrics::Scraped;
@@ -79,6 +79,113 @@ async fn check_declared_settings(
     Ok(())
 }
 
+/// The tool components of `specs`, loaded and asked to describe themselves.
+async fn load_tools(
+    specs: &[ComponentPlan],
+    loader: &ComponentLoader,
+    sandbox: &Arc<Sandbox>,
+) -> Result<ToolRegistry, StartError> {
+    let mut tools = ToolRegistry::default();
+    for spec in specs {
+        let pre = loader
+            .tool(&spec.component, spec.allow_unknown_imports)
+            .map_err(|source| StartError::Load {
+                owner: format!("tools.{}", spec.name),
+                source,
+            })?;
+        let tool = GuestTool::new(
+            pre,
+            &spec.name,
+            sandbox.clone(),
+            spec.grants.clone(),
+            spec.settings.clone(),
+            spec.limits,
+        )
+        .await
+        .map_err(|source| StartError::Describe {
+            tool: spec.name.clone(),
+            source,
+        })?;
+        if !tools.insert(Arc::new(tool)) {
+            return Err(StartError::DuplicateTool {
+                tool: spec.name.clone(),
+            });
+        }
+    }
+    Ok(tools)
+}
+
+/// The upstream servers of `specs`, started (or connected to): one that does not start is
+/// kept as `None` — its tools stay unlisted, the rest of the host serves on. The receiver
+/// side of the returned sender ticks when any upstream's tools change.
+async fn connect_upstreams(
+    specs: &[(String, UpstreamConfig)],
+) -> (
+    Vec<(String, Option<Arc<upstream::Upstream>>)>,
+    tokio::sync::watch::Sender<u64>,
+) {
+    let mut upstreams = Vec::new();
+    let (tools_changed, _) = tokio::sync::watch::channel(0u64);
+    for (name, spec) in specs {
+        match upstream::connect(name, spec).await {
+            Ok(server) => {
+                // One signal for all upstreams: any change of their tools.
+                let mut changes = server.changes();
+                let all = tools_changed.clone();
+                tokio::spawn(async move {
+                    while changes.changed().await.is_ok() {
+                        all.send_modify(|n| *n += 1);
+                    }
+                });
+                upstreams.push((name.clone(), Some(server)));
+            }
+            // Its tools stay unlisted; the rest of the host serves on.
+            Err(e) => {
+                tracing::error!(error = %e, "upstream unavailable");
+                upstreams.push((name.clone(), None));
+            }
+        }
+    }
+
+    (upstreams, tools_changed)
+}
+
+/// The hook components of `hooks`, loaded, and the settings of those that describe
+/// themselves checked against their description: the chain's layers, outermost first.
+async fn load_hooks(
+    hooks: Vec<HookPlan>,
+    loader: &ComponentLoader,
+    sandbox: &Arc<Sandbox>,
+) -> Result<Vec<Arc<HookLayer>>, StartError> {
+    let mut layers = Vec::with_capacity(hooks.len());
+    for hook in hooks {
+        let spec = &hook.component;
+        let pre = loader
+            .hook(&spec.component, spec.allow_unknown_imports)
+            .map_err(|source| StartError::Load {
+                owner: format!("hooks.{}", spec.name),
+                source,
+            })?;
+        if let Some(describe) = pre.describer() {
+            check_declared_settings(spec, describe, sandbox).await?;
+        }
+        let spec = hook.component;
+        layers.push(Arc::new(HookLayer {
+            name: spec.name,
+            component: spec.component,
+            pre,
+            grants: spec.grants,
+            settings: spec.settings,
+            limits: spec.limits,
+            on_failure: hook.on_failure,
+            tools: hook.tools,
+            instance: hook.instance,
+            kept: Default::default(),
+        }));
+    }
+    Ok(layers)
+}
+
 /// Why a call was not made. (A call that was made and failed is a [`ToolResult`] with
 /// `is_error`.)
 #[derive(Debug, thiserror::Error)]
@@ -149,33 +256,7 @@ impl Runtime {
             plan.fuel,
         ));
 
-        let mut tools = ToolRegistry::default();
-        for spec in &plan.tools {
-            let pre = loader
-                .tool(&spec.component, spec.allow_unknown_imports)
-                .map_err(|source| StartError::Load {
-                    owner: format!("tools.{}", spec.name),
-                    source,
-                })?;
-            let tool = GuestTool::new(
-                pre,
-                &spec.name,
-                sandbox.clone(),
-                spec.grants.clone(),
-                spec.settings.clone(),
-                spec.limits,
-            )
-            .await
-            .map_err(|source| StartError::Describe {
-                tool: spec.name.clone(),
-                source,
-            })?;
-            if !tools.insert(Arc::new(tool)) {
-                return Err(StartError::DuplicateTool {
-                    tool: spec.name.clone(),
-                });
-            }
-        }
+        let mut tools = load_tools(&plan.tools, &loader, &sandbox).await?;
         let bash = plan
             .bash
             .as_ref()
@@ -188,55 +269,8 @@ impl Runtime {
             });
         }
 
-        let mut upstreams = Vec::new();
-        let (tools_changed, _) = tokio::sync::watch::channel(0u64);
-        for (name, spec) in &plan.upstreams {
-            match upstream::connect(name, spec).await {
-                Ok(server) => {
-                    // One signal for all upstreams: any change of their tools.
-                    let mut changes = server.changes();
-                    let all = tools_changed.clone();
-                    tokio::spawn(async move {
-                        while changes.changed().await.is_ok() {
-                            all.send_modify(|n| *n += 1);
-                        }
-                    });
-                    upstreams.push((name.clone(), Some(server)));
-                }
-                // Its tools stay unlisted; the rest of the host serves on.
-                Err(e) => {
-                    tracing::error!(error = %e, "upstream unavailable");
-                    upstreams.push((name.clone(), None));
-                }
-            }
-        }
-
-        let mut layers = Vec::with_capacity(plan.hooks.len());
-        for hook in plan.hooks {
-            let spec = &hook.component;
-            let pre = loader
-                .hook(&spec.component, spec.allow_unknown_imports)
-                .map_err(|source| StartError::Load {
-                    owner: format!("hooks.{}", spec.name),
-                    source,
-                })?;
-            if let Some(describe) = pre.describer() {
-                check_declared_settings(spec, describe, &sandbox).await?;
-            }
-            let spec = hook.component;
-            layers.push(Arc::new(HookLayer {
-                name: spec.name,
-                component: spec.component,
-                pre,
-                grants: spec.grants,
-                settings: spec.settings,
-                limits: spec.limits,
-                on_failure: hook.on_failure,
-                tools: hook.tools,
-                instance: hook.instance,
-                kept: Default::default(),
-            }));
-        }
+        let (upstreams, tools_changed) = connect_upstreams(&plan.upstreams).await;
+        let layers = load_hooks(plan.hooks, &loader, &sandbox).await?;
         let tenant_chains = sessions
             .tenants()
             .iter()

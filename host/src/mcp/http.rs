@@ -1,356 +1,28 @@
-//! hookhost as an MCP server, over stdio or Streamable HTTP (with the official Rust SDK,
-//! `rmcp`).
-//!
-//! `tools/list` lists the configured tools (their descriptions and input schemas come from
-//! the components); `tools/call` runs through the session's hook chain and answers with the
-//! result's text and `isError`. When the chain offloads, the `initialize` result carries
-//! instructions telling the model how offloaded outputs look and how to page them.
-//!
-//! Sessions: a stdio server is one hookhost session, made at start and deleted (with its
-//! session-scoped directories) when the client disconnects, unless kept. Over HTTP, an MCP
-//! session (`Mcp-Session-Id`) is a hookhost session of the tenant whose bearer token the
-//! client presents, made at `initialize`; the client's `DELETE`, or the idle timeout
-//! (every request of the session keeps it alive), ends both, and an ended session stays
-//! ended (404). Only protocol versions with sessions (`initialize` handshakes, up to
-//! 2025-11-25) are offered, since a hookhost session needs one.
-//!
-//! Ending a session stops its running commands before its directories are deleted; a
-//! cancelled request (`notifications/cancelled`) stops its call. SIGTERM, SIGINT and SIGHUP
-//! end a server gracefully: running calls get [`SHUTDOWN_GRACE`], then the server's
-//! sessions are ended as on disconnect.
+//! MCP over Streamable HTTP: the gate (tenants' tokens, the sessions this server opened),
+//! the agents' hook endpoint, health and metrics.
 
+use super::{HTTP_PATH, McpServer, ServeOptions, shutdown_signal};
 use crate::agents;
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
-use crate::limits::{MAX_HTTP_BODY_BYTES, MCP_PEER_CHECK, SHUTDOWN_GRACE};
-use crate::runtime::{CallError, Runtime};
-use crate::sessions::{IdleSweep, Owner, Session, SessionError, SessionHolder, SessionKey};
-use crate::tools::upstream;
+use crate::limits::{MAX_HTTP_BODY_BYTES, SHUTDOWN_GRACE};
+use crate::runtime::Runtime;
+use crate::sessions::{IdleSweep, Owner, SessionError, SessionHolder, SessionKey};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
-};
-use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
-
-/// The path the Streamable HTTP endpoint is served at.
-pub const HTTP_PATH: &str = "/mcp";
-
-/// How `serve` makes and ends its sessions.
-#[derive(Debug, Clone, Default)]
-pub struct ServeOptions {
-    /// The working directory of every session the server makes (`serve --workdir`); else
-    /// the tenant's or `[serve] workdir` from the config.
-    pub workdir: Option<PathBuf>,
-    /// Keep sessions (and their files) when they end by disconnect or shutdown.
-    pub keep_session: bool,
-}
-
-impl ServeOptions {
-    fn workdir(
-        &self,
-        runtime: &Runtime,
-        tenant: &TenantId,
-    ) -> Result<Option<PathBuf>, SessionError> {
-        match &self.workdir {
-            Some(dir) => Ok(Some(dir.clone())),
-            None => runtime.sessions().tenants().serve_workdir(tenant),
-        }
-    }
-}
-
-/// The MCP face of a runtime: one per stdio connection or per HTTP MCP session.
-#[derive(Clone)]
-pub struct McpServer {
-    runtime: Arc<Runtime>,
-    /// stdio: the connection's session. HTTP: `None`, the session comes with each request.
-    session: Option<Arc<Session>>,
-    /// The tenant of a stdio connection; over HTTP each request names its own.
-    tenant: TenantId,
-    /// Cancelled when the client is gone (stdin reached its end): the calls still running
-    /// stop at once, as if each had been cancelled, since no one can read their answers.
-    gone: CancellationToken,
-}
-
-/// The HTTP request behind an MCP request, with the tenant the gate authenticated.
-fn http_tenant(
-    context: &RequestContext<RoleServer>,
-) -> Option<(&axum::http::request::Parts, TenantId)> {
-    let parts = context.extensions.get::<axum::http::request::Parts>()?;
-    let tenant = parts.extensions.get::<TenantId>()?.clone();
-    Some((parts, tenant))
-}
-
-impl McpServer {
-    fn tenant_of(&self, context: &RequestContext<RoleServer>) -> TenantId {
-        match (&self.session, http_tenant(context)) {
-            (Some(session), _) => session.tenant.clone(),
-            (None, Some((_, tenant))) => tenant,
-            (None, None) => self.tenant.clone(),
-        }
-    }
-
-    fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Session>, McpError> {
-        if let Some(session) = &self.session {
-            return Ok(session.clone());
-        }
-        // The gate opened it for this request (see `guard`).
-        let (parts, _) = http_tenant(context)
-            .ok_or_else(|| McpError::internal_error("no authenticated HTTP request", None))?;
-        parts
-            .extensions
-            .get::<Arc<Session>>()
-            .cloned()
-            .ok_or_else(|| McpError::invalid_request("no Mcp-Session-Id", None))
-    }
-}
-
-impl ServerHandler for McpServer {
-    fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
-        let info = InitializeResult::new(capabilities)
-            .with_server_info(Implementation::new("hookhost", env!("CARGO_PKG_VERSION")));
-        if self.runtime.offloads(&self.tenant) {
-            info.with_instructions(hookhost_formats::instructions())
-        } else {
-            info
-        }
-    }
-
-    async fn initialize(
-        &self,
-        request: InitializeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, McpError> {
-        context.peer.set_peer_info(request.clone());
-        let mut result = self.negotiate_initialize(&request)?;
-        // The caller's chain (over HTTP, the tenant its token names) decides, not the
-        // default tenant's that `get_info` knows.
-        result.instructions = self
-            .runtime
-            .offloads(&self.tenant_of(&context))
-            .then(hookhost_formats::instructions);
-        Ok(result)
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
-    }
-
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Tell this client when the tools change, for as long as it is connected.
-        let mut changes = self.runtime.tools_changed();
-        tokio::spawn(async move {
-            let mut check = tokio::time::interval(MCP_PEER_CHECK);
-            loop {
-                tokio::select! {
-                    changed = changes.changed() => {
-                        if changed.is_err() || context.peer.notify_tool_list_changed().await.is_err() {
-                            return;
-                        }
-                    }
-                    _ = check.tick() => {
-                        if context.peer.is_transport_closed() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let tools = self.runtime.mcp_tools(&self.tenant_of(&context));
-        Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let session = self.session_for(&context)?;
-        let arguments =
-            serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
-        // An upstream's progress goes to this client, under its own token.
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| (context.peer.clone(), token));
-        let call = upstream::PROGRESS.scope(
-            progress,
-            self.runtime
-                .call_with_extras(&session, &request.name, &arguments),
-        );
-        // A cancelled request drops its call: hooks stop, a command's process group dies.
-        let called = tokio::select! {
-            called = call => called,
-            () = context.ct.cancelled() => {
-                tracing::info!(session = %session.id, tool = %request.name, "call cancelled by the client");
-                return Err(McpError::internal_error("the call was cancelled", None));
-            }
-            () = self.gone.cancelled() => {
-                tracing::info!(session = %session.id, tool = %request.name, "call stopped: the client is gone");
-                return Err(McpError::internal_error("the client is gone", None));
-            }
-        };
-        let (result, extras) = match called {
-            Ok(called) => called,
-            Err(e @ (CallError::UnknownTool { .. } | CallError::NoTools { .. })) => {
-                return Err(McpError::invalid_params(e.to_string(), None));
-            }
-            Err(e) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());
-            }
-        };
-        let extras = extras.unwrap_or_default();
-        let mut content = vec![ContentBlock::text(result.output)];
-        content.extend(extras.blocks);
-        let mut answer = if result.is_error {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
-        };
-        answer.structured_content = extras.structured;
-        Ok(answer.into())
-    }
-}
-
-/// Resolves on SIGTERM, SIGINT or SIGHUP with the signal's name. The handlers are installed
-/// when this is called, so call it before serving.
-///
-/// # Errors
-///
-/// When a signal handler cannot be installed.
-pub fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-            _ = hup.recv() => "SIGHUP",
-        }
-    })
-}
-
-/// Serves MCP on stdin/stdout as one session of `tenant`, until the client disconnects or a
-/// shutdown signal; then ends the session (its commands killed, its files deleted unless
-/// kept).
-///
-/// # Errors
-///
-/// When the session cannot be made, or the transport fails.
-pub async fn serve_stdio(
-    runtime: Arc<Runtime>,
-    tenant: TenantId,
-    options: ServeOptions,
-) -> anyhow::Result<()> {
-    let signal = shutdown_signal()?;
-    let workdir = options.workdir(&runtime, &tenant)?;
-    let session = Arc::new(
-        runtime
-            .sessions()
-            .create(tenant.clone(), None, workdir.as_deref())
-            .await?,
-    );
-    tracing::info!(session = %session.id, workdir = ?workdir, "serving MCP on stdio");
-    let gone = CancellationToken::new();
-    let server = McpServer {
-        runtime: runtime.clone(),
-        session: Some(session.clone()),
-        tenant,
-        gone: gone.clone(),
-    };
-    let served = async {
-        let stdin = UntilEnd {
-            inner: tokio::io::stdin(),
-            gone,
-        };
-        let running = server
-            .serve((stdin, tokio::io::stdout()))
-            .await
-            .map_err(|e| anyhow::anyhow!("MCP handshake failed: {e}"))?;
-        let stop = running.cancellation_token();
-        let waiting = running.waiting();
-        tokio::pin!(waiting);
-        tokio::select! {
-            done = &mut waiting => { done?; }
-            name = signal => {
-                tracing::info!(signal = name, "shutting down");
-                stop.cancel();
-                // rmcp lets running calls answer for a moment, then cancels them.
-                let _ = tokio::time::timeout(SHUTDOWN_GRACE, waiting).await;
-            }
-        }
-        anyhow::Ok(())
-    };
-    let served = served.await;
-    if !options.keep_session {
-        runtime
-            .sessions()
-            .delete(&session.tenant, &session.id)
-            .await?;
-        tracing::info!(session = %session.id, "session ended and deleted");
-    }
-    served
-}
-
-/// A reader that cancels `gone` when it reaches its end: stdin's end is a stdio client's
-/// disconnect. Without it, rmcp would let the calls still running go on for seconds before
-/// the session could end, while the client (the Python SDK waits 2 s, then sends SIGTERM,
-/// then SIGKILL) is killing hookhost, and with it the chance to stop the session's commands.
-struct UntilEnd<R> {
-    inner: R,
-    gone: CancellationToken,
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for UntilEnd<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let std::task::Poll::Ready(result) = &polled
-            && (result.is_err() || buf.filled().len() == before)
-            && buf.remaining() > 0
-        {
-            self.gone.cancel();
-        }
-        polled
-    }
-}
 
 /// Who may call the HTTP endpoint (the tenants' bearer tokens), and the sessions this
 /// server made, to end them. Which session is whose is the session table's to say, so
@@ -777,28 +449,9 @@ pub async fn serve_http(
     http: HttpOptions,
     options: ServeOptions,
 ) -> anyhow::Result<()> {
-    use anyhow::Context;
     let signal = shutdown_signal()?;
-    let addr = tokio::net::lookup_host(&http.addr)
-        .await
-        .with_context(|| format!("--http {}: cannot resolve the address", http.addr))?
-        .next()
-        .with_context(|| format!("--http {}: the name has no address", http.addr))?;
     let tokens = runtime.sessions().tenants().tokens();
-    if tokens.is_empty() && !addr.ip().is_loopback() {
-        anyhow::bail!(
-            "refusing to serve {addr} without authentication: declare tenants with a `token`, or bind a loopback address"
-        );
-    }
-    if tokens.is_empty() && runtime.has_tool("bash") && !http.unauthenticated_bash {
-        anyhow::bail!(
-            "refusing to serve the `bash` tool over HTTP without authentication: anyone who can reach {addr} (every local user) would get a shell. Declare tenants with a `token`, disable [bash] in the config, or pass --unauthenticated-bash to allow it deliberately"
-        );
-    }
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    let local = listener.local_addr()?;
+    let (listener, addr, local) = bind(&http, &tokens, runtime.has_tool("bash")).await?;
     // Without TCP_NODELAY the last small segment of every response waits for the
     // client's delayed ACK: a kept-alive call took 44 ms instead of 0.7 ms.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -806,7 +459,6 @@ pub async fn serve_http(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
         }
     });
-
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(http.idle);
     let sessions = Arc::new(manager);
@@ -822,40 +474,7 @@ pub async fn serve_http(
         .sessions()
         .hold(Arc::downgrade(&gate) as std::sync::Weak<dyn SessionHolder>);
     let stop = CancellationToken::new();
-    let mut config = StreamableHttpServerConfig::default();
-    config.cancellation_token = stop.clone();
-    config.session_store = Some(Arc::new(McpStates(runtime.clone())));
-    if !addr.ip().is_loopback() {
-        // Host validation protects loopback servers from DNS rebinding; a public server is
-        // protected by its tokens instead.
-        config = config.disable_allowed_hosts();
-    }
-    let factory_runtime = runtime.clone();
-    let service = StreamableHttpService::new(
-        move || {
-            Ok(McpServer {
-                runtime: factory_runtime.clone(),
-                session: None,
-                tenant: TenantId::default_tenant(),
-                // An HTTP client's disconnect cancels its requests (rmcp's `ct`).
-                gone: CancellationToken::new(),
-            })
-        },
-        sessions,
-        config,
-    );
-    let app = axum::Router::new()
-        .route_service(HTTP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(gate.clone(), guard))
-        .route(
-            "/healthz",
-            axum::routing::get(healthz).with_state(gate.clone()),
-        )
-        .route(
-            "/hooks/{agent}/{event}",
-            axum::routing::post(agent_hook).with_state(gate.clone()),
-        )
-        .merge(metrics_route(gate.runtime.clone()));
+    let app = router(&gate, sessions, addr, stop.clone());
 
     // Every HTTP server's sessions: in a fleet, a session begun on one host may be
     // continued on another, and any host collects it once it is idle. Sessions of stdio
@@ -904,4 +523,85 @@ pub async fn serve_http(
         }
     }
     Ok(served??)
+}
+
+/// Resolves and binds `http.addr`, refusing what is unsafe to serve: no tokens on a
+/// public address, or `bash` without tokens unless `unauthenticated_bash`. Returns the
+/// listener, the address and the local address.
+async fn bind(
+    http: &HttpOptions,
+    tokens: &[(Vec<u8>, TenantId)],
+    serves_bash: bool,
+) -> anyhow::Result<(
+    tokio::net::TcpListener,
+    std::net::SocketAddr,
+    std::net::SocketAddr,
+)> {
+    use anyhow::Context;
+    let addr = tokio::net::lookup_host(&http.addr)
+        .await
+        .with_context(|| format!("--http {}: cannot resolve the address", http.addr))?
+        .next()
+        .with_context(|| format!("--http {}: the name has no address", http.addr))?;
+    if tokens.is_empty() && !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "refusing to serve {addr} without authentication: declare tenants with a `token`, or bind a loopback address"
+        );
+    }
+    if tokens.is_empty() && serves_bash && !http.unauthenticated_bash {
+        anyhow::bail!(
+            "refusing to serve the `bash` tool over HTTP without authentication: anyone who can reach {addr} (every local user) would get a shell. Declare tenants with a `token`, disable [bash] in the config, or pass --unauthenticated-bash to allow it deliberately"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+
+    Ok((listener, addr, local))
+}
+
+/// The HTTP routes: MCP at [`HTTP_PATH`] behind the gate's `guard`, the agents' hooks,
+/// `/healthz` and `/metrics`. `stop` ends MCP's streams at shutdown.
+fn router(
+    gate: &Arc<Gate>,
+    sessions: Arc<LocalSessionManager>,
+    addr: std::net::SocketAddr,
+    stop: CancellationToken,
+) -> axum::Router {
+    let runtime = &gate.runtime;
+    let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = stop;
+    config.session_store = Some(Arc::new(McpStates(runtime.clone())));
+    if !addr.ip().is_loopback() {
+        // Host validation protects loopback servers from DNS rebinding; a public server is
+        // protected by its tokens instead.
+        config = config.disable_allowed_hosts();
+    }
+    let factory_runtime = runtime.clone();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(McpServer {
+                runtime: factory_runtime.clone(),
+                session: None,
+                tenant: TenantId::default_tenant(),
+                // An HTTP client's disconnect cancels its requests (rmcp's `ct`).
+                gone: CancellationToken::new(),
+            })
+        },
+        sessions,
+        config,
+    );
+    axum::Router::new()
+        .route_service(HTTP_PATH, service)
+        .layer(axum::middleware::from_fn_with_state(gate.clone(), guard))
+        .route(
+            "/healthz",
+            axum::routing::get(healthz).with_state(gate.clone()),
+        )
+        .route(
+            "/hooks/{agent}/{event}",
+            axum::routing::post(agent_hook).with_state(gate.clone()),
+        )
+        .merge(metrics_route(gate.runtime.clone()))
 }

@@ -1,0 +1,259 @@
+//! hookhost as an MCP server, over stdio or Streamable HTTP (with the official Rust SDK,
+//! `rmcp`).
+//!
+//! `tools/list` lists the configured tools (their descriptions and input schemas come from
+//! the components); `tools/call` runs through the session's hook chain and answers with the
+//! result's text and `isError`. When the chain offloads, the `initialize` result carries
+//! instructions telling the model how offloaded outputs look and how to page them.
+//!
+//! Sessions: a stdio server is one hookhost session, made at start and deleted (with its
+//! session-scoped directories) when the client disconnects, unless kept. Over HTTP, an MCP
+//! session (`Mcp-Session-Id`) is a hookhost session of the tenant whose bearer token the
+//! client presents, made at `initialize`; the client's `DELETE`, or the idle timeout
+//! (every request of the session keeps it alive), ends both, and an ended session stays
+//! ended (404). Only protocol versions with sessions (`initialize` handshakes, up to
+//! 2025-11-25) are offered, since a hookhost session needs one.
+//!
+//! Ending a session stops its running commands before its directories are deleted; a
+//! cancelled request (`notifications/cancelled`) stops its call. SIGTERM, SIGINT and SIGHUP
+//! end a server gracefully: running calls get [`SHUTDOWN_GRACE`], then the server's
+//! sessions are ended as on disconnect.
+//!
+//! `mod.rs` is the MCP server one session sees ([`McpServer`]); `stdio.rs` and `http.rs`
+//! are the two transports, HTTP with its gate (tokens, sessions opened, the agents' hook
+//! endpoint, health and metrics).
+
+use crate::ids::TenantId;
+use crate::limits::MCP_PEER_CHECK;
+use crate::runtime::{CallError, Runtime};
+use crate::sessions::{Session, SessionError};
+use crate::tools::upstream;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+mod http;
+mod stdio;
+
+pub use http::{HttpOptions, metrics_route, serve_http, serve_metrics};
+pub use stdio::serve_stdio;
+
+/// The path the Streamable HTTP endpoint is served at.
+pub const HTTP_PATH: &str = "/mcp";
+
+/// How `serve` makes and ends its sessions.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// The working directory of every session the server makes (`serve --workdir`); else
+    /// the tenant's or `[serve] workdir` from the config.
+    pub workdir: Option<PathBuf>,
+    /// Keep sessions (and their files) when they end by disconnect or shutdown.
+    pub keep_session: bool,
+}
+
+impl ServeOptions {
+    fn workdir(
+        &self,
+        runtime: &Runtime,
+        tenant: &TenantId,
+    ) -> Result<Option<PathBuf>, SessionError> {
+        match &self.workdir {
+            Some(dir) => Ok(Some(dir.clone())),
+            None => runtime.sessions().tenants().serve_workdir(tenant),
+        }
+    }
+}
+
+/// The MCP face of a runtime: one per stdio connection or per HTTP MCP session.
+#[derive(Clone)]
+pub struct McpServer {
+    runtime: Arc<Runtime>,
+    /// stdio: the connection's session. HTTP: `None`, the session comes with each request.
+    session: Option<Arc<Session>>,
+    /// The tenant of a stdio connection; over HTTP each request names its own.
+    tenant: TenantId,
+    /// Cancelled when the client is gone (stdin reached its end): the calls still running
+    /// stop at once, as if each had been cancelled, since no one can read their answers.
+    gone: CancellationToken,
+}
+
+/// The HTTP request behind an MCP request, with the tenant the gate authenticated.
+fn http_tenant(
+    context: &RequestContext<RoleServer>,
+) -> Option<(&axum::http::request::Parts, TenantId)> {
+    let parts = context.extensions.get::<axum::http::request::Parts>()?;
+    let tenant = parts.extensions.get::<TenantId>()?.clone();
+    Some((parts, tenant))
+}
+
+impl McpServer {
+    fn tenant_of(&self, context: &RequestContext<RoleServer>) -> TenantId {
+        match (&self.session, http_tenant(context)) {
+            (Some(session), _) => session.tenant.clone(),
+            (None, Some((_, tenant))) => tenant,
+            (None, None) => self.tenant.clone(),
+        }
+    }
+
+    fn session_for(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Session>, McpError> {
+        if let Some(session) = &self.session {
+            return Ok(session.clone());
+        }
+        // The gate opened it for this request (see `guard`).
+        let (parts, _) = http_tenant(context)
+            .ok_or_else(|| McpError::internal_error("no authenticated HTTP request", None))?;
+        parts
+            .extensions
+            .get::<Arc<Session>>()
+            .cloned()
+            .ok_or_else(|| McpError::invalid_request("no Mcp-Session-Id", None))
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let info = InitializeResult::new(capabilities)
+            .with_server_info(Implementation::new("hookhost", env!("CARGO_PKG_VERSION")));
+        if self.runtime.offloads(&self.tenant) {
+            info.with_instructions(hookhost_formats::instructions())
+        } else {
+            info
+        }
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        // The caller's chain (over HTTP, the tenant its token names) decides, not the
+        // default tenant's that `get_info` knows.
+        result.instructions = self
+            .runtime
+            .offloads(&self.tenant_of(&context))
+            .then(hookhost_formats::instructions);
+        Ok(result)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Tell this client when the tools change, for as long as it is connected.
+        let mut changes = self.runtime.tools_changed();
+        tokio::spawn(async move {
+            let mut check = tokio::time::interval(MCP_PEER_CHECK);
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || context.peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    _ = check.tick() => {
+                        if context.peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self.runtime.mcp_tools(&self.tenant_of(&context));
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let session = self.session_for(&context)?;
+        let arguments =
+            serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
+        // An upstream's progress goes to this client, under its own token.
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| (context.peer.clone(), token));
+        let call = upstream::PROGRESS.scope(
+            progress,
+            self.runtime
+                .call_with_extras(&session, &request.name, &arguments),
+        );
+        // A cancelled request drops its call: hooks stop, a command's process group dies.
+        let called = tokio::select! {
+            called = call => called,
+            () = context.ct.cancelled() => {
+                tracing::info!(session = %session.id, tool = %request.name, "call cancelled by the client");
+                return Err(McpError::internal_error("the call was cancelled", None));
+            }
+            () = self.gone.cancelled() => {
+                tracing::info!(session = %session.id, tool = %request.name, "call stopped: the client is gone");
+                return Err(McpError::internal_error("the client is gone", None));
+            }
+        };
+        let (result, extras) = match called {
+            Ok(called) => called,
+            Err(e @ (CallError::UnknownTool { .. } | CallError::NoTools { .. })) => {
+                return Err(McpError::invalid_params(e.to_string(), None));
+            }
+            Err(e) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());
+            }
+        };
+        let extras = extras.unwrap_or_default();
+        let mut content = vec![ContentBlock::text(result.output)];
+        content.extend(extras.blocks);
+        let mut answer = if result.is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        answer.structured_content = extras.structured;
+        Ok(answer.into())
+    }
+}
+
+/// Resolves on SIGTERM, SIGINT or SIGHUP with the signal's name. The handlers are installed
+/// when this is called, so call it before serving.
+///
+/// # Errors
+///
+/// When a signal handler cannot be installed.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        }
+    })
+}
