@@ -1,0 +1,446 @@
+//! One call's trace in the making: its events, file changes seen around each phase,
+//! metrics and spans ([`CallTrace`]).
+
+use super::files::{self, Change, Entry, EntryType};
+use super::{
+    EVENTS_FILE, Event, Phase, PhaseEnd, SCHEMA_VERSION, SessionTrace, TRACE_DIR, observe,
+};
+use crate::limits::TRACE_TEXT_BYTES;
+use crate::metrics::Metrics;
+use crate::mounts::{ResolvedMount, Scope};
+use crate::sessions::Session;
+use serde::Serialize;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+/// What the host observes of one call, in the making: its trace events (when its tenant
+/// is traced), its metrics, and a `tracing` span per layer phase (what OpenTelemetry
+/// exports).
+pub struct CallTrace<'a> {
+    pub(super) state: Option<Arc<SessionTrace>>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) session: &'a Session,
+    pub(super) call: &'a str,
+    pub(super) tool: &'a str,
+    pub(super) diff_bytes: usize,
+    /// Events not yet written to the trace file.
+    pub(super) lines: Vec<String>,
+    /// Diff files written for this call.
+    pub(super) diffs: u32,
+}
+
+/// A phase under way.
+pub struct Watch {
+    layer: String,
+    phase: Phase,
+    /// Its layer's writable mounts, looked at before it.
+    writable: Vec<ResolvedMount>,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl<'a> CallTrace<'a> {
+    /// Before a phase of `layer`, which is granted `mounts` (virtual path, writable):
+    /// announces mounts first granted in the session, and records what changed in the
+    /// writable ones since they were last looked at (by something outside the chain).
+    pub async fn enter(&mut self, layer: &str, phase: Phase, mounts: &[(&str, bool)]) -> Watch {
+        let mut watched = Vec::new();
+        if let Some(state) = self.state.clone() {
+            for &(path, writable) in mounts {
+                let Some(mount) = self
+                    .session
+                    .mounts()
+                    .iter()
+                    .find(|m| m.virtual_path == path)
+                else {
+                    continue;
+                };
+                let first = state.mark_mounted(path);
+                if !writable {
+                    if first {
+                        self.mounted(layer, mount, false, None);
+                    }
+                    continue;
+                }
+                if let Some(look) = observe(&state, mount, first).await {
+                    if first {
+                        self.mounted(layer, mount, true, look.size);
+                    }
+                    self.changes(None, None, mount, look.changes);
+                }
+                watched.push(mount.clone());
+            }
+        }
+        let span = tracing::info_span!(
+            "layer",
+            otel.name = %format_args!("{layer} {}", phase.as_str()),
+            layer,
+            phase = phase.as_str(),
+            outcome = tracing::field::Empty,
+            failure_kind = tracing::field::Empty,
+        );
+        Watch {
+            layer: layer.to_string(),
+            phase,
+            writable: watched,
+            started: Instant::now(),
+            span,
+        }
+    }
+
+    /// After a phase: its event, then what it changed in its writable mounts.
+    pub async fn leave(&mut self, watch: Watch, end: PhaseEnd<'_>) {
+        let elapsed = watch.started.elapsed();
+        let (outcome, failure) = match &end {
+            PhaseEnd::Passed { .. }
+            | PhaseEnd::Executed {
+                is_error: false, ..
+            } => ("passed", None),
+            PhaseEnd::Executed { is_error: true, .. } => ("tool-error", None),
+            PhaseEnd::Refused { .. } => ("refused", None),
+            PhaseEnd::Failed { failure } => ("failed", Some(failure.kind.to_string())),
+        };
+        watch.span.record("outcome", outcome);
+        if let Some(kind) = &failure {
+            watch.span.record("failure_kind", kind.as_str());
+        }
+        self.metrics.phase(
+            &watch.layer,
+            watch.phase.as_str(),
+            elapsed.as_secs_f64(),
+            failure.as_deref(),
+        );
+        if let PhaseEnd::Passed { took_out, .. } = end
+            && took_out > 0
+        {
+            self.metrics
+                .offloaded(self.session.tenant.as_str(), &watch.layer, took_out);
+        }
+        let Some(state) = self.state.clone() else {
+            return;
+        };
+        let duration_us = elapsed.as_micros() as u64;
+        let (kind, detail) = match end {
+            PhaseEnd::Passed { rewrote, .. } => (
+                match watch.phase {
+                    Phase::After => "hook.after",
+                    _ => "hook.before",
+                },
+                serde_json::json!({ "duration_us": duration_us, "rewrote": rewrote }),
+            ),
+            PhaseEnd::Refused { message } => (
+                "hook.refused",
+                serde_json::json!({ "duration_us": duration_us, "message": bounded(message) }),
+            ),
+            PhaseEnd::Failed { failure } => (
+                if watch.phase == Phase::Execute {
+                    "tool.executed"
+                } else {
+                    "hook.failed"
+                },
+                serde_json::json!({
+                    "duration_us": duration_us,
+                    "failure": failure.kind.to_string(),
+                    "detail": bounded(&failure.detail),
+                    "stderr": failure.stderr.as_deref().map(bounded),
+                }),
+            ),
+            PhaseEnd::Executed {
+                is_error,
+                output_bytes,
+            } => (
+                "tool.executed",
+                serde_json::json!({
+                    "duration_us": duration_us,
+                    "is_error": is_error,
+                    "output_bytes": output_bytes,
+                }),
+            ),
+        };
+        self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
+        for mount in watch.writable {
+            if let Some(look) = observe(&state, &mount, false).await {
+                self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes);
+            }
+        }
+    }
+
+    /// The call's last event, and every event not yet written goes to the trace file.
+    pub fn finish(mut self, outcome: &str, output_bytes: usize, duration: Duration) {
+        self.metrics.call(
+            self.session.tenant.as_str(),
+            self.tool,
+            outcome,
+            duration.as_secs_f64(),
+        );
+        if self.state.is_none() {
+            return;
+        }
+        self.event(
+            "call.finished",
+            None,
+            None,
+            serde_json::json!({
+                "tool": self.tool,
+                "outcome": outcome,
+                "output_bytes": output_bytes,
+                "duration_us": duration.as_micros() as u64,
+            }),
+        );
+        self.flush();
+    }
+
+    fn mounted(
+        &mut self,
+        layer: &str,
+        mount: &ResolvedMount,
+        writable: bool,
+        size: Option<(u64, u64, bool)>,
+    ) {
+        let scope = match mount.scope {
+            Scope::Session => "session",
+            Scope::Tenant => "tenant",
+            Scope::Persistent => "persistent",
+        };
+        self.event(
+            "filesystem.mounted",
+            Some(layer),
+            None,
+            serde_json::json!({
+                "path": mount.virtual_path,
+                "scope": scope,
+                "in_workdir": mount.in_workdir(),
+                "writable": writable,
+                "files": size.map(|s| s.0),
+                "bytes": size.map(|s| s.1),
+                "truncated": size.is_some_and(|s| s.2),
+            }),
+        );
+    }
+
+    /// One `file.*` event per change.
+    fn changes(
+        &mut self,
+        layer: Option<&str>,
+        phase: Option<Phase>,
+        mount: &ResolvedMount,
+        changes: Vec<Change>,
+    ) {
+        for change in changes {
+            let path = format!("{}/{}", mount.virtual_path, change.path);
+            let kind = match (&change.before, &change.after) {
+                (None, _) => "file.created",
+                (Some(_), Some(_)) => "file.updated",
+                (Some(_), None) => "file.deleted",
+            };
+            let before = Side::of(change.before.as_ref());
+            let after = Side::of(change.after.as_ref());
+            let appended = change.after.as_ref().and_then(|a| a.appended);
+            let mut detail = FileEvent {
+                path: &path,
+                before_type: before.kind,
+                before_bytes: before.bytes,
+                before_sha256: before.sha256,
+                before_text: before.text,
+                before_link: before.link,
+                after_type: after.kind,
+                after_bytes: after.bytes,
+                after_sha256: after.sha256,
+                after_text: after.text,
+                after_link: after.link,
+                appended_from: appended.map(|a| a.from),
+                appended_sha256: appended.map(|a| files::hex(&a.sha256)),
+                diff: None,
+                diff_bytes: None,
+                diff_ref: None,
+            };
+            if let Some(diff) = self.diff(&path, &change).filter(|d| !d.is_empty()) {
+                if diff.len() <= self.diff_bytes {
+                    detail.diff = Some(diff);
+                } else {
+                    detail.diff_bytes = Some(diff.len());
+                    detail.diff_ref = self.write_diff(&diff);
+                }
+            }
+            self.event(kind, layer, phase.map(Phase::as_str), detail);
+        }
+    }
+
+    /// A unified diff of a text change, when both sides' text is known (a created file
+    /// counts as empty before; a deleted file gets none).
+    fn diff(&self, path: &str, change: &Change) -> Option<String> {
+        let after = change.after.as_ref()?.kept.as_deref()?;
+        let before = match &change.before {
+            None => "",
+            Some(before) => before.kept.as_deref()?,
+        };
+        let diff = similar::TextDiff::from_lines(before, after);
+        let from = if change.before.is_some() {
+            format!("a{path}")
+        } else {
+            "/dev/null".to_string()
+        };
+        Some(
+            diff.unified_diff()
+                .context_radius(3)
+                .header(&from, &format!("b{path}"))
+                .to_string(),
+        )
+    }
+
+    /// Writes a diff too large to inline under `trace/diffs/`; its virtual path.
+    fn write_diff(&mut self, diff: &str) -> Option<String> {
+        let state = self.state.clone()?;
+        let mount = state.trace_mount.as_ref()?;
+        self.diffs += 1;
+        let name = format!("{TRACE_DIR}/diffs/{}-{}.diff", self.call, self.diffs);
+        match state.write(&name, diff.as_bytes(), false) {
+            Ok(()) => Some(format!("{}/{name}", mount.virtual_path)),
+            Err(e) => {
+                tracing::warn!(session = %self.session.id, error = %e, "cannot write a trace diff");
+                None
+            }
+        }
+    }
+
+    fn event(
+        &mut self,
+        kind: &'static str,
+        layer: Option<&str>,
+        phase: Option<&'static str>,
+        detail: impl Serialize,
+    ) {
+        let Some(state) = &self.state else {
+            return;
+        };
+        let event = Event {
+            v: SCHEMA_VERSION,
+            time: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            tenant: self.session.tenant.as_str(),
+            session: self.session.id.as_str(),
+            call: self.call,
+            seq: state.seq.fetch_add(1, Ordering::Relaxed),
+            kind,
+            layer,
+            phase,
+        };
+        // The detail's fields spliced after the common ones (serde's `flatten` would
+        // buffer the whole event to do the same).
+        let line = serde_json::to_string(&event).and_then(|mut line| {
+            let detail = serde_json::to_string(&detail)?;
+            if let Some(fields) = detail.strip_prefix('{').filter(|f| *f != "}") {
+                line.pop();
+                line.push(',');
+                line.push_str(fields);
+            }
+            Ok(line)
+        });
+        match line {
+            Ok(line) => {
+                tracing::debug!(target: "hookhost::trace", kind, session = %self.session.id, call = self.call, "{line}");
+                self.lines.push(line);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot encode a trace event"),
+        }
+    }
+
+    /// Appends the events so far to the trace file, in one write: once a call, at its end
+    /// (or when it is dropped unfinished: cancelled).
+    fn flush(&mut self) {
+        let Some(state) = &self.state else {
+            return;
+        };
+        if self.lines.is_empty() || state.trace_mount.is_none() {
+            self.lines.clear();
+            return;
+        }
+        let mut text = self.lines.join("\n");
+        text.push('\n');
+        self.lines.clear();
+        if let Err(e) = state.write(EVENTS_FILE, text.as_bytes(), true) {
+            tracing::warn!(session = %self.session.id, error = %e, "cannot write the trace file");
+        }
+    }
+}
+
+impl Drop for CallTrace<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// The detail of a `file.*` event: the fields of each side present when it is (a
+/// file's `sha256` null when not known), those of a side that is not a file left out.
+#[derive(Serialize)]
+struct FileEvent<'a> {
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_type: Option<EntryType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_sha256: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_text: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_link: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_type: Option<EntryType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_sha256: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_text: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_link: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    appended_from: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    appended_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff_bytes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff_ref: Option<String>,
+}
+
+/// One side of a change, as its `before_*` or `after_*` fields.
+#[derive(Default)]
+struct Side<'a> {
+    kind: Option<EntryType>,
+    bytes: Option<u64>,
+    sha256: Option<Option<String>>,
+    text: Option<bool>,
+    link: Option<&'a str>,
+}
+
+impl<'a> Side<'a> {
+    fn of(entry: Option<&'a Entry>) -> Side<'a> {
+        let Some(entry) = entry else {
+            return Side::default();
+        };
+        let file = entry.kind == EntryType::File;
+        Side {
+            kind: Some(entry.kind),
+            bytes: file.then_some(entry.bytes),
+            sha256: file.then(|| entry.sha256.as_ref().map(files::hex)),
+            text: entry.text.filter(|_| file),
+            link: entry.link.as_deref().map(bounded),
+        }
+    }
+}
+
+/// `text` cut to [`TRACE_TEXT_BYTES`] at a character boundary.
+fn bounded(text: &str) -> &str {
+    if text.len() <= TRACE_TEXT_BYTES {
+        return text;
+    }
+    let mut end = TRACE_TEXT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
