@@ -1,7 +1,7 @@
 //! hookhost: a sandboxed runtime for hooks around AI agent tool calls.
 //!
 //! Hooks and tools are WebAssembly components of the WIT package `harness:hooks`, at
-//! 0.2.0 or 0.1.0 (see `wit/`; one chain may mix them). A [`Runtime`] loads them from a [`Config`]'s checked [`config::Plan`], and every
+//! 0.2.0 or 0.1.0 (see `wit/` and [`abi`]; one chain may mix them). A [`Runtime`] loads them from a [`Config`]'s checked [`config::Plan`], and every
 //! [`Runtime::call`] runs the hook chain around the tool, like an onion: `before-execute`
 //! from the outermost hook in, the tool, then `after-execute` from the innermost hook out
 //! (see [`chain`]). Each component sees only the per-session directories it was granted
@@ -37,7 +37,7 @@
 //! | [`config`] | the operator's file, checked once into a [`config::Plan`] |
 //! | [`tools`] | tools: components, `bash` in its sandbox, upstream MCP servers |
 //! | [`runtime`] | a [`Runtime`] built from a plan: the chain around every call |
-//! | [`check`], [`agents`], [`mcp`] | `component check`; agents' own hook protocols; serving MCP |
+//! | [`check`], [`agents`], [`mcp`] | `component check` (the hook and tool suites); agents' own hook protocols; serving MCP (stdio, HTTP) |
 
 pub mod abi;
 pub mod agents;

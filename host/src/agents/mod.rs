@@ -21,12 +21,13 @@ pub mod protocol;
 pub mod tools;
 
 use crate::abi::{CallContext, ToolCall, ToolResult};
-use crate::chain::FailurePolicy;
+use crate::chain::{FailurePolicy, HookChain};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::MAX_HOOK_INPUT_BYTES;
 use crate::runtime::Runtime;
 use crate::sessions::{Session, hook_calls_dir};
-use protocol::{Answer, Decision, HookInput, Options};
+use crate::trace::CallTrace;
+use protocol::{AgentCall, Answer, Decision, HookInput, Options};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -394,111 +395,33 @@ pub async fn handle(
         return Ok(nothing());
     };
     let canonical = tools::canonical(agent, &call.name);
-    let mut tool_call = ToolCall {
+    let tool_call = ToolCall {
         id: call.id.clone(),
         name: canonical.unwrap_or(&call.name).to_string(),
         arguments: call.input.to_string(),
     };
     let alias = canonical.map(|_| call.name.as_str());
-    let mut ctx = CallContext {
+    let ctx = CallContext {
         session_id: session.id.to_string(),
         tenant_id: session.tenant.to_string(),
         values: Vec::new(),
     };
-    let chain = runtime.chain(&session.tenant);
-    let started = Instant::now();
     let traced_name = tool_call.name.clone();
-    let mut trace = runtime.tracer().begin(&session, &call.id, &traced_name);
+    let trace = runtime.tracer().begin(&session, &call.id, &traced_name);
+    let mut turn = Turn {
+        runtime,
+        agent,
+        session: &session,
+        chain: runtime.chain(&session.tenant),
+        tool_call,
+        canonical,
+        alias,
+        ctx,
+        started: Instant::now(),
+    };
     let decision = match event {
-        Event::PreTool => {
-            let original = tool_call.arguments.clone();
-            let passage = chain
-                .enter(&session, &mut ctx, &mut tool_call, alias, &mut trace)
-                .await;
-            let decision = match &passage.refusal {
-                Some(refused) => Decision::Deny {
-                    reason: refused.output.clone(),
-                },
-                None if tool_call.arguments != original => {
-                    match serde_json::from_str(&tool_call.arguments) {
-                        Ok(input) => Decision::Rewrite { input },
-                        Err(_) => Decision::Pass,
-                    }
-                }
-                None => Decision::Pass,
-            };
-            if passage.refusal.is_none() {
-                let pending = Pending {
-                    entered: passage
-                        .entered()
-                        .map(|(layer, c)| (layer.to_string(), c.name.clone(), c.arguments.clone()))
-                        .collect(),
-                    values: ctx.values.clone(),
-                };
-                save_pending(runtime.data_root(), &session, &call.id, &pending);
-            }
-            // The `after-execute` of the layers entered runs at the post-tool event; a
-            // refused call has none, so they run now, as in hookhost's own calls.
-            if let Some(refused) = passage.refusal.clone() {
-                let mut passage = passage;
-                passage.refusal = None;
-                chain
-                    .leave(&session, &ctx, passage, refused, &mut trace)
-                    .await;
-            }
-            trace.finish("pre-tool", 0, started.elapsed());
-            decision
-        }
-        Event::PostTool => {
-            let response = call.response.as_ref().unwrap_or(&serde_json::Value::Null);
-            let result = match (agent, call.name.as_str()) {
-                (Agent::ClaudeCode, "TaskCreate" | "TaskUpdate") => {
-                    let dir = hook_calls_dir(runtime.data_root(), &session.tenant, &session.id);
-                    let todos = tools::claude_tasks(&dir, &call.name, &call.input, response)?;
-                    ToolResult::text(serde_json::json!({ "todos": todos }).to_string())
-                }
-                _ => tools::result(canonical, &call.input, response),
-            };
-            let pending = take_pending(runtime.data_root(), &session, &call.id);
-            let entered: Vec<(String, ToolCall)> = match pending {
-                Some(pending) => {
-                    ctx.values = pending.values;
-                    pending
-                        .entered
-                        .into_iter()
-                        .map(|(layer, name, arguments)| {
-                            let call = ToolCall {
-                                id: call.id.clone(),
-                                name,
-                                arguments,
-                            };
-                            (layer, call)
-                        })
-                        .collect()
-                }
-                // No pre-tool event ran for this call: every layer that wraps the tool
-                // gets its `after-execute` with the call as the agent made it.
-                None => chain
-                    .layers()
-                    .iter()
-                    .filter(|l| l.wraps(&tool_call.name, alias))
-                    .map(|l| (l.name.clone(), tool_call.clone()))
-                    .collect(),
-            };
-            let passage = chain.resume(&session, entered, result.is_error);
-            let original = result.output.clone();
-            let (result, outcome) = chain
-                .leave(&session, &ctx, passage, result, &mut trace)
-                .await;
-            trace.finish(outcome, result.output.len(), started.elapsed());
-            if result.output == original {
-                Decision::Pass
-            } else {
-                Decision::Replace {
-                    output: for_agent(agent, &session, &result),
-                }
-            }
-        }
+        Event::PreTool => turn.pre_tool(trace).await,
+        Event::PostTool => turn.post_tool(&call, trace).await?,
         Event::SessionStart | Event::SessionEnd => Decision::Pass,
     };
     Ok(protocol::answer(
@@ -508,6 +431,141 @@ pub async fn handle(
         decision,
         settings.options,
     ))
+}
+
+/// One tool event of an agent's session, on its way through the chain.
+struct Turn<'r> {
+    runtime: &'r Runtime,
+    agent: Agent,
+    session: &'r Session,
+    chain: &'r HookChain,
+    /// The call as the chain sees it: the canonical tool's name when there is one.
+    tool_call: ToolCall,
+    /// The name of the hookhost tool the agent's tool is, if any.
+    canonical: Option<&'static str>,
+    /// The agent's own name for it, when it has a canonical one.
+    alias: Option<&'r str>,
+    ctx: CallContext,
+    started: Instant,
+}
+
+impl Turn<'_> {
+    /// Before the agent runs its tool: the `before-execute` phases, kept for the post-tool
+    /// event, or the refusal.
+    async fn pre_tool(&mut self, mut trace: CallTrace<'_>) -> Decision {
+        let original = self.tool_call.arguments.clone();
+        let passage = self
+            .chain
+            .enter(
+                self.session,
+                &mut self.ctx,
+                &mut self.tool_call,
+                self.alias,
+                &mut trace,
+            )
+            .await;
+        let decision = match &passage.refusal {
+            Some(refused) => Decision::Deny {
+                reason: refused.output.clone(),
+            },
+            None if self.tool_call.arguments != original => {
+                match serde_json::from_str(&self.tool_call.arguments) {
+                    Ok(input) => Decision::Rewrite { input },
+                    Err(_) => Decision::Pass,
+                }
+            }
+            None => Decision::Pass,
+        };
+        if passage.refusal.is_none() {
+            let pending = Pending {
+                entered: passage
+                    .entered()
+                    .map(|(layer, c)| (layer.to_string(), c.name.clone(), c.arguments.clone()))
+                    .collect(),
+                values: self.ctx.values.clone(),
+            };
+            save_pending(
+                self.runtime.data_root(),
+                self.session,
+                &self.tool_call.id,
+                &pending,
+            );
+        }
+        // The `after-execute` of the layers entered runs at the post-tool event; a
+        // refused call has none, so they run now, as in hookhost's own calls.
+        if let Some(refused) = passage.refusal.clone() {
+            let mut passage = passage;
+            passage.refusal = None;
+            self.chain
+                .leave(self.session, &self.ctx, passage, refused, &mut trace)
+                .await;
+        }
+        trace.finish("pre-tool", 0, self.started.elapsed());
+        decision
+    }
+
+    /// After the agent ran its tool: the `after-execute` phases of the layers its pre-tool
+    /// event entered (or of every layer that wraps the tool, when there was none).
+    async fn post_tool(
+        &mut self,
+        call: &AgentCall,
+        mut trace: CallTrace<'_>,
+    ) -> anyhow::Result<Decision> {
+        let response = call.response.as_ref().unwrap_or(&serde_json::Value::Null);
+        let result = match (self.agent, call.name.as_str()) {
+            (Agent::ClaudeCode, "TaskCreate" | "TaskUpdate") => {
+                let dir = hook_calls_dir(
+                    self.runtime.data_root(),
+                    &self.session.tenant,
+                    &self.session.id,
+                );
+                let todos = tools::claude_tasks(&dir, &call.name, &call.input, response)?;
+                ToolResult::text(serde_json::json!({ "todos": todos }).to_string())
+            }
+            _ => tools::result(self.canonical, &call.input, response),
+        };
+        let pending = take_pending(self.runtime.data_root(), self.session, &call.id);
+        let entered: Vec<(String, ToolCall)> = match pending {
+            Some(pending) => {
+                self.ctx.values = pending.values;
+                pending
+                    .entered
+                    .into_iter()
+                    .map(|(layer, name, arguments)| {
+                        let call = ToolCall {
+                            id: call.id.clone(),
+                            name,
+                            arguments,
+                        };
+                        (layer, call)
+                    })
+                    .collect()
+            }
+            // No pre-tool event ran for this call: every layer that wraps the tool
+            // gets its `after-execute` with the call as the agent made it.
+            None => self
+                .chain
+                .layers()
+                .iter()
+                .filter(|l| l.wraps(&self.tool_call.name, self.alias))
+                .map(|l| (l.name.clone(), self.tool_call.clone()))
+                .collect(),
+        };
+        let passage = self.chain.resume(self.session, entered, result.is_error);
+        let original = result.output.clone();
+        let (result, outcome) = self
+            .chain
+            .leave(self.session, &self.ctx, passage, result, &mut trace)
+            .await;
+        trace.finish(outcome, result.output.len(), self.started.elapsed());
+        Ok(if result.output == original {
+            Decision::Pass
+        } else {
+            Decision::Replace {
+                output: for_agent(self.agent, self.session, &result),
+            }
+        })
+    }
 }
 
 /// Whether a layer that wraps `tool` (an agent's, with its canonical alias) refuses calls

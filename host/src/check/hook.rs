@@ -15,6 +15,8 @@ use crate::{Runtime, TenantId};
 use std::time::{Duration, Instant};
 
 /// The behaviour suite of a hook: each case on a fresh instance, as a call gets one.
+// One loop over the cases, longer than most functions here: each case's phases share
+// one instance and its timings, and a failure ends the case or (a timeout) the suite.
 pub(super) async fn check(
     runtime: &Runtime,
     session: &Session,

@@ -25,7 +25,6 @@ pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, Sqlite
 pub use tenants::{Tenant, Tenants, WorkdirTemplate};
 
 use crate::ids::{SessionId, TenantId};
-use crate::limits::QUOTA_CHECK_INTERVAL;
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
 use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
 use crate::secret::Secret;
@@ -619,52 +618,6 @@ impl Sessions {
         Ok(report)
     }
 
-    /// Measures the disk use of every tenant with a quota afresh (a walk of its session and
-    /// tenant directories each, off the executor) and keeps it: at start and after a sweep,
-    /// so that calls only apply what they change.
-    ///
-    /// # Errors
-    ///
-    /// [`SessionError`] when the table cannot be read.
-    pub async fn measure_quotas(&self) -> Result<(), SessionError> {
-        self.usage.clear();
-        for tenant in self.tenants.with_quota() {
-            let usage = self.measure_tenant(tenant).await?;
-            self.usage.set(tenant, usage);
-        }
-        Ok(())
-    }
-
-    /// Disk used by `session` and by its tenant, against the tenant's quota, measured now
-    /// (without following symlinks).
-    ///
-    /// # Errors
-    ///
-    /// [`SessionError`] when the tenant's sessions cannot be listed or resolved.
-    pub async fn usage(&self, session: &Session) -> Result<DiskUsage, SessionError> {
-        let tenant = self.measure_tenant(&session.tenant).await?;
-        Ok(DiskUsage {
-            session: quota::measure_async(owned(session.own_dirs())).await,
-            tenant,
-            quota: self.tenants.quota(&session.tenant),
-        })
-    }
-
-    /// Each tenant with a quota: the bytes it uses as kept (not walked; `None` until
-    /// measured) and its byte quota.
-    pub fn kept_disk_use(&self) -> Vec<(TenantId, Option<u64>, Option<u64>)> {
-        self.tenants
-            .with_quota()
-            .map(|tenant| {
-                (
-                    tenant.clone(),
-                    self.usage.get(tenant).map(|u| u.bytes),
-                    self.tenants.quota(tenant).bytes,
-                )
-            })
-            .collect()
-    }
-
     /// Whether a call of the session `key` runs here now.
     fn is_running(&self, key: &SessionKey) -> bool {
         self.in_flight
@@ -687,90 +640,6 @@ impl Sessions {
             map: &self.in_flight,
             key,
         }
-    }
-
-    /// Runs `call` (a call of `session`) within its tenant's disk quota, if it has one:
-    /// refused when the tenant is at its quota; stopped as soon as it takes the tenant over
-    /// it (see [`quota`]); its output withheld when it ends over it. Only the mounts the
-    /// call may write in (`writable`, virtual paths) are measured around it; the tenant's
-    /// use is kept, not walked.
-    ///
-    /// # Errors
-    ///
-    /// What the agent is told when the call was refused, stopped or its output withheld.
-    pub async fn within_quota<T>(
-        &self,
-        session: &Session,
-        writable: &BTreeSet<&str>,
-        call: impl Future<Output = T>,
-    ) -> Result<T, String> {
-        let quota = self.tenants.quota(&session.tenant);
-        if !quota.is_set() {
-            return Ok(call.await);
-        }
-        let tenant = &session.tenant;
-        let used = match self.tenant_usage(tenant).await {
-            Ok(used) => used,
-            Err(e) => {
-                tracing::warn!(%tenant, error = %e, "cannot measure disk use");
-                return Ok(call.await);
-            }
-        };
-        if let Some(over) = quota.exceeded(used, true) {
-            return Err(format!(
-                "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
-            ));
-        }
-        let dirs = owned(session.quota_dirs(writable));
-        let before = quota::measure_async(dirs.clone()).await;
-        let watch = async {
-            loop {
-                tokio::time::sleep(QUOTA_CHECK_INTERVAL).await;
-                let now = quota::measure_async(dirs.clone()).await;
-                if let Some(over) = quota.exceeded(used.moved(before, now), false) {
-                    return over;
-                }
-            }
-        };
-        let result = tokio::select! {
-            result = call => Ok(result),
-            over = watch => {
-                tracing::warn!(%tenant, session = %session.id, over, "disk quota exceeded during a call; stopped");
-                Err(format!(
-                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
-                ))
-            }
-        };
-        let after = quota::measure_async(dirs).await;
-        self.usage.moved(tenant, before, after);
-        match quota.exceeded(used.moved(before, after), false) {
-            Some(over) if result.is_ok() => {
-                tracing::warn!(%tenant, over, "disk quota exceeded by a call");
-                Err(format!(
-                    "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
-                ))
-            }
-            _ => result,
-        }
-    }
-
-    /// `tenant`'s use as kept; measured (off the executor) if it was not (another process
-    /// swept, or measuring failed at start).
-    async fn tenant_usage(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
-        if let Some(usage) = self.usage.get(tenant) {
-            return Ok(usage);
-        }
-        let usage = self.measure_tenant(tenant).await?;
-        self.usage.set(tenant, usage);
-        Ok(usage)
-    }
-
-    /// Walks all of `tenant`'s session and tenant directories: what its quota counts.
-    async fn measure_tenant(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
-        let dirs = self
-            .mount_dirs(Some(tenant), |m| m.scope != Scope::Persistent)
-            .await?;
-        Ok(quota::measure_async(dirs).await)
     }
 
     /// The host directories of the mounts that `keep` accepts, of every session of

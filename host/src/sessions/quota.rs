@@ -16,7 +16,11 @@
 //! tenant's) and count every entry — files, directories, links — so empty files are not
 //! free.
 
+use super::{DiskUsage, Session, SessionError, Sessions, owned};
 use crate::ids::TenantId;
+use crate::limits::QUOTA_CHECK_INTERVAL;
+use crate::mounts::Scope;
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -131,6 +135,139 @@ pub async fn measure_async(dirs: Vec<PathBuf>) -> Usage {
     tokio::task::spawn_blocking(move || measure(dirs.iter().map(PathBuf::as_path)))
         .await
         .unwrap_or_default()
+}
+
+/// A tenant's disk use as the session table sees it: measured, kept, enforced around calls.
+impl Sessions {
+    /// Measures the disk use of every tenant with a quota afresh (a walk of its session and
+    /// tenant directories each, off the executor) and keeps it: at start and after a sweep,
+    /// so that calls only apply what they change.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when the table cannot be read.
+    pub async fn measure_quotas(&self) -> Result<(), SessionError> {
+        self.usage.clear();
+        for tenant in self.tenants.with_quota() {
+            let usage = self.measure_tenant(tenant).await?;
+            self.usage.set(tenant, usage);
+        }
+        Ok(())
+    }
+
+    /// Disk used by `session` and by its tenant, against the tenant's quota, measured now
+    /// (without following symlinks).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when the tenant's sessions cannot be listed or resolved.
+    pub async fn usage(&self, session: &Session) -> Result<DiskUsage, SessionError> {
+        let tenant = self.measure_tenant(&session.tenant).await?;
+        Ok(DiskUsage {
+            session: measure_async(owned(session.own_dirs())).await,
+            tenant,
+            quota: self.tenants.quota(&session.tenant),
+        })
+    }
+
+    /// Each tenant with a quota: the bytes it uses as kept (not walked; `None` until
+    /// measured) and its byte quota.
+    pub fn kept_disk_use(&self) -> Vec<(TenantId, Option<u64>, Option<u64>)> {
+        self.tenants
+            .with_quota()
+            .map(|tenant| {
+                (
+                    tenant.clone(),
+                    self.usage.get(tenant).map(|u| u.bytes),
+                    self.tenants.quota(tenant).bytes,
+                )
+            })
+            .collect()
+    }
+
+    /// Runs `call` (a call of `session`) within its tenant's disk quota, if it has one:
+    /// refused when the tenant is at its quota; stopped as soon as it takes the tenant over
+    /// it (see [`quota`]); its output withheld when it ends over it. Only the mounts the
+    /// call may write in (`writable`, virtual paths) are measured around it; the tenant's
+    /// use is kept, not walked.
+    ///
+    /// # Errors
+    ///
+    /// What the agent is told when the call was refused, stopped or its output withheld.
+    pub async fn within_quota<T>(
+        &self,
+        session: &Session,
+        writable: &BTreeSet<&str>,
+        call: impl Future<Output = T>,
+    ) -> Result<T, String> {
+        let quota = self.tenants.quota(&session.tenant);
+        if !quota.is_set() {
+            return Ok(call.await);
+        }
+        let tenant = &session.tenant;
+        let used = match self.tenant_usage(tenant).await {
+            Ok(used) => used,
+            Err(e) => {
+                tracing::warn!(%tenant, error = %e, "cannot measure disk use");
+                return Ok(call.await);
+            }
+        };
+        if let Some(over) = quota.exceeded(used, true) {
+            return Err(format!(
+                "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
+            ));
+        }
+        let dirs = owned(session.quota_dirs(writable));
+        let before = measure_async(dirs.clone()).await;
+        let watch = async {
+            loop {
+                tokio::time::sleep(QUOTA_CHECK_INTERVAL).await;
+                let now = measure_async(dirs.clone()).await;
+                if let Some(over) = quota.exceeded(used.moved(before, now), false) {
+                    return over;
+                }
+            }
+        };
+        let result = tokio::select! {
+            result = call => Ok(result),
+            over = watch => {
+                tracing::warn!(%tenant, session = %session.id, over, "disk quota exceeded during a call; stopped");
+                Err(format!(
+                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
+                ))
+            }
+        };
+        let after = measure_async(dirs).await;
+        self.usage.moved(tenant, before, after);
+        match quota.exceeded(used.moved(before, after), false) {
+            Some(over) if result.is_ok() => {
+                tracing::warn!(%tenant, over, "disk quota exceeded by a call");
+                Err(format!(
+                    "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
+                ))
+            }
+            _ => result,
+        }
+    }
+
+    /// `tenant`'s use as kept; measured (off the executor) if it was not (another process
+    /// swept, or measuring failed at start).
+    async fn tenant_usage(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
+        if let Some(usage) = self.usage.get(tenant) {
+            return Ok(usage);
+        }
+        let usage = self.measure_tenant(tenant).await?;
+        self.usage.set(tenant, usage);
+        Ok(usage)
+    }
+
+    /// Walks all of `tenant`'s session and tenant directories: what its quota counts.
+    async fn measure_tenant(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
+        let dirs = self
+            .mount_dirs(Some(tenant), |m| m.scope != Scope::Persistent)
+            .await?;
+        Ok(measure_async(dirs).await)
+    }
 }
 
 #[cfg(test)]
