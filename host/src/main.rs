@@ -140,27 +140,35 @@ fn main() -> ExitCode {
 async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) -> Result<ExitCode> {
     let loaded = loaded?;
     let data = data_dir(cli.data.as_deref(), &loaded.config)?;
-    let plan = loaded.plan.clone();
+    // `config check` takes the config as written too; every other command only its plan.
+    if let Command::Config(command) = cli.command {
+        return cli::config::run(command, loaded, cli.config.as_deref(), &data).await;
+    }
+    let plan = loaded.plan;
     match cli.command {
-        Command::Call(args) => cli::call::call(args, &plan, &data).await,
+        Command::Call(args) => cli::call::call(args, plan, &data).await,
         Command::Session(command) => {
             cli::session::run(command, plan, &data).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tools => cli::call::tools(&plan, &data).await,
-        Command::Config(command) => {
-            cli::config::run(command, loaded, cli.config.as_deref(), &data).await
-        }
+        Command::Tools => cli::call::tools(plan, &data).await,
+        Command::Config(_) => unreachable!("answered above"),
         Command::Component(cli::component::ComponentCommand::Check(args)) => {
             cli::component::check(args, &data).await
         }
         Command::SandboxShell { .. } => unreachable!("served before the runtime starts"),
         Command::Hook(args) => {
-            let flags = (cli.config.as_deref(), cli.data.as_deref());
-            cli::hook::hook(args, &plan, &data, flags.0, flags.1).await
+            cli::hook::hook(
+                args,
+                plan,
+                &data,
+                cli.config.as_deref(),
+                cli.data.as_deref(),
+            )
+            .await
         }
         Command::Demo => {
-            let runtime = cli::start(&plan, &data, OneShot::Calls).await?;
+            let runtime = cli::start(plan, &data, OneShot::Calls).await?;
             demo::run(&runtime).await?;
             Ok(ExitCode::SUCCESS)
         }

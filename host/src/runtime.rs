@@ -419,7 +419,7 @@ impl Runtime {
         });
         configured
             .chain(self.upstream_listing())
-            .filter(|t| self.may_call(tenant, &t.name))
+            .filter(|t| self.sessions.tenants().may_call(tenant, &t.name))
             .collect()
     }
 
@@ -428,11 +428,6 @@ impl Runtime {
             .iter()
             .filter_map(|(_, server)| server.as_ref())
             .flat_map(|server| server.listing())
-    }
-
-    /// Whether `tenant`'s allow-list lets it call `tool`.
-    fn may_call(&self, tenant: &TenantId, tool: &str) -> bool {
-        self.sessions.tenants().may_call(tenant, tool)
     }
 
     /// The tool called `name`: a configured one, or an upstream server's.
@@ -515,7 +510,7 @@ impl Runtime {
     ) -> Result<(ToolResult, Option<Extras>), CallError> {
         let target = self
             .tool(tool)
-            .filter(|_| self.may_call(&session.tenant, tool))
+            .filter(|_| self.sessions.tenants().may_call(&session.tenant, tool))
             .ok_or_else(|| {
                 let name = tool.to_string();
                 if self.tools.iter().next().is_none() && self.upstreams.is_empty() {

@@ -34,7 +34,7 @@ pub struct CallArgs {
 
 /// Calls the tool in a session (a new one unless `--session`) and prints its output; exit
 /// 1 when it is an error.
-pub async fn call(args: CallArgs, plan: &Plan, data: &Path) -> Result<ExitCode> {
+pub async fn call(args: CallArgs, plan: Plan, data: &Path) -> Result<ExitCode> {
     let CallArgs {
         session,
         tenant,
@@ -48,13 +48,13 @@ pub async fn call(args: CallArgs, plan: &Plan, data: &Path) -> Result<ExitCode> 
         .map(SessionId::new)
         .transpose()
         .context("--session")?;
-    let runtime = start(plan, data, OneShot::Calls).await?;
-    let kept: Vec<&str> = plan
+    let kept: Vec<String> = plan
         .hooks
         .iter()
         .filter(|h| h.instance == hookhost::chain::InstanceMode::PerSession)
-        .map(|h| h.component.name.as_str())
+        .map(|h| h.component.name.clone())
         .collect();
+    let runtime = start(plan, data, OneShot::Calls).await?;
     if session_id.is_some() && !kept.is_empty() {
         eprintln!(
             "hookhost: note: {} kept per session start afresh in each `hookhost call`; \
@@ -94,7 +94,7 @@ pub async fn call(args: CallArgs, plan: &Plan, data: &Path) -> Result<ExitCode> 
 }
 
 /// Prints the tools the config serves: name and description.
-pub async fn tools(plan: &Plan, data: &Path) -> Result<ExitCode> {
+pub async fn tools(plan: Plan, data: &Path) -> Result<ExitCode> {
     let runtime = start(plan, data, OneShot::Calls).await?;
     for tool in runtime.tools() {
         println!("{}\t{}", tool.name, tool.description);

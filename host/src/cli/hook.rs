@@ -63,7 +63,7 @@ pub enum HookCommand {
 /// installed command repeats.
 pub async fn hook(
     args: HookArgs,
-    plan: &Plan,
+    plan: Plan,
     data: &Path,
     config: Option<&Path>,
     data_flag: Option<&Path>,

@@ -15,8 +15,8 @@ use std::path::Path;
 
 /// The runtime of a one-shot command (every command but `serve`), with `part` of the
 /// config.
-pub async fn start(plan: &Plan, data: &Path, part: OneShot) -> Result<Runtime> {
-    Runtime::new(plan.clone().one_shot(part), data)
+pub async fn start(plan: Plan, data: &Path, part: OneShot) -> Result<Runtime> {
+    Runtime::new(plan.one_shot(part), data)
         .await
         .context("starting the runtime")
 }

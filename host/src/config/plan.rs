@@ -1,11 +1,11 @@
 //! The [`Plan`]: the config checked and typed, what a runtime is built from.
 
 use super::UpstreamConfig;
-use super::file::EngineConfig;
+use super::file::{EngineConfig, TraceConfig};
 use crate::chain::{FailurePolicy, InstanceMode};
 use crate::component::ComponentRef;
 use crate::ids::{TenantId, ToolMatch};
-use crate::limits::{DEFAULT_TRACE_DIFF_BYTES, LimitOverrides, Limits, ShellPolicy};
+use crate::limits::{LimitOverrides, Limits, ShellPolicy};
 use crate::mounts::MountTable;
 use crate::sandbox::{Grants, Settings};
 use crate::secret::Secret;
@@ -61,6 +61,7 @@ impl Plan {
     /// and every table's defaults: what a program composes a plan on (`component check`
     /// adds the one component it checks).
     pub fn new(mounts: MountTable, source: &str) -> Plan {
+        let trace = TraceConfig::default();
         Plan {
             mounts,
             tools: Vec::new(),
@@ -74,9 +75,9 @@ impl Plan {
             max_memory_bytes: Limits::default().memory_bytes,
             session_store: None,
             trace: TraceSettings {
-                enabled: true,
+                enabled: trace.enabled,
                 mount: None,
-                diff_bytes: DEFAULT_TRACE_DIFF_BYTES,
+                diff_bytes: trace.diff_bytes,
                 watch: true,
             },
             otlp_endpoint: None,
