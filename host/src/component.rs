@@ -66,24 +66,15 @@ impl ComponentRef {
     }
 }
 
-/// The settings each built-in reads, with their types: a config giving a built-in any
-/// other key, or a value of another type, is refused when it is loaded (a typo must not
-/// silently become a default). Keep in step with the guests' docs.
-pub const BUILTIN_SETTINGS: &[(&str, &[(&str, SettingType)])] = &[
-    (
-        "offload",
-        &[
-            ("threshold", SettingType::Count),
-            ("preview_lines", SettingType::Count),
-            ("exclude_tools", SettingType::Names),
-            ("dir", SettingType::Text),
-        ],
-    ),
-    ("audit", &[("file", SettingType::Text)]),
-    (
-        "plan-writer",
-        &[("tool", SettingType::Text), ("dir", SettingType::Text)],
-    ),
+/// The settings each built-in tool reads, with their types: a config giving one any other
+/// key, or a value of another type, is refused (a typo must not silently become a
+/// default).
+///
+/// Hooks describe their own settings (`hook-info`, the built-in ones included), and the
+/// host checks a config against that when it loads them; the `tool` world of
+/// `harness:hooks@0.2.0` has no such export, so the built-in tools' settings are listed
+/// here, beside the tools' docs in `guest-tools/`.
+pub const BUILTIN_TOOL_SETTINGS: &[(&str, &[(&str, SettingType)])] = &[
     ("todo_write", &[("file", SettingType::Text)]),
     ("read_file", &[]),
     ("write_file", &[]),
@@ -91,13 +82,13 @@ pub const BUILTIN_SETTINGS: &[(&str, &[(&str, SettingType)])] = &[
 ];
 
 impl ComponentRef {
-    /// The settings a built-in declares; `None` for a component file (it declares none
-    /// the host can check).
-    pub fn declared_settings(&self) -> Option<&'static [(&'static str, SettingType)]> {
+    /// The settings a built-in tool takes; `None` for a hook or a component file (a hook
+    /// says what it takes when it loads; a tool file declares nothing the host can check).
+    pub fn builtin_tool_settings(&self) -> Option<&'static [(&'static str, SettingType)]> {
         let ComponentRef::Builtin(name) = self else {
             return None;
         };
-        BUILTIN_SETTINGS
+        BUILTIN_TOOL_SETTINGS
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, settings)| *settings)

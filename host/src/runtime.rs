@@ -49,8 +49,9 @@ pub enum StartError {
 }
 
 /// Refuses the settings a 0.2.0 hook that describes itself does not declare, or of
-/// another type than it declares, as the config refuses them for a built-in.
+/// another type than it declares, naming the line of `source` (the config) that gives it.
 async fn check_declared_settings(
+    source: &str,
     hook: &ComponentPlan,
     describe: &DescribedHookPre<crate::sandbox::StoreState>,
     sandbox: &Sandbox,
@@ -68,13 +69,20 @@ async fn check_declared_settings(
         .map(|(t, name)| (name, t))
         .collect();
     let component = hook.component.to_string();
-    for (key, value) in &hook.setting_values {
-        if let Some(problem) = config::setting_problem(&component, &declared, key, value) {
-            return Err(StartError::Settings(format!(
-                "hooks.{}.settings{problem}",
-                hook.name
-            )));
-        }
+    for (key, written) in &hook.setting_values {
+        let Some(problem) = config::setting_problem(&component, &declared, key, &written.value)
+        else {
+            continue;
+        };
+        let what = format!("hooks.{}.settings{problem}", hook.name);
+        return Err(match written.line {
+            Some(line) => StartError::Config(ConfigError::Invalid {
+                file: source.to_string(),
+                line,
+                what,
+            }),
+            None => StartError::Settings(what),
+        });
     }
     Ok(())
 }
@@ -153,6 +161,7 @@ async fn connect_upstreams(
 /// The hook components of `hooks`, loaded, and the settings of those that describe
 /// themselves checked against their description: the chain's layers, outermost first.
 async fn load_hooks(
+    source: &str,
     hooks: Vec<HookPlan>,
     loader: &ComponentLoader,
     sandbox: &Arc<Sandbox>,
@@ -167,7 +176,7 @@ async fn load_hooks(
                 source,
             })?;
         if let Some(describe) = pre.describer() {
-            check_declared_settings(spec, describe, sandbox).await?;
+            check_declared_settings(source, spec, describe, sandbox).await?;
         }
         let spec = hook.component;
         layers.push(Arc::new(HookLayer {
@@ -270,7 +279,7 @@ impl Runtime {
         }
 
         let (upstreams, tools_changed) = connect_upstreams(&plan.upstreams).await;
-        let layers = load_hooks(plan.hooks, &loader, &sandbox).await?;
+        let layers = load_hooks(&plan.source, plan.hooks, &loader, &sandbox).await?;
         let tenant_chains = sessions
             .tenants()
             .iter()

@@ -293,6 +293,16 @@ fn component_check_passes_the_four_examples_and_config_check_describes_them() {
             "{report}"
         );
         assert_eq!(report.matches("\n  FAIL ").count(), 0, "{report}");
+        if file == "rust-budget.wasm" {
+            assert!(
+                report.contains(
+                    "describes itself: Refuses a session's calls beyond a budget; settings: \
+                     max_calls (a non-negative integer, default 200), file (a string, default \
+                     \"/budget/calls\")"
+                ),
+                "{report}"
+            );
+        }
     }
 
     // The C guard refuses the ordinary call of the suite when told to: a refusal is a

@@ -183,8 +183,8 @@ async fn a_0_2_0_hook_that_describes_itself_is_checked_against_its_description()
     let report = checked(fixtures::OUTCOME_HOOK, CheckOptions::default()).await;
     assert!(report.conforms(), "{:#?}", report.findings);
     assert!(report.findings.iter().any(|f| f.text
-        == "describes itself: Reports the call-outcome it is told.; settings: mode (a string), \
-            tag (a string)"));
+        == "describes itself: Reports the call-outcome it is told.; settings: mode (a string, \
+            default report), tag (a string, default outcome)"));
 
     let mut options = CheckOptions::default();
     options.settings.insert("colour".into(), "red".into());
@@ -215,4 +215,52 @@ async fn a_hook_that_grows_its_memory_past_the_cap_fails() {
             ),
         "{failed:#?}"
     );
+}
+
+#[tokio::test]
+async fn the_built_in_hooks_describe_their_settings_with_defaults_a_config_can_write() {
+    use hookhost::abi::v0_2::describe_hook;
+    let host = hookhost_tests::TestHost::new("").await;
+    let runtime = &host.runtime;
+    for (name, settings) in [
+        (
+            "offload",
+            &["threshold", "preview_lines", "exclude_tools", "dir"][..],
+        ),
+        ("audit", &["file"]),
+        ("plan-writer", &["tool", "dir"]),
+    ] {
+        let component = ComponentRef::Builtin(name.into());
+        let pre = runtime.loader().hook(&component, false).unwrap();
+        let describe = pre.describer().expect("a built-in hook describes itself");
+        let description = describe_hook(
+            describe,
+            runtime.sandbox(),
+            &Default::default(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+        assert!(!description.summary.is_empty(), "{name}");
+        let names: Vec<&str> = description
+            .settings
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(names, settings, "{name}");
+        for setting in &description.settings {
+            // The default, as a config would write it, is a value of the setting's type.
+            let default = setting
+                .default
+                .as_deref()
+                .expect("every built-in setting has one");
+            let written: toml::Table = toml::from_str(&format!("v = {default}"))
+                .unwrap_or_else(|e| panic!("{name}.{}: {default}: {e}", setting.name));
+            assert!(
+                setting.setting_type().accepts(&written["v"]),
+                "{name}.{}: {default}",
+                setting.name
+            );
+        }
+    }
 }

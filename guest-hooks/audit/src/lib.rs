@@ -17,8 +17,8 @@
 
 use hookhost_hook::files::Appender;
 use hookhost_hook::{
-    After, CallContext, CallOutcome, Hook, OutcomeKind, Phase, Proceed, ToolCall, ToolResult,
-    settings,
+    After, CallContext, CallOutcome, Describe, Hook, HookDescription, OutcomeKind, Phase, Proceed,
+    ToolCall, ToolResult, settings,
 };
 use serde_json::{Map, Value, json};
 use std::cell::RefCell;
@@ -144,4 +144,17 @@ fn append(line: Map<String, Value>) -> Result<(), String> {
     .map_err(|e| format!("audit: cannot append to {file}: {e}"))
 }
 
-hookhost_hook::export!(Audit);
+impl Describe for Audit {
+    fn describe() -> HookDescription {
+        HookDescription::new(
+            "Appends one JSON line per event of every call it wraps to its audit log",
+        )
+        .text(
+            "file",
+            Some(DEFAULT_FILE),
+            "the log's path, in a granted mount",
+        )
+    }
+}
+
+hookhost_hook::export_described!(Audit);

@@ -19,7 +19,12 @@ mod reference;
 
 pub use reference::{Offloaded, Settings, Shape};
 
-use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, files, settings};
+use reference::{DEFAULT_DIR, DEFAULT_EXCLUDED, DEFAULT_PREVIEW_LINES, DEFAULT_THRESHOLD};
+
+use hookhost_hook::{
+    After, CallContext, CallOutcome, Describe, Hook, HookDescription, ToolCall, ToolResult, files,
+    settings,
+};
 use std::fs;
 
 struct Offload;
@@ -50,6 +55,34 @@ impl Hook for Offload {
     }
 }
 
+impl Describe for Offload {
+    fn describe() -> HookDescription {
+        HookDescription::new(
+            "Writes a tool output too large for the context window to a file and hands the model its path, size and a preview",
+        )
+        .count(
+            "threshold",
+            DEFAULT_THRESHOLD as u64,
+            "offload outputs longer than this many characters",
+        )
+        .count(
+            "preview_lines",
+            DEFAULT_PREVIEW_LINES as u64,
+            "lines of the output shown in the reference",
+        )
+        .names(
+            "exclude_tools",
+            DEFAULT_EXCLUDED,
+            "tools whose output is never offloaded",
+        )
+        .text(
+            "dir",
+            Some(DEFAULT_DIR),
+            "where offloaded files go, as the model sees the path",
+        )
+    }
+}
+
 /// Publishes `contents` at `path` whole or not at all: writes a temporary file beside it
 /// (`.NAME.partial`, exclusive), then renames it into place — the rename is what makes
 /// the reference true, so a reader never finds a torn file, even if this hook is stopped
@@ -73,4 +106,4 @@ fn write_exclusive(path: &str, contents: &str) -> std::io::Result<()> {
     renamed
 }
 
-hookhost_hook::export!(Offload);
+hookhost_hook::export_described!(Offload);

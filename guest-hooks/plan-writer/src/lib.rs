@@ -17,10 +17,18 @@
 //! through unchanged; a plan that cannot be written fails the hook with the reason, so the
 //! operator's `on_failure` policy decides.
 
-use hookhost_hook::{After, CallContext, CallOutcome, Hook, ToolCall, ToolResult, files, settings};
+use hookhost_hook::{
+    After, CallContext, CallOutcome, Describe, Hook, HookDescription, ToolCall, ToolResult, files,
+    settings,
+};
 use serde_json::Value;
 use std::fs;
 use std::time::SystemTime;
+
+/// The tool whose calls carry the todo list, unless the setting `tool` says otherwise.
+const DEFAULT_TOOL: &str = "todo_write";
+/// Where plans go unless the setting `dir` says otherwise.
+const DEFAULT_DIR: &str = "/plans";
 
 struct PlanWriter;
 
@@ -31,7 +39,7 @@ impl Hook for PlanWriter {
         _outcome: CallOutcome,
         result: ToolResult,
     ) -> After {
-        if call.name != settings::text_or("tool", "todo_write") || result.is_error {
+        if call.name != settings::text_or("tool", DEFAULT_TOOL) || result.is_error {
             return After::Keep;
         }
         let Some(todos) = parse_todos(&result.output) else {
@@ -39,7 +47,7 @@ impl Hook for PlanWriter {
             return After::Keep;
         };
         match write_plan(
-            &settings::text_or("dir", "/plans"),
+            &settings::text_or("dir", DEFAULT_DIR),
             &ctx.session_id,
             &call.id,
             &todos,
@@ -225,4 +233,22 @@ mod tests {
     }
 }
 
-hookhost_hook::export!(PlanWriter);
+impl Describe for PlanWriter {
+    fn describe() -> HookDescription {
+        HookDescription::new(
+            "Writes the session's todo list as a markdown plan after each successful todo_write",
+        )
+        .text(
+            "tool",
+            Some(DEFAULT_TOOL),
+            "the tool whose calls carry the todo list",
+        )
+        .text(
+            "dir",
+            Some(DEFAULT_DIR),
+            "where plans go, in a granted mount",
+        )
+    }
+}
+
+hookhost_hook::export_described!(PlanWriter);

@@ -175,7 +175,12 @@ async fn describe(runtime: &Runtime, layer: &HookLayer, limits: &Limits, report:
                 let settings: Vec<String> = d
                     .settings
                     .iter()
-                    .map(|s| format!("{} ({})", s.name, s.setting_type()))
+                    .map(|s| match &s.default {
+                        Some(default) => {
+                            format!("{} ({}, default {default})", s.name, s.setting_type())
+                        }
+                        None => format!("{} ({})", s.name, s.setting_type()),
+                    })
                     .collect();
                 report.add(
                     Verdict::Pass,

@@ -10,7 +10,7 @@
 
 use crate::chain::{FailurePolicy, InstanceMode};
 use crate::component::{ComponentLoader, ComponentRef, Import};
-use crate::config::{ComponentPlan, HookPlan, Plan, setting_problem, setting_text};
+use crate::config::{ComponentPlan, HookPlan, Plan, WrittenSetting, setting_problem, setting_text};
 use crate::failure::Failure;
 use crate::ids::ToolMatch;
 use crate::limits::{LimitOverrides, Limits};
@@ -468,7 +468,8 @@ fn scratch_plan(
     if let Some(why) = limits.out_of_range() {
         return Err(format!("--deadline-ms: {why}"));
     }
-    if let Some(declared) = component.declared_settings() {
+    // A hook's settings are checked when it loads, against what it says it takes.
+    if let Some(declared) = component.builtin_tool_settings() {
         let name = component.to_string();
         for (key, value) in &options.settings {
             if let Some(problem) = setting_problem(&name, declared, key, value) {
@@ -485,7 +486,17 @@ fn scratch_plan(
             .iter()
             .map(|(k, v)| (k.clone(), setting_text(v)))
             .collect(),
-        setting_values: options.settings.clone().into_iter().collect(),
+        setting_values: options
+            .settings
+            .iter()
+            .map(|(k, v)| {
+                let written = WrittenSetting {
+                    value: v.clone(),
+                    line: None,
+                };
+                (k.clone(), written)
+            })
+            .collect(),
         limits,
         allow_unknown_imports: !unprovided.is_empty(),
     };
@@ -523,6 +534,8 @@ impl Scratch {
             .recursive(true)
             .mode(0o700)
             .create(&cache)?;
+        // Absolute, or a relative `--data` would leave the link pointing nowhere.
+        let cache = cache.canonicalize()?;
         std::os::unix::fs::symlink(&cache, dir.path().join(crate::runtime::CACHE_DIR))?;
         Ok(Scratch { dir })
     }
@@ -553,10 +566,13 @@ mod tests {
         let plan = scratch_plan(&offload, World::Tool, &options, &["x".into()]).unwrap();
         assert!(plan.hooks.is_empty() && plan.tools[0].allow_unknown_imports);
 
-        options.settings.insert("thresold".into(), 10.into());
-        let refused = scratch_plan(&offload, World::Hook, &options, &[]).unwrap_err();
-        assert!(refused.contains("has no setting \"thresold\""), "{refused}");
-        options.settings.remove("thresold");
+        // A built-in tool's settings are known before it loads (a hook's, when it loads).
+        options.settings.insert("fiel".into(), "x".into());
+        let todo = ComponentRef::Builtin("todo_write".into());
+        let refused = scratch_plan(&todo, World::Tool, &options, &[]).unwrap_err();
+        assert!(refused.contains("has no setting \"fiel\""), "{refused}");
+        assert!(scratch_plan(&offload, World::Hook, &options, &[]).is_ok());
+        options.settings.remove("fiel");
         options.deadline_ms = Some(0);
         let refused = scratch_plan(&offload, World::Hook, &options, &[]).unwrap_err();
         assert!(

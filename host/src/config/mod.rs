@@ -83,6 +83,15 @@ pub enum ConfigError {
     },
 }
 
+/// The line of `text` that holds byte `offset`, counted from 1.
+fn line_at(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
 /// A config file read and checked, once: its values as written and the [`Plan`] made of
 /// them.
 #[derive(Debug, Clone)]
@@ -149,13 +158,14 @@ impl Config {
             config.resolve_components_in(dir);
         }
         config.source = file.to_string();
-        let plan = config
-            .validate()
-            .map_err(|Invalid { span, what }| ConfigError::Invalid {
-                file: file.to_string(),
-                line: text[..span.start.min(text.len())].matches('\n').count() + 1,
-                what,
-            })?;
+        let plan =
+            config
+                .validate(text)
+                .map_err(|Invalid { span, what }| ConfigError::Invalid {
+                    file: file.to_string(),
+                    line: line_at(text, span.start),
+                    what,
+                })?;
         Ok(Loaded { config, plan })
     }
 

@@ -111,10 +111,19 @@ pub struct ComponentPlan {
     pub grants: Grants,
     /// As `wasi:config/store` hands them over.
     pub settings: Settings,
-    /// As written, to check against the settings a component declares when it loads.
-    pub setting_values: BTreeMap<String, toml::Value>,
+    /// As written, to check against the settings a hook declares when it loads.
+    pub setting_values: BTreeMap<String, WrittenSetting>,
     pub limits: LimitOverrides,
     pub allow_unknown_imports: bool,
+}
+
+/// A setting as the config writes it.
+#[derive(Debug, Clone)]
+pub struct WrittenSetting {
+    pub value: toml::Value,
+    /// The config's line that gives it; `None` when it comes from elsewhere
+    /// (`component check --setting`).
+    pub line: Option<usize>,
 }
 
 /// One layer of the hook chain.

@@ -2,7 +2,10 @@
 //! the line and the key) and adding its part to the [`Plan`]. Tables that name others are
 //! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
 
-use super::{BashPlan, ComponentPlan, Config, HookPlan, Plan, ShellSandboxPlan, UpstreamConfig};
+use super::{
+    BashPlan, ComponentPlan, Config, HookPlan, Plan, ShellSandboxPlan, UpstreamConfig,
+    WrittenSetting,
+};
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
 use crate::limits::{
@@ -19,15 +22,15 @@ use std::time::Duration;
 use toml::Spanned;
 
 impl Config {
-    /// Checks every table and makes the [`Plan`].
-    pub(super) fn validate(&self) -> Result<Plan, Invalid> {
+    /// Checks every table of the config read from `text` and makes the [`Plan`].
+    pub(super) fn validate(&self, text: &str) -> Result<Plan, Invalid> {
         let mounts = self.mounts();
-        let hooks = self.hooks_plan(&mounts)?;
+        let hooks = self.hooks_plan(&mounts, text)?;
         let hook_names: BTreeSet<&str> = hooks.iter().map(|h| h.component.name.as_str()).collect();
         self.check_engine()?;
         Ok(Plan {
             mounts: self.mount_table(&mounts)?,
-            tools: self.tools_plan(&mounts)?,
+            tools: self.tools_plan(&mounts, text)?,
             tenants: self.tenants_plan(&hook_names)?,
             hooks,
             serve_workdir: self.serve_workdir()?,
@@ -74,11 +77,12 @@ impl Config {
         })
     }
 
-    /// `[tools.NAME]`: plain names, components that exist, declared mounts, settings the
-    /// component takes, limits in range.
+    /// `[tools.NAME]`: plain names, components that exist, declared mounts, settings a
+    /// built-in tool takes, limits in range.
     fn tools_plan(
         &self,
         mounts: &BTreeMap<String, MountSpec>,
+        text: &str,
     ) -> Result<Vec<ComponentPlan>, Invalid> {
         let mut tools = Vec::with_capacity(self.tools.len());
         for (name, tool) in &self.tools {
@@ -99,13 +103,13 @@ impl Config {
             }
             check_component(&format!("{owner}.component"), &tool.component)?;
             check_grants(mounts, &owner, &tool.grants)?;
-            check_settings(&owner, &tool.component, &tool.settings)?;
+            check_tool_settings(&owner, &tool.component, &tool.settings)?;
             check_limits(&owner, tool.limits.out_of_range(), &tool.limits.span)?;
             tools.push(ComponentPlan::of(
                 name.get_ref(),
                 &tool.component,
                 &tool.grants,
-                &tool.settings,
+                (&tool.settings, text),
                 *tool.limits,
                 tool.allow_unknown_imports,
             ));
@@ -113,8 +117,13 @@ impl Config {
         Ok(tools)
     }
 
-    /// `[[hooks]]`: unique names, and as for tools.
-    fn hooks_plan(&self, mounts: &BTreeMap<String, MountSpec>) -> Result<Vec<HookPlan>, Invalid> {
+    /// `[[hooks]]`: unique names, components that exist, declared mounts, limits in range.
+    /// (A hook's settings are checked when it loads, against what it says it takes.)
+    fn hooks_plan(
+        &self,
+        mounts: &BTreeMap<String, MountSpec>,
+        text: &str,
+    ) -> Result<Vec<HookPlan>, Invalid> {
         let mut names = BTreeSet::new();
         let mut hooks = Vec::with_capacity(self.hooks.len());
         for hook in &self.hooks {
@@ -136,14 +145,13 @@ impl Config {
             }
             check_component(&format!("{owner}.component"), &hook.component)?;
             check_grants(mounts, &owner, &hook.grants)?;
-            check_settings(&owner, &hook.component, &hook.settings)?;
             check_limits(&owner, hook.limits.out_of_range(), &hook.limits.span)?;
             hooks.push(HookPlan {
                 component: ComponentPlan::of(
                     hook.name.get_ref(),
                     &hook.component,
                     &hook.grants,
-                    &hook.settings,
+                    (&hook.settings, text),
                     *hook.limits,
                     hook.allow_unknown_imports,
                 ),
@@ -449,13 +457,13 @@ fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid
     }
 }
 
-/// Refuses settings a built-in does not declare, or of the wrong type.
-fn check_settings(
+/// Refuses settings a built-in tool does not take, or of the wrong type.
+fn check_tool_settings(
     owner: &str,
     component: &Spanned<String>,
     settings: &BTreeMap<Spanned<String>, toml::Value>,
 ) -> Result<(), Invalid> {
-    let Some(declared) = ComponentRef::parse(component.get_ref()).declared_settings() else {
+    let Some(declared) = ComponentRef::parse(component.get_ref()).builtin_tool_settings() else {
         return Ok(());
     };
     for (key, value) in settings {
@@ -501,7 +509,7 @@ impl ComponentPlan {
         name: &str,
         component: &Spanned<String>,
         grants: &BTreeMap<Spanned<String>, Access>,
-        settings: &BTreeMap<Spanned<String>, toml::Value>,
+        (settings, text): (&BTreeMap<Spanned<String>, toml::Value>, &str),
         limits: LimitOverrides,
         allow_unknown_imports: bool,
     ) -> ComponentPlan {
@@ -512,7 +520,13 @@ impl ComponentPlan {
             settings: self::settings(settings),
             setting_values: settings
                 .iter()
-                .map(|(k, v)| (k.get_ref().clone(), v.clone()))
+                .map(|(k, v)| {
+                    let written = WrittenSetting {
+                        value: v.clone(),
+                        line: Some(super::line_at(text, k.span().start)),
+                    };
+                    (k.get_ref().clone(), written)
+                })
                 .collect(),
             limits,
             allow_unknown_imports,
