@@ -12,13 +12,13 @@ use std::path::PathBuf;
 
 /// Built-in name (as in `builtin:NAME`) → guest crate directory.
 const BUILTINS: &[(&str, &str, &str)] = &[
-    ("offload", "offload", "guest-hooks/offload"),
-    ("audit", "audit", "guest-hooks/audit"),
-    ("plan-writer", "plan-writer", "guest-hooks/plan-writer"),
-    ("read_file", "read-file", "guest-tools/read-file"),
-    ("write_file", "write-file", "guest-tools/write-file"),
-    ("edit_file", "edit-file", "guest-tools/edit-file"),
-    ("todo_write", "todo-write", "guest-tools/todo-write"),
+    ("offload", "offload", "guests/hooks/offload"),
+    ("audit", "audit", "guests/hooks/audit"),
+    ("plan-writer", "plan-writer", "guests/hooks/plan-writer"),
+    ("read_file", "read-file", "guests/tools/read-file"),
+    ("write_file", "write-file", "guests/tools/write-file"),
+    ("edit_file", "edit-file", "guests/tools/edit-file"),
+    ("todo_write", "todo-write", "guests/tools/todo-write"),
 ];
 
 /// The bench's stand-in for a hook built from an interpreted language.

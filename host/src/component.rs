@@ -73,7 +73,7 @@ impl ComponentRef {
 /// Hooks describe their own settings (`hook-info`, the built-in ones included), and the
 /// host checks a config against that when it loads them; the `tool` world of
 /// `harness:hooks@0.2.0` has no such export, so the built-in tools' settings are listed
-/// here, beside the tools' docs in `guest-tools/`.
+/// here, beside the tools' docs in `guests/tools/`.
 pub const BUILTIN_TOOL_SETTINGS: &[(&str, &[(&str, SettingType)])] = &[
     ("todo_write", &[("file", SettingType::Text)]),
     ("read_file", &[]),

@@ -1,6 +1,6 @@
 //! Compiles guest crates of this workspace to WebAssembly components, from a build script.
 //!
-//! The guests (`guest-hooks/*`, `guest-tools/*`, `tests/fixtures/*`) are ordinary members of
+//! The guests (`guests/hooks/*`, `guests/tools/*`, `tests/fixtures/*`) are ordinary members of
 //! the workspace. A build script that needs them calls [`build`], which runs a nested
 //! `cargo build --target wasm32-wasip2 --profile guest` into its own target directory, so the
 //! outer build never waits on itself. The `wasm32-wasip2` target already produces a
@@ -25,8 +25,9 @@ pub struct Guest<'a> {
 /// Builds `guests` and returns the path of each component, in the same order.
 ///
 /// Emits `cargo:rerun-if-changed` for every guest directory, the directory above it (where
-/// shared guest crates such as `tool-support` live) and `wit/`, so the build script runs
-/// again when a guest, its shared code or the ABI changes.
+/// shared guest crates such as `tool-support` live), `sdk/` (the Rust SDK the guests build
+/// on) and `wit/`, so the build script runs again when a guest, its shared code, the SDK or
+/// the ABI changes.
 ///
 /// # Panics
 ///
@@ -37,7 +38,9 @@ pub fn build(guests: &[Guest<'_>]) -> Vec<PathBuf> {
     let root = workspace_root();
     ensure_target_installed();
 
-    println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    for shared in ["wit", "sdk"] {
+        println!("cargo:rerun-if-changed={}", root.join(shared).display());
+    }
     println!(
         "cargo:rerun-if-changed={}",
         root.join("Cargo.lock").display()

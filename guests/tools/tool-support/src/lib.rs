@@ -3,7 +3,7 @@
 //! the rule for relative paths.
 
 wit_bindgen::generate!({
-    path: "../../wit/hooks@0.2.0",
+    path: "../../../wit/hooks@0.2.0",
     world: "tool",
     generate_all,
     pub_export_macro: true,
