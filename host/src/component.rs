@@ -156,6 +156,8 @@ pub struct ComponentLoader {
     announced: AtomicBool,
     /// What [`ComponentLoader::provides`] found, by import name.
     provided: Mutex<HashMap<String, bool>>,
+    /// The SHA-256 of each component compiled, by its name in the config.
+    digests: Mutex<HashMap<String, [u8; 32]>>,
     _ticker: EpochTicker,
 }
 
@@ -221,6 +223,7 @@ impl ComponentLoader {
             cache_dir: options.cache_dir.clone(),
             announced: AtomicBool::new(false),
             provided: Mutex::new(HashMap::new()),
+            digests: Mutex::new(HashMap::new()),
         })
     }
 
@@ -294,6 +297,10 @@ impl ComponentLoader {
                 (std::borrow::Cow::Owned(bytes), digest)
             }
         };
+        self.digests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone(), digest);
         let started = Instant::now();
         let (component, cached) = self
             .compile(&bytes, digest)
@@ -425,6 +432,43 @@ impl ComponentLoader {
             )?;
         }
         Ok(())
+    }
+
+    /// The settings `component` (compiled by this loader) said it takes, remembered by
+    /// [`ComponentLoader::remember_settings`] at an earlier start, so that this one need
+    /// not make an instance to ask; `None` when none are remembered.
+    pub fn remembered_settings(
+        &self,
+        component: &ComponentRef,
+    ) -> Option<Vec<(String, SettingType)>> {
+        let text = std::fs::read(self.settings_file(component)?).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Remembers the settings `component` said it takes, beside its compiled code: keyed
+    /// by the component's SHA-256 alone (what a component declares depends on its bytes,
+    /// not on the engine), written whole or not at all. Best effort: a cache that cannot be
+    /// written only means the next start asks again.
+    pub fn remember_settings(&self, component: &ComponentRef, declared: &[(String, SettingType)]) {
+        let Some(file) = self.settings_file(component) else {
+            return;
+        };
+        let partial = file.with_extension(format!("{}.partial", std::process::id()));
+        let text = serde_json::to_vec(declared).expect("names and types serialize");
+        if let Err(e) =
+            std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &file))
+        {
+            let _ = std::fs::remove_file(&partial);
+            tracing::debug!(file = %file.display(), error = %e, "cannot remember a hook's settings");
+        }
+    }
+
+    fn settings_file(&self, component: &ComponentRef) -> Option<PathBuf> {
+        let dir = self.cache_dir.as_ref()?;
+        let digests = self.digests.lock().unwrap_or_else(|e| e.into_inner());
+        let digest = digests.get(&component.to_string())?;
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Some(dir.join(format!("{hex}.settings.json")))
     }
 
     /// The compiled form of `bytes`, whose SHA-256 is `digest`: from the cache when it holds

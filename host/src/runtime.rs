@@ -4,7 +4,7 @@
 use crate::abi::v0_2::{describe_hook, described::DescribedHookPre};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer};
-use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError};
+use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError, SettingType};
 use crate::config::{self, ComponentPlan, ConfigError, HookPlan, Plan, UpstreamConfig};
 use crate::failure::Failure;
 use crate::ids::TenantId;
@@ -50,24 +50,33 @@ pub enum StartError {
 
 /// Refuses the settings a 0.2.0 hook that describes itself does not declare, or of
 /// another type than it declares, naming the line of `source` (the config) that gives it.
+/// What it declares is asked once per component and remembered in the compiled-code
+/// cache: an instance made to ask costs a one-shot start about a millisecond.
 async fn check_declared_settings(
     source: &str,
     hook: &ComponentPlan,
     describe: &DescribedHookPre<crate::sandbox::StoreState>,
+    loader: &ComponentLoader,
     sandbox: &Sandbox,
 ) -> Result<(), StartError> {
-    let description = describe_hook(describe, sandbox, &hook.settings, &hook.limits)
-        .await
-        .map_err(|source| StartError::DescribeHook {
-            hook: hook.name.clone(),
-            source,
-        })?;
-    let declared: Vec<(String, crate::component::SettingType)> = description
-        .settings
-        .into_iter()
-        .map(|s| (s.setting_type(), s.name))
-        .map(|(t, name)| (name, t))
-        .collect();
+    let declared = match loader.remembered_settings(&hook.component) {
+        Some(declared) => declared,
+        None => {
+            let description = describe_hook(describe, sandbox, &hook.settings, &hook.limits)
+                .await
+                .map_err(|source| StartError::DescribeHook {
+                    hook: hook.name.clone(),
+                    source,
+                })?;
+            let declared: Vec<(String, SettingType)> = description
+                .settings
+                .into_iter()
+                .map(|s| (s.name.clone(), s.setting_type()))
+                .collect();
+            loader.remember_settings(&hook.component, &declared);
+            declared
+        }
+    };
     let component = hook.component.to_string();
     for (key, written) in &hook.setting_values {
         let Some(problem) = config::setting_problem(&component, &declared, key, &written.value)
@@ -175,8 +184,11 @@ async fn load_hooks(
                 owner: format!("hooks.{}", spec.name),
                 source,
             })?;
-        if let Some(describe) = pre.describer() {
-            check_declared_settings(source, spec, describe, sandbox).await?;
+        // A hook given no settings has none to refuse: no instance is made to ask.
+        if let Some(describe) = pre.describer()
+            && !spec.setting_values.is_empty()
+        {
+            check_declared_settings(source, spec, describe, loader, sandbox).await?;
         }
         let spec = hook.component;
         layers.push(Arc::new(HookLayer {

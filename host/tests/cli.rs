@@ -405,6 +405,15 @@ fn mistyped_or_unknown_settings_of_a_built_in_are_refused_at_load() {
         assert_eq!(out.status.code(), Some(2));
         assert!(stderr(&out).contains(needle), "{}", stderr(&out));
         assert!(stderr(&out).contains("bad.toml:4:"), "{}", stderr(&out));
+        // The first start asks the hook and remembers; the second reads what it said.
+        // An entry that does not parse is asked again.
+        let remembered: Vec<_> = std::fs::read_dir(data.path().join("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".settings.json"))
+            .collect();
+        assert_eq!(remembered.len(), 1, "{remembered:?}");
+        std::fs::write(&remembered[0], "not json").unwrap();
     }
 }
 

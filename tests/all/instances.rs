@@ -70,15 +70,17 @@ async fn compiled_components_are_cached_and_a_bad_entry_is_recompiled() {
     let plan = Config::builtin().plan;
     drop(Runtime::new(plan.clone(), data.path()).await.unwrap());
     let cache = data.path().join("cache");
-    let entries: Vec<_> = std::fs::read_dir(&cache)
+    let (entries, remembered): (Vec<_>, Vec<_>) = std::fs::read_dir(&cache)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .collect();
+        .partition(|p| p.extension().is_some_and(|e| e == "cwasm"));
     assert_eq!(entries.len(), 7, "one per built-in: {entries:?}");
+    // And what the two hooks given settings (offload, audit) said they take.
+    assert_eq!(remembered.len(), 2, "{remembered:?}");
     assert!(
-        entries
+        remembered
             .iter()
-            .all(|p| p.extension().is_some_and(|e| e == "cwasm"))
+            .all(|p| p.to_string_lossy().ends_with(".settings.json"))
     );
 
     // A damaged entry is not trusted: it is compiled again and replaced.

@@ -347,7 +347,8 @@ impl Record {
 
 /// The type of a setting a component declares (a built-in's, or a 0.2.0 hook's through
 /// `hook-info`), as the config file writes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SettingType {
     /// A non-negative integer: `threshold = 10000`.
     Count,
