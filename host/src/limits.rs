@@ -407,6 +407,18 @@ pub const DEFAULT_MCP_IDLE: Duration = Duration::from_secs(30 * 60);
 /// are ended (their commands killed, their files deleted).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// How long `/readyz` waits for the session table to answer before it says the host is
+/// not ready.
+pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a one-shot command (`call`, `hook`, `session …`) waits at exit for its last
+/// spans to reach the OTLP collector: a collector that is down or slow must not make every
+/// command slow. Spans not sent by then are dropped, with one warning.
+pub const OTLP_FLUSH_AT_EXIT: Duration = Duration::from_millis(100);
+
+/// The same for a server shutting down, which happens rarely and has more spans to lose.
+pub const OTLP_FLUSH_AT_SHUTDOWN: Duration = Duration::from_secs(2);
+
 /// How often a client's watcher of tool changes checks that the client is still there.
 pub const MCP_PEER_CHECK: Duration = Duration::from_secs(10);
 

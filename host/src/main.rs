@@ -3,11 +3,10 @@
 mod cli;
 mod demo;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
-use hookhost::config::{Loaded, Plan};
+use hookhost::config::Loaded;
 use hookhost::{Config, OneShot};
-use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -27,6 +26,16 @@ struct Cli {
     /// More log output on stderr (-v info, -vv debug). HOOKHOST_LOG takes a full filter.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+
+    /// How log lines on stderr are written: text, or one JSON object per line.
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKHOST_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: cli::logging::LogFormat,
 
     #[command(subcommand)]
     command: Command,
@@ -82,7 +91,8 @@ fn main() -> ExitCode {
         // Before anything else: no config, logging or runtime inside a sandbox.
         return hookhost::tools::bash::launcher::main(limits, cgroup.as_deref());
     }
-    if matches!(cli.command, Command::Serve { .. }) {
+    let serving = matches!(cli.command, Command::Serve { .. });
+    if serving {
         // A server outlives whoever reads its stderr: a closed log pipe must not kill it
         // (write errors are ignored instead).
         // SAFETY: as above.
@@ -90,7 +100,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         }
     }
-    if matches!(cli.command, Command::Serve { .. }) {
+    if serving {
         raise_open_files_limit();
     }
     // Read once, before logging starts: it may say where spans go.
@@ -98,14 +108,15 @@ fn main() -> ExitCode {
         Some(path) => Config::load(path),
         None => Ok(Config::builtin()),
     };
-    let spans = init_logging(
+    let spans = cli::logging::init(
         cli.verbose,
-        otlp_endpoint(config.as_ref().ok().map(|c| &c.plan)).as_deref(),
+        cli.log_format,
+        cli::logging::otlp_endpoint(config.as_ref().ok().map(|c| &c.plan)).as_deref(),
     );
     hookhost::component::announce_compiles(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // A server runs on every core; a one-shot command does one thing at a time, and
     // starting worker threads would cost it more than they give.
-    let runtime = if matches!(cli.command, Command::Serve { .. }) {
+    let runtime = if serving {
         tokio::runtime::Runtime::new()
     } else {
         tokio::runtime::Builder::new_current_thread()
@@ -123,10 +134,11 @@ fn main() -> ExitCode {
     // Do not wait for blocking threads: one may sit in a read of stdin (a stdio server
     // ended by a signal) that would never return.
     runtime.shutdown_background();
-    if let Some(provider) = spans
-        && let Err(e) = provider.shutdown()
-    {
-        eprintln!("hookhost: warning: the last spans may not have been exported: {e}");
+    if let Some(spans) = spans {
+        spans.finish(match serving {
+            true => hookhost::limits::OTLP_FLUSH_AT_SHUTDOWN,
+            false => hookhost::limits::OTLP_FLUSH_AT_EXIT,
+        });
     }
     match outcome {
         Ok(code) => code,
@@ -187,45 +199,6 @@ fn data_dir(flag: Option<&Path>, config: &Config) -> Result<PathBuf> {
     }
 }
 
-/// Logs to stderr: warnings by default, hookhost's own info (`-v`) or debug (`-vv`) events
-/// with other crates' warnings (wasmtime and cranelift are noisy below that); colours only
-/// on a terminal. With an OTLP endpoint, hookhost's spans (a call, each layer phase) are
-/// exported too, whatever the log level: the provider returned must be shut down at exit
-/// to send the last ones.
-fn init_logging(verbose: u8, otlp: Option<&str>) -> Option<SdkTracerProvider> {
-    use std::io::IsTerminal;
-    use tracing_subscriber::prelude::*;
-    let default = match verbose {
-        0 => "warn",
-        1 => "warn,hookhost=info",
-        _ => "warn,hookhost=debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_filter(filter);
-    let provider = otlp.and_then(|endpoint| match otlp_provider(endpoint) {
-        Ok(provider) => Some(provider),
-        Err(e) => {
-            eprintln!("hookhost: warning: spans will not be exported: {e:#}");
-            None
-        }
-    });
-    let otel = provider.as_ref().map(|provider| {
-        use opentelemetry::trace::TracerProvider;
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("hookhost"))
-            .with_filter(
-                tracing_subscriber::filter::Targets::new()
-                    .with_target("hookhost", tracing::Level::INFO),
-            )
-    });
-    tracing_subscriber::registry().with(fmt).with(otel).init();
-    provider
-}
-
 /// Raises the soft limit of open files to the hard one: a server holds, per traced
 /// session, a descriptor and an inotify watch queue for each writable mount (see
 /// `hookhost::trace::watch`), beyond what its calls open.
@@ -238,33 +211,4 @@ fn raise_open_files_limit() {
             tracing::debug!(error = %e, "cannot raise the open files limit");
         }
     }
-}
-
-/// Where spans go: `[telemetry] otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`; both
-/// are base URLs (`http://collector:4318`) to which `/v1/traces` is added.
-fn otlp_endpoint(plan: Option<&Plan>) -> Option<String> {
-    plan.and_then(|p| p.otlp_endpoint.clone())
-        .or_else(|| std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok())
-        .filter(|e| !e.is_empty())
-}
-
-/// A tracer provider exporting spans over OTLP/HTTP (protobuf) to `endpoint`, in batches
-/// from its own thread.
-fn otlp_provider(endpoint: &str) -> Result<SdkTracerProvider> {
-    use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig};
-    let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
-    let exporter = SpanExporter::builder()
-        .with_http()
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(url)
-        .build()
-        .context("cannot build the OTLP exporter")?;
-    Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .with_resource(
-            opentelemetry_sdk::Resource::builder()
-                .with_service_name("hookhost")
-                .build(),
-        )
-        .build())
 }

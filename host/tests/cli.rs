@@ -897,3 +897,240 @@ fn a_per_session_hook_under_call_session_is_said_to_start_afresh() {
     );
     assert!(said.contains("hookhost serve"), "{said}");
 }
+
+/// A collector that is down, or that never answers, costs a one-shot command one warning
+/// and a bounded wait at exit (`OTLP_FLUSH_AT_EXIT`), not every span's export timeout.
+#[test]
+fn an_unreachable_otlp_collector_costs_a_command_one_warning() {
+    let data = tempfile::tempdir().unwrap();
+    // Refused: a port nothing listens on any more.
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused_url = format!("http://{}", refused.local_addr().unwrap());
+    drop(refused);
+    // Silent: a listener that never accepts; the connection waits in its backlog.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    for url in [&refused_url, &silent_url] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(data.path())
+            .args([
+                "call",
+                "write_file",
+                r#"{"path":"/workspace/a.txt","content":"a"}"#,
+            ])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+            .env_remove("HOOKHOST_CONFIG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let err = stderr(&out);
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+        assert_eq!(warnings.len(), 1, "{err}");
+        // Refused or unanswered, the export does not end within the flush: a refused one
+        // is retried after a backoff (strace: ECONNREFUSED 0.6 ms after the connect, then
+        // a 114 ms sleep before the retry), so the wait is cut short either way.
+        assert!(
+            warnings[0].contains("spans") && warnings[0].contains(url.as_str()),
+            "{err}"
+        );
+    }
+    drop(silent);
+}
+
+/// `--log-format json`: every log line on stderr is one JSON object a log shipper reads, with
+/// the call's tenant and session as fields.
+#[test]
+fn json_logs_are_one_object_per_line_with_the_calls_fields() {
+    let data = tempfile::tempdir().unwrap();
+    let out = hookhost(
+        data.path(),
+        &[
+            "--log-format",
+            "json",
+            "-v",
+            "call",
+            "write_file",
+            r#"{"path":"/workspace/a.txt","content":"a"}"#,
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert!(!lines.is_empty(), "{}", stderr(&out));
+    for line in &lines {
+        assert!(
+            line["timestamp"].is_string()
+                && line["level"].is_string()
+                && line["target"].is_string(),
+            "{line}"
+        );
+    }
+    let call = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "call")
+        .unwrap_or_else(|| panic!("no call event: {lines:?}"));
+    assert_eq!(call["fields"]["tenant"], "default", "{call}");
+    assert_eq!(call["fields"]["outcome"], "done", "{call}");
+    assert!(call["fields"]["session"].is_string(), "{call}");
+}
+
+/// Tokens and the session store's URL may come from the environment or a file, and a token
+/// may be given as its SHA-256: the config then holds no secret, and no output of hookhost
+/// (`config check`, a server's log at debug, its answers, an error) shows one.
+#[test]
+fn secrets_come_from_the_environment_and_files_and_are_never_shown() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let data = tempfile::tempdir().unwrap();
+    let token_a = "token-a-from-the-environment-0123456789";
+    let token_b = "token-b-from-a-mounted-file-0123456789";
+    let token_c = "token-c-known-by-its-digest-0123456789";
+    let password = "pg-password-never-shown-4321";
+    let secret_file = data.path().join("token-b");
+    std::fs::write(&secret_file, format!("{token_b}\n")).unwrap();
+    let digest_c: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(token_c.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let tenants = format!(
+        "{}\n[tenants.a]\ntoken = \"${{HOOKHOST_TEST_TOKEN_A}}\"\n\
+         [tenants.b]\ntoken = \"${{file:{}}}\"\n[tenants.c]\ntoken_sha256 = \"{digest_c}\"\n",
+        hookhost::config::DEFAULT_CONFIG,
+        secret_file.display()
+    );
+    let config = data.path().join("secrets.toml");
+    std::fs::write(&config, &tenants).unwrap();
+    let secrets = [token_a, token_b, token_c, password];
+    let mut said = String::new();
+    let run = |args: &[&str], store: Option<&Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+        command
+            .arg("--data")
+            .arg(data.path())
+            .arg("--config")
+            .arg(store.unwrap_or(&config))
+            .args(args)
+            .env("HOOKHOST_TEST_TOKEN_A", token_a)
+            .env(
+                "HOOKHOST_TEST_STORE",
+                format!("postgres://hookhost:{password}@127.0.0.1:1/hookhost"),
+            );
+        command
+    };
+
+    // A variable that is not set is named, with the line.
+    let out = run(&["config", "check"], None)
+        .env_remove("HOOKHOST_TEST_TOKEN_A")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("tenants.a.token: the environment variable HOOKHOST_TEST_TOKEN_A is not set"),
+        "{}",
+        stderr(&out)
+    );
+    said += &stderr(&out);
+
+    let out = run(&["-vv", "config", "check"], None).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    for line in [
+        "\n  a\ttoken: set\ttools: all",
+        "\n  c\ttoken: set",
+        "\nsessions: SQLite ",
+    ] {
+        assert!(stdout(&out).contains(line), "{line:?}: {}", stdout(&out));
+    }
+    said += &stdout(&out);
+    said += &stderr(&out);
+
+    // A store whose password comes from the environment, unreachable: the error says so
+    // without the password.
+    let with_store = data.path().join("store.toml");
+    std::fs::write(
+        &with_store,
+        format!("{tenants}\n[sessions]\nstore = \"${{HOOKHOST_TEST_STORE}}\"\n"),
+    )
+    .unwrap();
+    let out = run(&["-vv", "session", "list"], Some(&with_store))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("at hookhost@127.0.0.1:1/hookhost (sslmode prefer)"),
+        "{}",
+        stderr(&out)
+    );
+    said += &stdout(&out);
+    said += &stderr(&out);
+
+    // Each tenant's token opens a session over HTTP; the log at debug shows none.
+    let mut server = run(&["-vv", "serve", "--http", "127.0.0.1:0"], None)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(server.stderr.take().unwrap());
+    let mut url = String::new();
+    for _ in 0..1000 {
+        let mut line = String::new();
+        if log.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        said += &line;
+        if let Some(at) = line.find("http://") {
+            url = line[at..].trim().to_string();
+            break;
+        }
+    }
+    let address = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address announced: {said}"))
+        .to_string();
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    for (token, status) in [
+        (token_a, "200"),
+        (token_b, "200"),
+        (token_c, "200"),
+        (&digest_c[..], "401"),
+        ("token-x-of-no-tenant-at-all-0123456789", "401"),
+    ] {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             Connection: close\r\nContent-Length: {}\r\n\r\n{initialize}",
+            initialize.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{token}: {answer}"
+        );
+        said += &answer;
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut rest = String::new();
+    let _ = log.read_to_string(&mut rest);
+    said += &rest;
+
+    assert!(said.contains("serving MCP"), "{said}");
+    for secret in secrets {
+        assert!(!said.contains(secret), "{secret} was shown:\n{said}");
+    }
+}

@@ -463,6 +463,29 @@ fn two_tenants_shells_over_mcp_see_nothing_of_each_other() {
     assert!(said.contains("bash tenants ok"), "{said}");
 }
 
+/// A tenant its quota locked out is let in again once another process (the CLI) deleted
+/// its sessions: the server measures it afresh on its tick (and before refusing a call),
+/// instead of counting files that are gone until it restarts.
+#[test]
+fn a_tenant_over_its_quota_is_let_in_once_the_cli_deleted_its_sessions() {
+    // `[tenants.beta]` is the last table: this is its quota.
+    let host = Host::new("disk_quota_bytes = 200000\n");
+    let mut server = host.serve(
+        &["--http", "127.0.0.1:0", "--keep-session", "--idle", "8s"],
+        Stdio::piped(),
+    );
+    let url = common::announced_url(&mut server);
+    let said = python_client(&[
+        "quota",
+        &url,
+        BETA,
+        env!("CARGO_BIN_EXE_hookhost"),
+        host.data().to_str().unwrap(),
+        host.config.to_str().unwrap(),
+    ]);
+    assert!(said.contains("quota ok"), "{said}");
+}
+
 /// Runs `tests/mcp/client.py` (the Python MCP SDK) with `args`: what it printed, once it
 /// succeeded.
 fn python_client(args: &[&str]) -> String {

@@ -16,6 +16,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py metrics URL CALLS
     client.py scrape METRICS_URL
     client.py kept-alive URL TOKEN
+    client.py quota URL TOKEN HOOKHOST DATA CONFIG
 """
 
 import asyncio
@@ -24,7 +25,9 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
+import time
 from http.client import HTTPConnection
 
 import httpx2
@@ -208,6 +211,10 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 async def http(url, token, other_token, upstream_tool=None):
     async with httpx2.AsyncClient(timeout=30) as raw:
+        # Its upstream is up and its session table answers.
+        ready = await raw.get(url.rsplit("/mcp", 1)[0] + "/readyz")
+        assert ready.status_code == 200, (ready.status_code, ready.text)
+        assert ready.json() == {"status": "ready", "not_ready": []}, ready.text
         for bad in [None, "wrong-token-0123456789"]:
             response = await raw_post(raw, url, bad, INITIALIZE)
             assert response.status_code == 401, (bad, response.status_code, response.text)
@@ -271,6 +278,10 @@ async def http_checks(url, token, limited_token):
         health = await raw.get(base + "/healthz")
         assert health.status_code == 200 and health.json()["status"] == "ok", health.text
         assert health.json()["upstreams"] == {"broken": "unavailable"}, health.text
+        # Alive, but not ready: a balancer's probe takes this host out.
+        ready = await raw.get(base + "/readyz")
+        assert ready.status_code == 503, (ready.status_code, ready.text)
+        assert ready.json() == {"status": "not ready", "not_ready": ["upstream broken: unavailable"]}, ready.text
 
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                    "Authorization": f"Bearer {token}"}
@@ -653,11 +664,64 @@ async def kept_alive(url, token):
     print(f"kept-alive ok, fastest {fastest * 1000:.2f} ms", flush=True)
 
 
+async def quota(url, token, hookhost, data, config):
+    """Tenant `beta` (quota 200,000 bytes) goes over it in one session and is refused;
+    the CLI, another process, deletes its sessions while that session is still open; the
+    running server then lets beta call again, and `/metrics` says what beta uses now."""
+    metrics_url = url.rsplit("/mcp", 1)[0] + "/metrics"
+
+    def used():
+        return sample(scrape_samples(metrics_url), "hookhost_disk_used_bytes", tenant="beta")
+
+    def cli(*args):
+        done = subprocess.run([hookhost, "--data", data, "--config", config, *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def authorized():
+        return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+    async with authorized() as client, streamable_http_client(url, http_client=client) as (read, write):
+        async with ClientSession(read, write) as first:
+            await first.initialize()
+            over = await first.call_tool("bash", {"command": "head -c 300000 /dev/zero > big; echo written"})
+            assert is_error(over) and "disk quota exceeded" in text(over), text(over)
+            refused = await first.call_tool("bash", {"command": "echo again"})
+            assert is_error(refused), text(refused)
+            assert text(refused).startswith("disk quota exceeded: tenant 'beta' uses"), text(refused)
+            assert used() > 200_000, used()
+            # Both count as failed calls, not done ones.
+            samples = scrape_samples(metrics_url)
+            counted = lambda outcome: sample(samples, "hookhost_calls_total", tenant="beta", tool="bash", outcome=outcome)
+            assert (counted("failed"), counted("done")) == (2, 0), (counted("failed"), counted("done"))
+
+            listed = cli("session", "list", "--tenant", "beta").splitlines()
+            assert len(listed) == 1, listed
+            for line in listed:
+                cli("session", "delete", "--tenant", "beta", line.split("\t")[0])
+            assert not glob.glob(f"{data}/tenants/beta/sessions/*/workspace/big")
+
+            # The server's tick measures beta afresh: its metric drops without a call.
+            deadline = time.monotonic() + 30
+            while used() > 200_000:
+                assert time.monotonic() < deadline, f"beta still counted at {used()} bytes"
+                await asyncio.sleep(0.25)
+
+            async with authorized() as client_2, \
+                    streamable_http_client(url, http_client=client_2) as (read_2, write_2):
+                async with ClientSession(read_2, write_2) as second:
+                    await second.initialize()
+                    let_in = await second.call_tool("bash", {"command": "echo let in"})
+                    assert not is_error(let_in) and text(let_in).strip() == "let in", text(let_in)
+    print("quota ok", flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "stdio-disconnect": stdio_disconnect, "workdir": workdir, "http": http, "http-checks": http_checks,
              "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
              "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
-             "kept-alive": kept_alive}
+             "kept-alive": kept_alive, "quota": quota}
     asyncio.run(modes[mode](*rest))

@@ -118,6 +118,13 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
         }
         print!("{}", component_lines(&spec.component.to_string()));
     }
+    println!("\nsessions: {}", store_text(&plan, data));
+    if !plan.tenants.is_empty() {
+        println!("\ntenants:");
+    }
+    for (id, tenant) in &plan.tenants {
+        println!("  {id}\t{}", tenant_text(tenant));
+    }
     if let Some(Err(unavailable)) = runtime.bash_readiness().await {
         eprintln!("hookhost: error: {name}: {unavailable}");
         return Ok(ExitCode::FAILURE);
@@ -130,6 +137,42 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where sessions are kept: never a password.
+fn store_text(plan: &hookhost::config::Plan, data: &Path) -> String {
+    match &plan.session_store {
+        Some(url) => format!(
+            "PostgreSQL {}",
+            hookhost::sessions::postgres::store_address(url.expose())
+        ),
+        None => format!("SQLite {}", data.join("sessions.db").display()),
+    }
+}
+
+/// What `config check` says of a tenant: how its clients are told apart, and what it may
+/// do and use.
+fn tenant_text(tenant: &hookhost::sessions::Tenant) -> String {
+    let all = || "all".to_string();
+    let quota = match (tenant.quota.bytes, tenant.quota.entries) {
+        (None, None) => "none".to_string(),
+        (bytes, files) => format!(
+            "{} bytes, {} files",
+            bytes.map_or("any".into(), |b| b.to_string()),
+            files.map_or("any".into(), |f| f.to_string())
+        ),
+    };
+    format!(
+        "token: {}\ttools: {}\tchain: {}\tdisk quota: {quota}\tsessions: {}",
+        if tenant.token.is_some() {
+            "set"
+        } else {
+            "none"
+        },
+        tenant.tools.as_ref().map_or_else(all, |t| t.to_string()),
+        tenant.hooks.as_ref().map_or_else(all, |h| h.join(", ")),
+        tenant.max_sessions.map_or("any".into(), |m| m.to_string()),
+    )
 }
 
 /// What `config check` says of `bash`: where it runs, and how it is confined.

@@ -5,6 +5,7 @@ pub mod call;
 pub mod component;
 pub mod config;
 pub mod hook;
+pub mod logging;
 pub mod serve;
 pub mod session;
 

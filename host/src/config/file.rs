@@ -116,8 +116,9 @@ pub struct SessionsConfig {
     /// The session table: absent, the embedded SQLite file `{data}/sessions.db`; a
     /// `postgres://user@host:port/database` URL, a PostgreSQL database that several hosts
     /// sharing one data directory use as one fleet (see the README's "A fleet of hosts").
+    /// `${NAME}` and `${file:PATH}` in it are replaced (a password from the environment).
     #[serde(default)]
-    pub store: Option<Secret>,
+    pub store: Option<Spanned<Secret>>,
 }
 
 /// The `[serve]` table.
@@ -166,14 +167,16 @@ pub struct UpstreamConfig {
     pub command: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
-    /// Or the URL of a Streamable HTTP MCP server.
+    /// Or the URL of a Streamable HTTP MCP server; it may name host variables or secret
+    /// files as `env` does (`https://mcp.example/?key=${KEY}`).
     #[serde(default)]
-    pub url: Option<String>,
+    pub url: Option<Secret>,
     /// How long one call (and the start) may take; 60 s when left out.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
     /// The child's environment besides `PATH` (it inherits nothing else). A value may
-    /// name host variables: `GITHUB_TOKEN = "${GITHUB_TOKEN}"`.
+    /// name host variables, `GITHUB_TOKEN = "${GITHUB_TOKEN}"`, or files,
+    /// `"${file:/run/secrets/github}"`.
     #[serde(default)]
     pub env: BTreeMap<String, Secret>,
     /// HTTP headers sent to a `url` upstream, e.g. `Authorization = "Bearer ${TOKEN}"`;
@@ -201,9 +204,13 @@ pub struct TenantConfig {
     /// Limits for every component call of its sessions (a hook's or tool's own win).
     #[serde(default)]
     pub limits: Located<LimitOverrides>,
-    /// The bearer token its MCP clients present over HTTP.
+    /// The bearer token its MCP clients present over HTTP: in clear, `${NAME}` (an
+    /// environment variable) or `${file:PATH}` (a mounted secret).
     #[serde(default)]
     pub token: Option<Secret>,
+    /// Or the token's SHA-256, 64 hexadecimal digits, so that the config holds no secret.
+    #[serde(default)]
+    pub token_sha256: Option<String>,
     /// Its network switch and limits for `bash`.
     #[serde(default)]
     pub bash: TenantBashConfig,

@@ -108,3 +108,37 @@ fn unknown_keys_are_refused_with_their_line() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_tenants_token_is_long_its_own_and_kept_as_its_digest() {
+    let parse = |tenants: &str| Config::parse(&format!("{DEFAULT_CONFIG}\n{tenants}"), "t.toml");
+    let long = "a-token-long-enough-for-a-tenant-0123";
+    let refused = |tenants: &str| parse(tenants).unwrap_err().to_string();
+    assert!(
+        refused("[tenants.a]\ntoken = \"short\"\n")
+            .contains("tenants.a.token: a token is at least")
+    );
+    let twice = format!("[tenants.a]\ntoken = \"{long}\"\n[tenants.b]\ntoken = \"{long}\"\n");
+    assert!(refused(&twice).contains("tenants.b.token: another tenant has this token"));
+    let hex: String = crate::secret::TokenDigest::of(long.as_bytes())
+        .0
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    // The same token in clear and as its digest is still one token for two tenants.
+    let same = format!("[tenants.a]\ntoken = \"{long}\"\n[tenants.b]\ntoken_sha256 = \"{hex}\"\n");
+    assert!(refused(&same).contains("another tenant has this token"));
+    let both = format!("[tenants.a]\ntoken = \"{long}\"\ntoken_sha256 = \"{hex}\"\n");
+    assert!(refused(&both).contains("give `token` or `token_sha256`, not both"));
+    assert!(refused("[tenants.a]\ntoken_sha256 = \"abc\"\n").contains("64 hexadecimal digits"));
+
+    let plan = parse(&format!("[tenants.a]\ntoken_sha256 = \"{hex}\"\n"))
+        .unwrap()
+        .plan;
+    let (_, a) = plan.tenants.iter().next().unwrap();
+    assert!(
+        a.token
+            .unwrap()
+            .matches(&crate::secret::TokenDigest::of(long.as_bytes()))
+    );
+}

@@ -14,6 +14,7 @@ use crate::limits::{
 };
 use crate::mounts::{MountError, MountSpec, MountTable, Scope};
 use crate::sandbox::{Access, Grants, Settings};
+use crate::secret::{Secret, TokenDigest};
 use crate::sessions::{Quota, Tenant, WorkdirTemplate};
 use crate::trace::TraceSettings;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,7 +43,7 @@ impl Config {
             engine: self.engine.clone(),
             fuel: self.uses_fuel(),
             max_memory_bytes: self.max_memory_bytes(),
-            session_store: self.sessions.store.clone(),
+            session_store: self.session_store()?,
             trace: TraceSettings {
                 enabled: self.trace.enabled,
                 mount: mounts
@@ -166,6 +167,18 @@ impl Config {
         Ok(hooks)
     }
 
+    /// `[sessions] store`, with its `${…}` replaced.
+    fn session_store(&self) -> Result<Option<Secret>, Invalid> {
+        let Some(store) = &self.sessions.store else {
+            return Ok(None);
+        };
+        store
+            .get_ref()
+            .resolved()
+            .map(Some)
+            .map_err(|why| Invalid::at(store.span(), format!("sessions.store: {why}")))
+    }
+
     /// `[tenants.ID]`: ids, limits in range, chains of declared hooks, working
     /// directories, tokens long enough and each a tenant's own.
     fn tenants_plan(&self, hooks: &BTreeSet<&str>) -> Result<BTreeMap<TenantId, Tenant>, Invalid> {
@@ -202,20 +215,20 @@ impl Config {
                         .map_err(|why| Invalid::at(t.span(), format!("{owner}.workdir: {why}")))
                 })
                 .transpose()?;
-            if let Some(token) = &tenant.token
-                && (token.expose().len() < MIN_TOKEN_BYTES || !tokens.insert(token.expose()))
+            let token = tenant_token(tenant)
+                .map_err(|why| Invalid::at(id.span(), format!("{owner}.{why}")))?;
+            if let Some(token) = token
+                && !tokens.insert(token.0)
             {
                 return Err(Invalid::at(
                     id.span(),
-                    format!(
-                        "{owner}.token: a token is at least {MIN_TOKEN_BYTES} bytes and belongs to one tenant"
-                    ),
+                    format!("{owner}.token: another tenant has this token; each needs its own"),
                 ));
             }
             tenants.insert(
                 tenant_id,
                 Tenant {
-                    token: tenant.token.clone(),
+                    token,
                     max_sessions: tenant.max_sessions,
                     quota: Quota {
                         bytes: tenant.disk_quota_bytes,
@@ -454,6 +467,27 @@ fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid
             fail(format!("the file {} does not exist", path.display()))
         }
         _ => Ok(()),
+    }
+}
+
+/// The digest of a tenant's token: its `token` resolved (`${…}`) and at least
+/// [`MIN_TOKEN_BYTES`] long, or its `token_sha256`; `Err` says which key is wrong.
+fn tenant_token(tenant: &super::TenantConfig) -> Result<Option<TokenDigest>, String> {
+    match (&tenant.token, &tenant.token_sha256) {
+        (Some(_), Some(_)) => Err("token: give `token` or `token_sha256`, not both".into()),
+        (Some(token), None) => {
+            let token = token.resolved().map_err(|why| format!("token: {why}"))?;
+            if token.expose().len() < MIN_TOKEN_BYTES {
+                return Err(format!(
+                    "token: a token is at least {MIN_TOKEN_BYTES} bytes"
+                ));
+            }
+            Ok(Some(TokenDigest::of(token.expose().as_bytes())))
+        }
+        (None, Some(hex)) => TokenDigest::parse(hex)
+            .map(Some)
+            .ok_or_else(|| "token_sha256: 64 hexadecimal digits (`sha256sum` of the token)".into()),
+        (None, None) => Ok(None),
     }
 }
 

@@ -7,6 +7,7 @@ use crate::ids::{SessionId, TenantId};
 use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
 use crate::limits::{MAX_HTTP_BODY_BYTES, SHUTDOWN_GRACE};
 use crate::runtime::Runtime;
+use crate::secret::TokenDigest;
 use crate::sessions::{IdleSweep, Owner, SessionError, SessionHolder, SessionKey};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -21,7 +22,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 /// Who may call the HTTP endpoint (the tenants' bearer tokens), and the sessions this
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 struct Gate {
     runtime: Arc<Runtime>,
     /// (token, tenant); empty: no authentication, every request is the default tenant.
-    tokens: Vec<(Vec<u8>, TenantId)>,
+    tokens: Vec<(TokenDigest, TenantId)>,
     /// The MCP sessions this server opened that have not ended, by id: ended when it
     /// shuts down, unless the session table is a fleet's (its other hosts go on).
     opened: Mutex<HashMap<String, TenantId>>,
@@ -50,10 +50,11 @@ impl Gate {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return None;
         }
-        let presented = presented.trim().as_bytes();
+        // The presented token is hashed once, then compared with every tenant's digest.
+        let presented = TokenDigest::of(presented.trim().as_bytes());
         let mut found = None;
         for (token, tenant) in &self.tokens {
-            if bool::from(token.as_slice().ct_eq(presented)) {
+            if token.matches(&presented) {
                 found = Some(tenant.clone());
             }
         }
@@ -300,6 +301,28 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
     axum::Json(serde_json::json!({"status": "ok", "upstreams": upstreams})).into_response()
 }
 
+/// `/readyz`: whether this host can serve what its config promises, for a load balancer's
+/// probe: 200 when every upstream server is up and the session table answers, else 503
+/// with what is not ready. (`/healthz` says the process is alive.)
+async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
+    let mut not_ready: Vec<String> = gate
+        .runtime
+        .upstream_states()
+        .into_iter()
+        .filter(|(_, state)| *state != "up")
+        .map(|(name, state)| format!("upstream {name}: {state}"))
+        .collect();
+    if let Err(why) = gate.runtime.sessions().ping().await {
+        not_ready.push(format!("session store: {why}"));
+    }
+    let (status, word) = match not_ready.is_empty() {
+        true => (StatusCode::OK, "ready"),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "not ready"),
+    };
+    let body = serde_json::json!({"status": word, "not_ready": not_ready});
+    (status, axum::Json(body)).into_response()
+}
+
 /// `POST /hooks/AGENT/EVENT`: an agent's hook (see [`crate::agents`]) answered by this
 /// server's chain, for the caller's tenant (as for MCP, by its bearer token). The body is
 /// what the agent writes on a command hook's stdin; the response body what it reads on
@@ -530,7 +553,7 @@ pub async fn serve_http(
 /// listener, the address and the local address.
 async fn bind(
     http: &HttpOptions,
-    tokens: &[(Vec<u8>, TenantId)],
+    tokens: &[(TokenDigest, TenantId)],
     serves_bash: bool,
 ) -> anyhow::Result<(
     tokio::net::TcpListener,
@@ -598,6 +621,10 @@ fn router(
         .route(
             "/healthz",
             axum::routing::get(healthz).with_state(gate.clone()),
+        )
+        .route(
+            "/readyz",
+            axum::routing::get(readyz).with_state(gate.clone()),
         )
         .route(
             "/hooks/{agent}/{event}",

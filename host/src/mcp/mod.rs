@@ -16,7 +16,7 @@
 //!
 //! Ending a session stops its running commands before its directories are deleted; a
 //! cancelled request (`notifications/cancelled`) stops its call. SIGTERM, SIGINT and SIGHUP
-//! end a server gracefully: running calls get [`SHUTDOWN_GRACE`], then the server's
+//! end a server gracefully: running calls get [`SHUTDOWN_GRACE`](crate::limits::SHUTDOWN_GRACE), then the server's
 //! sessions are ended as on disconnect.
 //!
 //! `mod.rs` is the MCP server one session sees ([`McpServer`]); `stdio.rs` and `http.rs`

@@ -254,6 +254,20 @@ impl Sessions {
 
     /// Whether several hosts share the session table (a fleet): a session outlives the
     /// host that made it.
+    /// Whether the session table answers within [`READY_CHECK_TIMEOUT`]: `Err` says why
+    /// not.
+    ///
+    /// [`READY_CHECK_TIMEOUT`]: crate::limits::READY_CHECK_TIMEOUT
+    pub async fn ping(&self) -> Result<(), String> {
+        match tokio::time::timeout(crate::limits::READY_CHECK_TIMEOUT, self.table.ping()).await {
+            Ok(answered) => answered.map_err(|e| e.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {} s",
+                crate::limits::READY_CHECK_TIMEOUT.as_secs()
+            )),
+        }
+    }
+
     pub fn is_shared(&self) -> bool {
         self.table.is_shared()
     }
@@ -515,8 +529,10 @@ impl Sessions {
 
     /// What a server runs beside its calls, every `tick`, until dropped: marks the
     /// sessions with a call running here active (see [`Sessions::heartbeat`]), has every
-    /// holder forget the sessions another process ended (on a fleet's shared table), and,
-    /// with `idle`, deletes the idle sessions it names.
+    /// holder forget the sessions another process ended (on a fleet's shared table),
+    /// measures afresh the tenants kept at their quota (see
+    /// [`Sessions::remeasure_over_quota`]), and, with `idle`, deletes the idle sessions it
+    /// names.
     pub async fn tend(&self, tick: Duration, idle: Option<IdleSweep>) {
         let mut tick = tokio::time::interval(tick);
         loop {
@@ -527,6 +543,7 @@ impl Sessions {
             {
                 tracing::warn!(error = %e, "checking for sessions ended elsewhere failed");
             }
+            self.remeasure_over_quota().await;
             let Some(sweep) = idle else {
                 continue;
             };

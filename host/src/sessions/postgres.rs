@@ -41,6 +41,30 @@ const SCHEMA: &str = "
 
 const COLUMNS: &str = "tenant, id, created, last_active, workdir, owner";
 
+/// Where the database of `url` is, for people: `user@host:port/database` and the TLS mode,
+/// never the password.
+pub fn store_address(url: &str) -> String {
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else {
+        return "an unreadable URL".into();
+    };
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(host, port)| match host {
+            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+            tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+        })
+        .collect();
+    let sslmode = format!("{:?}", config.get_ssl_mode()).to_lowercase();
+    format!(
+        "{}@{}/{} (sslmode {sslmode})",
+        config.get_user().unwrap_or("?"),
+        hosts.join(","),
+        config.get_dbname().unwrap_or("?"),
+    )
+}
+
 /// The session table in a PostgreSQL database.
 pub struct PgTable {
     pool: Pool,
@@ -55,6 +79,15 @@ impl PgTable {
     /// [`SessionError::Postgres`] when the URL is not one, or the database cannot be
     /// reached or refuses the schema.
     pub async fn connect(url: &str) -> Result<PgTable, SessionError> {
+        PgTable::open(url)
+            .await
+            .map_err(|source| SessionError::Connect {
+                at: store_address(url),
+                source: Box::new(source),
+            })
+    }
+
+    async fn open(url: &str) -> Result<PgTable, SessionError> {
         let config: tokio_postgres::Config = url.parse()?;
         let manager = Manager::from_config(
             config,
@@ -182,6 +215,11 @@ impl SessionTable for PgTable {
              WHERE $1::TEXT IS NULL OR tenant = $1 ORDER BY created, id"
         );
         self.rows(&query, &[&tenant.map(TenantId::as_str)]).await
+    }
+
+    async fn ping(&self) -> Result<(), SessionError> {
+        self.client().await?.simple_query("SELECT 1").await?;
+        Ok(())
     }
 
     async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError> {

@@ -7,10 +7,15 @@
 //! grants, `bash`'s mount), before, during and after it; a deleted session's use is
 //! subtracted.
 //! While a call of a tenant with a quota runs, its directories are measured every
-//! [`QUOTA_CHECK_INTERVAL`](crate::limits::QUOTA_CHECK_INTERVAL); a call that takes the tenant over its quota is stopped there
+//! [`QUOTA_CHECK_INTERVAL`]; a call that takes the tenant over its quota is stopped there
 //! (its components dropped, its commands killed) and its output withheld. So a tenant can
 //! overshoot by what one call writes in that interval plus one walk of those directories —
 //! not by what it writes until its deadline. `session gc` measures every tenant afresh.
+//!
+//! What is kept does not see what another process removes (`hookhost session delete`,
+//! another host of a fleet): a tenant whose kept use says it is at its quota is measured
+//! afresh before a call of it is refused, and by a server's tick (see
+//! [`Sessions::remeasure_over_quota`]), so deleting its files lets it in again at once.
 //!
 //! Walks never follow symlinks (a link counts as an entry; what it points to is not the
 //! tenant's) and count every entry — files, directories, links — so empty files are not
@@ -187,7 +192,7 @@ impl Sessions {
 
     /// Runs `call` (a call of `session`) within its tenant's disk quota, if it has one:
     /// refused when the tenant is at its quota; stopped as soon as it takes the tenant over
-    /// it (see [`quota`]); its output withheld when it ends over it. Only the mounts the
+    /// it (see [the module](self)); its output withheld when it ends over it. Only the mounts the
     /// call may write in (`writable`, virtual paths) are measured around it; the tenant's
     /// use is kept, not walked.
     ///
@@ -205,13 +210,16 @@ impl Sessions {
             return Ok(call.await);
         }
         let tenant = &session.tenant;
-        let used = match self.tenant_usage(tenant).await {
+        let mut used = match self.tenant_usage(tenant).await {
             Ok(used) => used,
             Err(e) => {
                 tracing::warn!(%tenant, error = %e, "cannot measure disk use");
                 return Ok(call.await);
             }
         };
+        if quota.exceeded(used, true).is_some() {
+            used = self.remeasure(tenant).await.unwrap_or(used);
+        }
         if let Some(over) = quota.exceeded(used, true) {
             return Err(format!(
                 "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
@@ -247,6 +255,38 @@ impl Sessions {
                 ))
             }
             _ => result,
+        }
+    }
+
+    /// Measures afresh each tenant whose kept use is at or over its quota: what another
+    /// process deleted since is then no longer counted, and a tenant it locked out is let
+    /// in again (and says so in `/metrics`). A server calls it on its tick; a tenant under
+    /// its quota is left as kept (its calls keep it up to date).
+    pub async fn remeasure_over_quota(&self) {
+        for tenant in self.tenants.with_quota() {
+            let over = self
+                .usage
+                .get(tenant)
+                .is_some_and(|used| self.tenants.quota(tenant).exceeded(used, true).is_some());
+            if over {
+                let _ = self.remeasure(tenant).await;
+            }
+        }
+    }
+
+    /// Walks `tenant`'s directories and keeps what they hold. A call of it in flight may
+    /// then count its writes twice until the next measure: an overstatement, never an
+    /// understatement.
+    async fn remeasure(&self, tenant: &TenantId) -> Option<Usage> {
+        match self.measure_tenant(tenant).await {
+            Ok(usage) => {
+                self.usage.set(tenant, usage);
+                Some(usage)
+            }
+            Err(e) => {
+                tracing::warn!(%tenant, error = %e, "cannot measure disk use");
+                None
+            }
         }
     }
 

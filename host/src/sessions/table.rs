@@ -35,6 +35,12 @@ pub enum SessionError {
     Postgres(#[from] tokio_postgres::Error),
     #[error("session database (PostgreSQL) connection pool: {0}")]
     Pool(String),
+    #[error("session database (PostgreSQL) at {at}: {source}")]
+    Connect {
+        /// Where, as [`store_address`](super::postgres::store_address) says it.
+        at: String,
+        source: Box<SessionError>,
+    },
     #[error("session database holds an invalid id: {0}")]
     CorruptId(#[from] IdError),
     #[error("removing {path}: {source}")]
@@ -204,6 +210,13 @@ pub trait SessionTable: Send + Sync {
     /// Sessions last active before `cutoff` (compared to the millisecond), least recently
     /// active first.
     async fn idle_since(&self, cutoff: SystemTime) -> Result<Vec<SessionRecord>, SessionError>;
+
+    /// Answers when the table can be read: a server's readiness probe.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] from the database.
+    async fn ping(&self) -> Result<(), SessionError>;
 }
 
 /// The session table in an SQLite file.
@@ -320,6 +333,11 @@ impl SessionTable for SqliteTable {
             .query_map(params![tenant.map(TenantId::as_str)], Row::read)?
             .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter().map(Row::into_record).collect()
+    }
+
+    async fn ping(&self) -> Result<(), SessionError> {
+        self.conn().query_row("SELECT 1", [], |_| Ok(()))?;
+        Ok(())
     }
 
     async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError> {

@@ -12,7 +12,7 @@ use super::quota::Quota;
 use super::table::SessionError;
 use crate::ids::{TenantId, ToolMatch};
 use crate::limits::{LimitOverrides, ShellLimitOverrides};
-use crate::secret::Secret;
+use crate::secret::TokenDigest;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,8 +20,8 @@ use std::sync::Arc;
 /// A declared tenant (`[tenants.ID]`).
 #[derive(Debug, Clone, Default)]
 pub struct Tenant {
-    /// The bearer token that names it to `serve --http`.
-    pub token: Option<Secret>,
+    /// The SHA-256 of the bearer token that names it to `serve --http`.
+    pub token: Option<TokenDigest>,
     pub max_sessions: Option<usize>,
     pub quota: Quota,
     /// Over the defaults for every call of its sessions: a component's (whose own limits
@@ -116,13 +116,11 @@ impl Tenants {
             .map(|(id, _)| id)
     }
 
-    /// The tenants' bearer tokens, for the HTTP front end.
-    pub fn tokens(&self) -> Vec<(Vec<u8>, TenantId)> {
+    /// The digests of the tenants' bearer tokens, for the HTTP front end.
+    pub fn tokens(&self) -> Vec<(TokenDigest, TenantId)> {
         self.declared
             .iter()
-            .filter_map(|(id, t)| {
-                Some((t.token.as_ref()?.expose().as_bytes().to_vec(), id.clone()))
-            })
+            .filter_map(|(id, t)| Some((t.token?, id.clone())))
             .collect()
     }
 

@@ -22,7 +22,7 @@ use crate::failure::Failure;
 use crate::limits::{
     DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_EARLY_PROGRESS, UPSTREAM_HEALTHY_AFTER,
 };
-use crate::secret::{Secret, expand_env};
+use crate::secret::{Secret, expand};
 use crate::sessions::{Session, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{
@@ -253,7 +253,7 @@ impl Upstream {
             table
                 .iter()
                 .map(|(k, v)| {
-                    expand_env(v.expose())
+                    expand(v.expose())
                         .map(|v| (k.clone(), v))
                         .map_err(|why| self.fail(format!("{key}.{k}: {why}")))
                 })
@@ -282,7 +282,10 @@ impl Upstream {
                     .await
                     .map_err(|e| self.fail(format!("no MCP handshake: {e}")))
             }
-            (None, Some(url)) => {
+            (None, Some(written)) => {
+                // Errors name the URL as written: expanded, it may hold a secret.
+                let written = written.expose();
+                let url = expand(written).map_err(|why| self.fail(format!("url: {why}")))?;
                 let mut custom = HashMap::new();
                 for (key, value) in expanded(&spec.headers, "headers")? {
                     let key = HeaderName::try_from(key.as_str())
@@ -294,11 +297,11 @@ impl Upstream {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                self.relay
-                    .clone()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| self.fail(format!("no MCP handshake with {url}: {e}")))
+                self.relay.clone().serve(transport).await.map_err(|e| {
+                    // The HTTP client's errors quote the URL they were given.
+                    let e = e.to_string().replace(&url, written);
+                    self.fail(format!("no MCP handshake with {written}: {e}"))
+                })
             }
             (None, None) => Err(self.fail("neither `command` nor `url` is given".into())),
         }
