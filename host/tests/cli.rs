@@ -920,6 +920,7 @@ fn an_unreachable_otlp_collector_costs_a_command_one_warning() {
                 r#"{"path":"/workspace/a.txt","content":"a"}"#,
             ])
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+            .env_remove("OTEL_BSP_EXPORT_TIMEOUT")
             .env_remove("HOOKHOST_CONFIG")
             .output()
             .unwrap();

@@ -1127,6 +1127,8 @@ fn each_call_reaches_a_real_otlp_receiver_as_one_span_tree() {
         .arg(data.path())
         .args(["call", "bash", r#"{"command": "seq 1 3000"}"#])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        // Loaded test machines: more than a one-shot command's 80 ms to reach the receiver.
+        .env("OTEL_BSP_EXPORT_TIMEOUT", "10000")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -1147,6 +1149,7 @@ fn each_call_reaches_a_real_otlp_receiver_as_one_span_tree() {
         .arg(&config)
         .args(["call", "read_file", r#"{"path": "/workspace/none"}"#])
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env("OTEL_BSP_EXPORT_TIMEOUT", "10000")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");

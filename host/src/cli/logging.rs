@@ -121,9 +121,14 @@ impl Spans {
         })
     }
 
-    /// Sends the spans not sent yet, waiting at most `flush` (a collector that is down or
-    /// slow must not hold up the exit), and says once on stderr if spans were lost.
+    /// Sends the spans not sent yet, waiting at most `flush` — or the standard
+    /// `OTEL_BSP_EXPORT_TIMEOUT` (milliseconds) when set: a collector that is down or slow
+    /// must not hold up the exit — and says once on stderr if spans were lost.
     pub fn finish(self, flush: Duration) {
+        let flush = std::env::var("OTEL_BSP_EXPORT_TIMEOUT")
+            .ok()
+            .and_then(|ms| ms.trim().parse().ok())
+            .map_or(flush, Duration::from_millis);
         let shut = self.provider.shutdown_with_timeout(flush);
         let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner()).take();
         let endpoint = &self.endpoint;
