@@ -99,8 +99,6 @@ fn main() -> ExitCode {
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         }
-    }
-    if serving {
         raise_open_files_limit();
     }
     // Read once, before logging starts: it may say where spans go.
