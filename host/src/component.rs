@@ -467,8 +467,7 @@ impl ComponentLoader {
         let dir = self.cache_dir.as_ref()?;
         let digests = self.digests.lock().unwrap_or_else(|e| e.into_inner());
         let digest = digests.get(&component.to_string())?;
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        Some(dir.join(format!("{hex}.settings.json")))
+        Some(dir.join(format!("{}.settings.json", crate::ids::hex(digest))))
     }
 
     /// The compiled form of `bytes`, whose SHA-256 is `digest`: from the cache when it holds
@@ -491,11 +490,7 @@ impl ComponentLoader {
             .precompile_compatibility_hash()
             .hash(&mut compat);
         hasher.update(compat.finish().to_le_bytes());
-        let key: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let key = crate::ids::hex(&hasher.finalize());
         let file = dir.join(format!("{key}.cwasm"));
         if file.is_file() {
             // SAFETY: the file was written by `precompile_component` of an engine with the

@@ -107,6 +107,11 @@ impl TenantId {
     }
 }
 
+/// `bytes` as lowercase hexadecimal digits, two a byte (digests in file names and keys).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Encodes `s` as one path segment: `[a-z0-9_-]` are kept, every other byte of its UTF-8
 /// becomes `%XX` (upper-case hex). Injective, and the result is never `.`, `..` or empty
 /// for a non-empty input.

@@ -487,6 +487,13 @@ impl Runtime {
             .collect()
     }
 
+    /// The upstream servers that are not up, with their state (`down`, `unavailable`).
+    pub fn upstreams_down(&self) -> Vec<(String, &'static str)> {
+        let mut states = self.upstream_states();
+        states.retain(|(_, state)| *state != "up");
+        states
+    }
+
     /// Whether `tenant`'s chain offloads large outputs (the built-in offload hook is in it).
     pub fn offloads(&self, tenant: &TenantId) -> bool {
         let offload = ComponentRef::Builtin("offload".into());

@@ -133,7 +133,7 @@ mod tests {
         let digest = TokenDigest::of(b"a-token-of-enough-bytes-0123456789");
         assert!(digest.matches(&TokenDigest::of(b"a-token-of-enough-bytes-0123456789")));
         assert!(!digest.matches(&TokenDigest::of(b"a-token-of-enough-bytes-012345678")));
-        let hex: String = digest.0.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::ids::hex(&digest.0);
         assert_eq!(TokenDigest::parse(&hex), Some(digest));
         assert_eq!(TokenDigest::parse("abc"), None);
         assert_eq!(format!("{digest:?}"), "TokenDigest(…)");

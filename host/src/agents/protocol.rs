@@ -147,11 +147,7 @@ fn call(agent: Agent, event: Event, value: &Value, session: &str) -> Result<Agen
 
 /// 16 hex digits of the SHA-256 of `text`.
 pub fn short_hash(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::ids::hex(&Sha256::digest(text.as_bytes())[..8])
 }
 
 /// The answer to `event` for a call of the agent's tool `tool` (its own name).

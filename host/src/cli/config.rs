@@ -93,9 +93,8 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
         println!("  {}\t{detail}", tool.name);
     }
     let down: Vec<String> = runtime
-        .upstream_states()
+        .upstreams_down()
         .into_iter()
-        .filter(|(_, state)| *state != "up")
         .map(|(name, state)| format!("{name} ({state})"))
         .collect();
     if !down.is_empty() {

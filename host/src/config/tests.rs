@@ -120,11 +120,7 @@ fn a_tenants_token_is_long_its_own_and_kept_as_its_digest() {
     );
     let twice = format!("[tenants.a]\ntoken = \"{long}\"\n[tenants.b]\ntoken = \"{long}\"\n");
     assert!(refused(&twice).contains("tenants.b.token: another tenant has this token"));
-    let hex: String = crate::secret::TokenDigest::of(long.as_bytes())
-        .0
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::ids::hex(&crate::secret::TokenDigest::of(long.as_bytes()).0);
     // The same token in clear and as its digest is still one token for two tenants.
     let same = format!("[tenants.a]\ntoken = \"{long}\"\n[tenants.b]\ntoken_sha256 = \"{hex}\"\n");
     assert!(refused(&same).contains("another tenant has this token"));

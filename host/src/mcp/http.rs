@@ -307,9 +307,8 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
 async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
     let mut not_ready: Vec<String> = gate
         .runtime
-        .upstream_states()
+        .upstreams_down()
         .into_iter()
-        .filter(|(_, state)| *state != "up")
         .map(|(name, state)| format!("upstream {name}: {state}"))
         .collect();
     if let Err(why) = gate.runtime.sessions().ping().await {

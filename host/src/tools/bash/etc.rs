@@ -64,7 +64,7 @@ pub fn make(
         }
     }
     let digest = hash.finalize();
-    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let name = crate::ids::hex(&digest[..8]);
     let made = sandbox_dir.join(format!("etc-{name}"));
     if made.is_dir() {
         return Ok(made);
