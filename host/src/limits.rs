@@ -447,5 +447,11 @@ pub const MAX_UPSTREAM_BACKOFF: Duration = Duration::from_secs(60);
 /// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
 pub const UPSTREAM_HEALTHY_AFTER: Duration = Duration::from_secs(30);
 
-/// How many early progress notifications are held for a request not yet watched.
-pub const UPSTREAM_EARLY_PROGRESS: usize = 256;
+/// How many of an upstream's progress notifications are held for one call on their way to
+/// the client (more are dropped: progress is advisory), and how many are held, for all
+/// its calls, that came before their call was watched.
+pub const UPSTREAM_PROGRESS_QUEUE: usize = 256;
+
+/// How long a call to an upstream waits, once answered, for the progress notifications
+/// the upstream sent before its answer to reach the client.
+pub const UPSTREAM_PROGRESS_SETTLE: Duration = Duration::from_millis(500);

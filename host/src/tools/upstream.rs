@@ -20,22 +20,26 @@ use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, is_tool_name};
 use crate::failure::Failure;
 use crate::limits::{
-    DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_EARLY_PROGRESS, UPSTREAM_HEALTHY_AFTER,
+    DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER,
+    UPSTREAM_PROGRESS_QUEUE, UPSTREAM_PROGRESS_SETTLE,
 };
 use crate::secret::{Secret, expand};
 use crate::sessions::{Session, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
-    JsonObject, ProgressNotificationParam, ProgressToken, ServerResult, Tool as McpTool,
+    JsonObject, JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification,
+    ServerResult, Tool as McpTool,
 };
-use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService};
+use rmcp::service::{Peer, PeerRequestOptions, RunningService};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
 use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceExt};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
 
 /// Separates an upstream's name from its tool's in the names agents see.
 pub const SEPARATOR: &str = "__";
@@ -64,119 +68,173 @@ pub struct Upstream {
     /// Its tools as served (`NAME__TOOL`), as last listed.
     tools: RwLock<Vec<McpTool>>,
     /// Ticks each time the tools listed change.
-    changes: tokio::sync::watch::Sender<u64>,
+    changes: watch::Sender<u64>,
     relay: Relay,
 }
 
-/// The client side of an upstream connection: relays progress notifications to the MCP
-/// client whose call asked for them.
+/// The client side of an upstream connection, and where its progress notifications go.
+///
+/// They are taken off the connection as they are read (see [`Routed`]), so in the order
+/// the upstream sent them and before the answer that follows them: rmcp would hand each
+/// to a task of its own, and a fast upstream's answer, or its next notification, could
+/// overtake it. Each watched call gets a queue, drained in order by a task that sends to
+/// the MCP client; the call waits for its queue to drain before it answers.
 #[derive(Clone, Default)]
-struct Relay(Arc<Progress>);
+struct Relay(Arc<Mutex<Routes>>);
 
 #[derive(Default)]
-struct Progress {
-    /// Token sent upstream → the MCP client's peer and its own token.
-    targets: Mutex<HashMap<ProgressToken, Target>>,
+struct Routes {
+    /// Token sent upstream → the queue of the call that sent it.
+    watched: HashMap<ProgressToken, Route>,
     /// Notifications that came before their request was watched (rmcp picks the token as
-    /// it sends the request, so an upstream may answer before [`Relay::watch`] runs); at
-    /// most [`UPSTREAM_EARLY_PROGRESS`], oldest dropped first.
-    early: Mutex<std::collections::VecDeque<ProgressNotificationParam>>,
+    /// it sends the request, so an upstream may report before [`Relay::watch`] runs); at
+    /// most [`UPSTREAM_PROGRESS_QUEUE`], oldest dropped first.
+    early: VecDeque<ProgressNotificationParam>,
 }
 
-impl Relay {
-    fn targets(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, Target>> {
-        self.0.targets.lock().unwrap_or_else(|e| e.into_inner())
+/// One call's progress on its way to the client.
+struct Route {
+    queue: mpsc::Sender<ProgressNotificationParam>,
+    /// How many are queued and not yet sent.
+    unsent: Arc<watch::Sender<usize>>,
+}
+
+impl Route {
+    /// Queues a notification; dropped if the client is [`UPSTREAM_PROGRESS_QUEUE`] behind.
+    fn push(&self, params: ProgressNotificationParam) {
+        if self.queue.try_send(params).is_ok() {
+            self.unsent.send_modify(|n| *n += 1);
+        }
     }
 }
 
-impl ClientHandler for Relay {
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let target = self.targets().get(&params.progress_token).cloned();
-        match target {
-            Some(target) => relay(target, params).await,
+impl Relay {
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Routes a notification read off the connection.
+    fn route(&self, params: ProgressNotificationParam) {
+        let mut routes = self.routes();
+        match routes.watched.get(&params.progress_token) {
+            Some(route) => route.push(params),
             None => {
-                let mut early = self.0.early.lock().unwrap_or_else(|e| e.into_inner());
-                if early.len() == UPSTREAM_EARLY_PROGRESS {
-                    early.pop_front();
+                if routes.early.len() == UPSTREAM_PROGRESS_QUEUE {
+                    routes.early.pop_front();
                 }
-                early.push_back(params);
+                routes.early.push_back(params);
             }
         }
     }
-}
 
-/// Where one request's progress goes: the client's peer and token, and the progress last
-/// sent, so that what the client sees only increases (as MCP requires) although rmcp may
-/// hand notifications over out of order.
-#[derive(Clone)]
-struct Target {
-    peer: Peer<RoleServer>,
-    token: ProgressToken,
-    last: Arc<tokio::sync::Mutex<Option<f64>>>,
-}
-
-/// Sends an upstream's progress to the client, under the client's token; a notification
-/// that does not advance the progress is dropped.
-async fn relay(target: Target, params: ProgressNotificationParam) {
-    let mut last = target.last.lock().await;
-    if last.is_some_and(|last| params.progress <= last) {
-        return;
-    }
-    *last = Some(params.progress);
-    let mut relayed = ProgressNotificationParam::new(target.token, params.progress);
-    relayed.total = params.total;
-    relayed.message = params.message;
-    let _ = target.peer.notify_progress(relayed).await;
-}
-
-type Connection = RunningService<RoleClient, Relay>;
-
-impl Relay {
-    /// Relays progress notifications carrying `token` to `target` until the guard drops,
-    /// starting with those that came early.
-    async fn watch(
-        &self,
-        token: ProgressToken,
-        (peer, client_token): (Peer<RoleServer>, ProgressToken),
-    ) -> Watch {
-        let target = Target {
-            peer,
-            token: client_token,
-            last: Arc::default(),
+    /// Relays progress notifications carrying `token` to the client's `peer`, under the
+    /// client's own token, until the guard drops; those that came early go first.
+    fn watch(&self, token: ProgressToken, client: (Peer<RoleServer>, ProgressToken)) -> Watch {
+        let (queue, queued) = mpsc::channel(UPSTREAM_PROGRESS_QUEUE);
+        let unsent = Arc::new(watch::Sender::new(0));
+        tokio::spawn(forward(client, queued, unsent.clone()));
+        let route = Route {
+            queue,
+            unsent: unsent.clone(),
         };
-        self.targets().insert(token.clone(), target.clone());
-        let early: std::collections::VecDeque<ProgressNotificationParam> = {
-            let mut held = self.0.early.lock().unwrap_or_else(|e| e.into_inner());
-            let (mine, others) = held.drain(..).partition(|p| p.progress_token == token);
-            *held = others;
-            mine
-        };
-        for params in early {
-            relay(target.clone(), params).await;
-        }
+        let mut routes = self.routes();
+        let early = std::mem::take(&mut routes.early);
+        let (mine, others) = early.into_iter().partition(|p| p.progress_token == token);
+        routes.early = others;
+        mine.into_iter().for_each(|params| route.push(params));
+        routes.watched.insert(token.clone(), route);
         Watch {
             relay: self.clone(),
             token,
+            unsent: unsent.subscribe(),
         }
     }
 }
 
-/// Stops relaying a request's progress when dropped (the call answered or was dropped).
+/// Sends a call's progress to the client in the order queued; a notification that does
+/// not advance the progress is dropped (what the client sees only increases, as MCP
+/// requires, whatever the upstream sends).
+async fn forward(
+    (peer, token): (Peer<RoleServer>, ProgressToken),
+    mut queued: mpsc::Receiver<ProgressNotificationParam>,
+    unsent: Arc<watch::Sender<usize>>,
+) {
+    let mut last = None;
+    while let Some(params) = queued.recv().await {
+        if last.is_none_or(|last| params.progress > last) {
+            last = Some(params.progress);
+            let mut relayed = ProgressNotificationParam::new(token.clone(), params.progress);
+            relayed.total = params.total;
+            relayed.message = params.message;
+            let _ = peer.notify_progress(relayed).await;
+        }
+        unsent.send_modify(|n| *n -= 1);
+    }
+}
+
+/// A call's progress being relayed; dropped, the relay stops (the call answered or was
+/// dropped).
 struct Watch {
     relay: Relay,
     token: ProgressToken,
+    unsent: watch::Receiver<usize>,
+}
+
+impl Watch {
+    /// Waits, at most [`UPSTREAM_PROGRESS_SETTLE`], until what the upstream reported
+    /// before its answer has reached the client, so the client sees progress first.
+    async fn settle(mut self) {
+        let drained = self.unsent.wait_for(|unsent| *unsent == 0);
+        if tokio::time::timeout(UPSTREAM_PROGRESS_SETTLE, drained)
+            .await
+            .is_err()
+        {
+            tracing::debug!(token = ?self.token, "an upstream's progress still unsent at its answer");
+        }
+    }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.relay.targets().remove(&self.token);
+        self.relay.routes().watched.remove(&self.token);
     }
 }
 
+/// An upstream's connection, with its progress notifications routed as they are read.
+struct Routed<T> {
+    inner: T,
+    relay: Relay,
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(n) = &message
+            && let ServerNotification::ProgressNotification(progress) = &n.notification
+        {
+            self.relay.route(progress.params.clone());
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// Progress is routed by [`Routed`]; rmcp's own handling of it is left a no-op.
+impl ClientHandler for Relay {}
+
+type Connection = RunningService<RoleClient, Relay>;
 impl Upstream {
     /// Whether it is up (its process or connection is alive).
     pub fn is_up(&self) -> bool {
@@ -208,12 +266,19 @@ impl Upstream {
     }
 
     /// Ticks when the tools it lists change (after a restart).
-    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
     }
 
     fn current(&self) -> Option<Peer<RoleClient>> {
         self.peer.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn routed<T: Transport<RoleClient>>(&self, inner: T) -> Routed<T> {
+        Routed {
+            inner,
+            relay: self.relay.clone(),
+        }
     }
 
     fn fail(&self, what: String) -> UpstreamError {
@@ -278,7 +343,7 @@ impl Upstream {
                 }
                 self.relay
                     .clone()
-                    .serve(transport)
+                    .serve(self.routed(transport))
                     .await
                     .map_err(|e| self.fail(format!("no MCP handshake: {e}")))
             }
@@ -297,6 +362,7 @@ impl Upstream {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = self.routed(transport);
                 self.relay.clone().serve(transport).await.map_err(|e| {
                     // The HTTP client's errors quote the URL they were given.
                     let e = e.to_string().replace(&url, written);
@@ -388,7 +454,7 @@ pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Arc<Upstream>,
             .map_or(DEFAULT_UPSTREAM_TIMEOUT, Duration::from_secs),
         peer: RwLock::new(None),
         tools: RwLock::new(Vec::new()),
-        changes: tokio::sync::watch::channel(0).0,
+        changes: watch::channel(0).0,
         relay: Relay::default(),
     });
     let (connection, tools) = upstream.start().await?;
@@ -446,16 +512,13 @@ impl Callee for UpstreamTool {
                 .await?;
             // Relay the upstream's progress for this request to the client that asked.
             let target = PROGRESS.try_with(Clone::clone).ok().flatten();
-            let _relayed = match target {
-                Some(target) => Some(
-                    upstream
-                        .relay
-                        .watch(handle.progress_token.clone(), target)
-                        .await,
-                ),
-                None => None,
-            };
-            match handle.await_response().await? {
+            let relayed =
+                target.map(|target| upstream.relay.watch(handle.progress_token.clone(), target));
+            let response = handle.await_response().await?;
+            if let Some(relayed) = relayed {
+                relayed.settle().await;
+            }
+            match response {
                 ServerResult::CallToolResult(result) => Ok(result),
                 _ => Err(rmcp::ServiceError::UnexpectedResponse),
             }
