@@ -422,7 +422,11 @@ impl HookChain {
         executed.unwrap_or_else(|failure| {
             tracing::warn!(tool = %name, call_id = %call.id, %failure, "tool failed");
             record.failed(name, "execute", failure.kind, true);
-            ToolResult::error(format!("tool '{name}' failed ({})", failure.kind))
+            ToolResult::error(match failure.kind {
+                // Says what the call wrote, for the agent to clean up.
+                FailureKind::DiskQuota => failure.detail,
+                _ => format!("tool '{name}' failed ({})", failure.kind),
+            })
         })
     }
 

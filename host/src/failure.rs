@@ -26,6 +26,8 @@ pub enum FailureKind {
     Setup,
     /// The component said it failed (a 0.2.0 hook's `after::fail`).
     Declared,
+    /// The tool took its tenant over its disk quota (see `sessions::quota`).
+    DiskQuota,
 }
 
 impl fmt::Display for FailureKind {
@@ -39,6 +41,7 @@ impl fmt::Display for FailureKind {
             FailureKind::Trap => "trap",
             FailureKind::Setup => "setup",
             FailureKind::Declared => "declared",
+            FailureKind::DiskQuota => "disk-quota",
         })
     }
 }

@@ -435,6 +435,10 @@ pub const PG_POOL_SIZE: usize = 16;
 /// How often a running call of a tenant with a quota has its directories measured.
 pub const QUOTA_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How many of the files a call wrote are named to the agent when the call went over its
+/// tenant's disk quota (the largest).
+pub const QUOTA_REPORTED_FILES: usize = 5;
+
 /// How long a call waits for another process holding the database.
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 

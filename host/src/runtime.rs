@@ -11,11 +11,11 @@ use crate::ids::TenantId;
 use crate::metrics::Scraped;
 use crate::mounts::MountError;
 use crate::sandbox::{self, Sandbox};
-use crate::sessions::{Session, SessionError, SessionHolder, Sessions, Tenants};
+use crate::sessions::{QuotaCall, Session, SessionError, SessionHolder, Sessions, Tenants};
 use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
-use crate::tools::{Extras, Tool, ToolRegistry};
+use crate::tools::{Callee, Extras, Tool, ToolRegistry};
 use crate::trace::Tracer;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -586,12 +586,9 @@ impl Runtime {
         );
         let chain = self.chain(&session.tenant);
         let mut trace = self.tracer.begin(session, &call_id, tool);
-        let run = chain
-            .run(session, ctx, call, target.as_ref(), &mut trace)
-            .instrument(span.clone());
         // Only a tenant with a quota pays for measuring around its calls, and only the
         // mounts this call's hooks and tool may write in are measured.
-        let (result, outcome) = if session.declared().is_some_and(|t| t.quota.is_set()) {
+        let quota = if session.declared().is_some_and(|t| t.quota.is_set()) {
             let writable: BTreeSet<&str> = chain
                 .layers()
                 .iter()
@@ -599,13 +596,32 @@ impl Runtime {
                 .flat_map(|layer| sandbox::writable(&layer.grants))
                 .chain(target.writable_mounts())
                 .collect();
-            // A call the quota refused, stopped or withheld the output of failed.
-            self.sessions
-                .within_quota(session, &writable, run)
-                .await
-                .unwrap_or_else(|message| (ToolResult::error(message), "failed"))
+            self.sessions.admit(session, &writable).await
         } else {
-            run.await
+            Ok(None)
+        };
+        // A call the quota refused, stopped or withheld the output of failed.
+        let (result, outcome) = match quota {
+            Err(refused) => (ToolResult::error(refused), "failed"),
+            Ok(None) => {
+                chain
+                    .run(session, ctx, call, target.as_ref(), &mut trace)
+                    .instrument(span.clone())
+                    .await
+            }
+            Ok(Some(quota)) => {
+                let bounded = WithinQuota {
+                    tool: target.as_ref(),
+                    quota: &quota,
+                };
+                let run = chain
+                    .run(session, ctx, call, &bounded, &mut trace)
+                    .instrument(span.clone());
+                quota
+                    .run(run)
+                    .await
+                    .unwrap_or_else(|message| (ToolResult::error(message), "failed"))
+            }
         };
         span.record("outcome", outcome);
         trace.finish(outcome, result.output.len(), started.elapsed());
@@ -620,6 +636,32 @@ impl Runtime {
             "call"
         );
         Ok((result, target.take_extras(&call_id)))
+    }
+}
+
+/// A tool run within its tenant's disk quota (see [`QuotaCall::tool`]).
+struct WithinQuota<'a> {
+    tool: &'a dyn Callee,
+    quota: &'a QuotaCall<'a>,
+}
+
+#[async_trait::async_trait]
+impl Callee for WithinQuota<'_> {
+    fn descriptor(&self) -> &ToolDescriptor {
+        self.tool.descriptor()
+    }
+
+    async fn execute(
+        &self,
+        session: &Session,
+        ctx: &CallContext,
+        call: &ToolCall,
+    ) -> Result<ToolResult, Failure> {
+        self.quota.tool(self.tool.execute(session, ctx, call)).await
+    }
+
+    fn writable_mounts(&self) -> Vec<&str> {
+        self.tool.writable_mounts()
     }
 }
 

@@ -693,6 +693,14 @@ async def quota(url, token, hookhost, data, config):
             await first.initialize()
             over = await first.call_tool("bash", {"command": "head -c 300000 /dev/zero > big; echo written"})
             assert is_error(over) and "disk quota exceeded" in text(over), text(over)
+            # The agent is told what the call wrote, and the audit hook, which runs after
+            # the tool, records the call as failed, not done (WIT 0.2.0 has no kind for a
+            # disk quota: hooks are told the nearest, output-too-large).
+            assert "it wrote /workspace/big (300000 bytes)" in text(over), text(over)
+            audit = [json.loads(line) for path in glob.glob(f"{data}/tenants/beta/audit/audit.jsonl")
+                     for line in open(path)]
+            ends = [(a["event"], a.get("reason", "")) for a in audit if a["event"] != "start"]
+            assert ends == [("failed", "tool 'bash': output-too-large")], ends
             refused = await first.call_tool("bash", {"command": "echo again"})
             assert is_error(refused), text(refused)
             assert text(refused).startswith("disk quota exceeded: tenant 'beta' uses"), text(refused)

@@ -157,6 +157,9 @@ fn call_outcome(record: &Record) -> outcomes::CallOutcome {
                     FailureKind::Trap => K::Trap,
                     FailureKind::Setup => K::Setup,
                     FailureKind::Declared => K::Declared,
+                    // 0.2.0 (never edited) has no kind for it: the call wrote more than
+                    // its tenant may keep, the nearest of its kinds.
+                    FailureKind::DiskQuota => K::OutputTooLarge,
                 },
             })
             .collect(),

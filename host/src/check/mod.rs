@@ -381,6 +381,7 @@ fn failed(phase: &str, failure: &Failure, limits: &Limits) -> String {
         ),
         Setup => format!("it could not be set up: {}", failure.detail),
         Declared => format!("it said so: {}", failure.detail),
+        DiskQuota => failure.detail.clone(),
     };
     format!("{phase} failed ({}): {fix}", failure.kind)
 }

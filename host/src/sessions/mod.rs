@@ -20,7 +20,7 @@ pub mod tenants;
 pub use dirs::MountDirs;
 pub use holders::SessionHolder;
 pub use postgres::PgTable;
-pub use quota::{Quota, Usage};
+pub use quota::{Quota, QuotaCall, Usage};
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
 pub use tenants::{Tenant, Tenants, WorkdirTemplate};
 
@@ -121,13 +121,15 @@ impl Session {
             .map(|m| m.host.as_path())
     }
 
-    /// The host directories of the mounts among `writable` (virtual paths) that its
-    /// tenant's quota counts: session- and tenant-scoped ones.
-    fn quota_dirs<'a>(&'a self, writable: &'a BTreeSet<&str>) -> impl Iterator<Item = &'a Path> {
+    /// Its mounts among `writable` (virtual paths) that its tenant's quota counts:
+    /// session- and tenant-scoped ones.
+    fn quota_mounts<'a>(
+        &'a self,
+        writable: &'a BTreeSet<&str>,
+    ) -> impl Iterator<Item = &'a ResolvedMount> {
         self.mounts
             .iter()
             .filter(|m| m.scope != Scope::Persistent && writable.contains(m.virtual_path.as_str()))
-            .map(|m| m.host.as_path())
     }
 }
 

@@ -8,7 +8,9 @@
 //! subtracted.
 //! While a call of a tenant with a quota runs, its directories are measured every
 //! [`QUOTA_CHECK_INTERVAL`]; a call that takes the tenant over its quota is stopped there
-//! (its components dropped, its commands killed) and its output withheld. So a tenant can
+//! (its components dropped, its commands killed) and its output withheld; a tool stopped
+//! so fails, its `after-execute` hooks are told, and the agent is told which files the
+//! call wrote (see [`QuotaCall`]). So a tenant can
 //! overshoot by what one call writes in that interval plus one walk of those directories —
 //! not by what it writes until its deadline. `session gc` measures every tenant afresh.
 //!
@@ -22,13 +24,16 @@
 //! free.
 
 use super::{DiskUsage, Session, SessionError, Sessions, owned};
+use crate::abi::ToolResult;
+use crate::failure::{Failure, FailureKind};
 use crate::ids::TenantId;
-use crate::limits::QUOTA_CHECK_INTERVAL;
+use crate::limits::{QUOTA_CHECK_INTERVAL, QUOTA_REPORTED_FILES};
 use crate::mounts::Scope;
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 /// What some directories hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -190,31 +195,30 @@ impl Sessions {
             .collect()
     }
 
-    /// Runs `call` (a call of `session`) within its tenant's disk quota, if it has one:
-    /// refused when the tenant is at its quota; stopped as soon as it takes the tenant over
-    /// it (see [the module](self)); its output withheld when it ends over it. Only the mounts the
-    /// call may write in (`writable`, virtual paths) are measured around it; the tenant's
-    /// use is kept, not walked.
+    /// Admits a call of `session` under its tenant's disk quota: `Ok(None)` when the tenant
+    /// has none (or its use cannot be measured: logged, and the call runs unbounded);
+    /// `Err` with what the agent is told when the tenant is at its quota, measured afresh
+    /// first (another process may have deleted files since). Only the mounts the call may
+    /// write in (`writable`, virtual paths) are measured around it.
     ///
     /// # Errors
     ///
-    /// What the agent is told when the call was refused, stopped or its output withheld.
-    pub async fn within_quota<T>(
-        &self,
+    /// What the agent is told when the call is refused.
+    pub async fn admit<'a>(
+        &'a self,
         session: &Session,
         writable: &BTreeSet<&str>,
-        call: impl Future<Output = T>,
-    ) -> Result<T, String> {
+    ) -> Result<Option<QuotaCall<'a>>, String> {
         let quota = self.tenants.quota(&session.tenant);
         if !quota.is_set() {
-            return Ok(call.await);
+            return Ok(None);
         }
         let tenant = &session.tenant;
         let mut used = match self.tenant_usage(tenant).await {
             Ok(used) => used,
             Err(e) => {
                 tracing::warn!(%tenant, error = %e, "cannot measure disk use");
-                return Ok(call.await);
+                return Ok(None);
             }
         };
         if quota.exceeded(used, true).is_some() {
@@ -225,37 +229,22 @@ impl Sessions {
                 "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
             ));
         }
-        let dirs = owned(session.quota_dirs(writable));
-        let before = measure_async(dirs.clone()).await;
-        let watch = async {
-            loop {
-                tokio::time::sleep(QUOTA_CHECK_INTERVAL).await;
-                let now = measure_async(dirs.clone()).await;
-                if let Some(over) = quota.exceeded(used.moved(before, now), false) {
-                    return over;
-                }
-            }
-        };
-        let result = tokio::select! {
-            result = call => Ok(result),
-            over = watch => {
-                tracing::warn!(%tenant, session = %session.id, over, "disk quota exceeded during a call; stopped");
-                Err(format!(
-                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
-                ))
-            }
-        };
-        let after = measure_async(dirs).await;
-        self.usage.moved(tenant, before, after);
-        match quota.exceeded(used.moved(before, after), false) {
-            Some(over) if result.is_ok() => {
-                tracing::warn!(%tenant, over, "disk quota exceeded by a call");
-                Err(format!(
-                    "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
-                ))
-            }
-            _ => result,
-        }
+        let dirs: Vec<(String, PathBuf)> = session
+            .quota_mounts(writable)
+            .map(|m| (m.virtual_path.clone(), m.host.clone()))
+            .collect();
+        let before = measure_async(hosts(&dirs)).await;
+        Ok(Some(QuotaCall {
+            sessions: self,
+            tenant: tenant.clone(),
+            quota,
+            used,
+            dirs,
+            before,
+            since: SystemTime::now(),
+            stage: Mutex::new(Stage::Hooks),
+            stop: tokio::sync::Notify::new(),
+        }))
     }
 
     /// Measures afresh each tenant whose kept use is at or over its quota: what another
@@ -308,6 +297,194 @@ impl Sessions {
             .await?;
         Ok(measure_async(dirs).await)
     }
+}
+
+/// A call of a tenant with a disk quota, admitted (see [`Sessions::admit`]): what the
+/// directories it may write in held when it began.
+///
+/// While it runs they are measured every [`QUOTA_CHECK_INTERVAL`] ([`QuotaCall::run`]).
+/// Going over while its tool runs stops the tool, which then fails with
+/// [`FailureKind::DiskQuota`] ([`QuotaCall::tool`]): the call's `after-execute` hooks still
+/// run and are told so (an audit records the call as failed), and the agent is told
+/// what the call wrote. Going over in a hook's phase drops the whole call, as a hook that
+/// writes without bound may not finish.
+pub struct QuotaCall<'a> {
+    sessions: &'a Sessions,
+    tenant: TenantId,
+    quota: Quota,
+    /// The tenant's use when the call began.
+    used: Usage,
+    /// The mounts it may write in: virtual path, host directory.
+    dirs: Vec<(String, PathBuf)>,
+    /// What they held when it began.
+    before: Usage,
+    since: SystemTime,
+    stage: Mutex<Stage>,
+    /// Told when the tenant went over while the tool ran.
+    stop: tokio::sync::Notify,
+}
+
+/// Where a [`QuotaCall`] is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// In a hook's phase.
+    Hooks,
+    /// Its tool runs.
+    Tool,
+    /// Its tool was stopped, or ended, over the quota: the rest runs unwatched, and its
+    /// result already says so.
+    Failed,
+}
+
+impl QuotaCall<'_> {
+    fn stage(&self) -> std::sync::MutexGuard<'_, Stage> {
+        self.stage.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the tenant would use with the call's directories as they are now, if that
+    /// is over its quota.
+    async fn over(&self) -> Option<String> {
+        let now = measure_async(hosts(&self.dirs)).await;
+        self.quota
+            .exceeded(self.used.moved(self.before, now), false)
+    }
+
+    /// Runs the whole call (`call`, its hooks' phases and its tool), watching the
+    /// tenant's use; then keeps what it changed.
+    ///
+    /// # Errors
+    ///
+    /// What the agent is told when a hook's phase took the tenant over its quota (the
+    /// call was dropped there) or the call ended over it (its output withheld).
+    pub async fn run<T>(&self, call: impl Future<Output = T>) -> Result<T, String> {
+        let tenant = &self.tenant;
+        let watch = async {
+            loop {
+                tokio::time::sleep(QUOTA_CHECK_INTERVAL).await;
+                let Some(over) = self.over().await else {
+                    continue;
+                };
+                let stage = *self.stage();
+                match stage {
+                    Stage::Hooks => return over,
+                    Stage::Tool => self.stop.notify_one(),
+                    Stage::Failed => {}
+                }
+                std::future::pending::<()>().await;
+            }
+        };
+        let result = tokio::select! {
+            result = call => Ok(result),
+            over = watch => {
+                tracing::warn!(%tenant, over, "disk quota exceeded in a hook's phase; call stopped");
+                Err(format!(
+                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
+                ))
+            }
+        };
+        let after = measure_async(hosts(&self.dirs)).await;
+        self.sessions.usage.moved(tenant, self.before, after);
+        let failed = *self.stage() == Stage::Failed;
+        match self
+            .quota
+            .exceeded(self.used.moved(self.before, after), false)
+        {
+            Some(over) if result.is_ok() && !failed => {
+                tracing::warn!(%tenant, over, "disk quota exceeded by a call");
+                Err(format!(
+                    "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
+                ))
+            }
+            _ => result,
+        }
+    }
+
+    /// Runs the call's tool (`execute`): stopped when the tenant goes over its quota, and
+    /// measured when it ends.
+    ///
+    /// # Errors
+    ///
+    /// The tool's own failure, or [`FailureKind::DiskQuota`] saying what the call wrote.
+    pub async fn tool(
+        &self,
+        execute: impl Future<Output = Result<ToolResult, Failure>>,
+    ) -> Result<ToolResult, Failure> {
+        *self.stage() = Stage::Tool;
+        let stopped = tokio::select! {
+            result = execute => match self.over().await {
+                Some(over) => Some(format!("the call left tenant '{}' using {over}", self.tenant)),
+                None => {
+                    *self.stage() = Stage::Hooks;
+                    return result;
+                }
+            },
+            () = self.stop.notified() => {
+                let over = self.over().await.unwrap_or_else(|| "over its quota".into());
+                Some(format!("the call took tenant '{}' to {over} and was stopped", self.tenant))
+            }
+        };
+        *self.stage() = Stage::Failed;
+        let what = stopped.unwrap_or_default();
+        tracing::warn!(tenant = %self.tenant, what, "disk quota exceeded by a tool");
+        let (dirs, since) = (self.dirs.clone(), self.since);
+        let wrote = tokio::task::spawn_blocking(move || written_since(&dirs, since))
+            .await
+            .unwrap_or_default();
+        let wrote = if wrote.is_empty() {
+            String::new()
+        } else {
+            let files: Vec<String> = wrote
+                .iter()
+                .map(|(path, bytes)| format!("{path} ({bytes} bytes)"))
+                .collect();
+            format!("; it wrote {}", files.join(", "))
+        };
+        Err(Failure::new(
+            FailureKind::DiskQuota,
+            format!(
+                "disk quota exceeded: {what}; its output is withheld{wrote}. Delete files or sessions to continue"
+            ),
+        ))
+    }
+}
+
+/// The host directories of `dirs`.
+fn hosts(dirs: &[(String, PathBuf)]) -> Vec<PathBuf> {
+    dirs.iter().map(|(_, host)| host.clone()).collect()
+}
+
+/// The largest files (at most [`QUOTA_REPORTED_FILES`]) below `dirs` modified since
+/// `since`, named by their virtual paths, largest first. Blocking.
+fn written_since(dirs: &[(String, PathBuf)], since: SystemTime) -> Vec<(String, u64)> {
+    let mut found = Vec::new();
+    for (virtual_path, host) in dirs {
+        let mut stack = vec![host.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                if meta.is_dir() {
+                    stack.push(entry.path());
+                } else if meta.is_file() && meta.modified().is_ok_and(|m| m >= since) {
+                    let relative = entry.path();
+                    let relative = relative.strip_prefix(host).unwrap_or(&relative);
+                    found.push((
+                        format!(
+                            "{}/{}",
+                            virtual_path.trim_end_matches('/'),
+                            relative.display()
+                        ),
+                        meta.len(),
+                    ));
+                }
+            }
+        }
+    }
+    found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    found.truncate(QUOTA_REPORTED_FILES);
+    found
 }
 
 #[cfg(test)]
