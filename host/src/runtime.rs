@@ -16,7 +16,7 @@ use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
 use crate::tools::{Callee, Extras, Tool, ToolRegistry};
-use crate::trace::Tracer;
+use crate::trace::{TraceSettings, Tracer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -310,7 +310,11 @@ impl Runtime {
         for layer in &layers {
             sessions.hold(Arc::downgrade(layer) as Weak<dyn SessionHolder>);
         }
-        let tracer = Arc::new(Tracer::new(plan.trace, sandbox.clone()));
+        let trace = TraceSettings {
+            fleet: sessions.is_shared(),
+            ..plan.trace
+        };
+        let tracer = Arc::new(Tracer::new(trace, sandbox.clone()));
         sessions.hold(Arc::downgrade(&tracer) as Weak<dyn SessionHolder>);
         let runtime = Runtime {
             tracer,

@@ -845,7 +845,7 @@ fn two_hosts_on_one_postgres_database_serve_and_collect_the_same_sessions() {
     let (a, b) = (fleet.host("3s"), fleet.host("3s"));
 
     // One MCP session through a balancer without affinity; one begun on A, deleted on B.
-    let stdout = client_output(&["fleet", &a.url, &b.url]);
+    let stdout = client_output(&["fleet", &a.url, &b.url, fleet.data.path().to_str().unwrap()]);
     let deleted = printed(&stdout, "deleted ")[0];
     assert_eq!(
         a.said("session deleted session=", deleted) + b.said("session deleted session=", deleted),

@@ -11,7 +11,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py bash-tenants URL TOKEN_A TOKEN_B DATA
     client.py bash-sessions URL TOKEN DATA MARKER
     client.py upstream HOOKHOST DATA CONFIG
-    client.py fleet URL_A URL_B
+    client.py fleet URL_A URL_B DATA
     client.py open-sessions URL_A URL_B COUNT
     client.py metrics URL CALLS
     client.py scrape METRICS_URL
@@ -431,8 +431,9 @@ class Alternating(httpx2.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-async def fleet(url_a, url_b):
-    """One MCP session served by two hosts in turn; one begun on A and deleted on B."""
+async def fleet(url_a, url_b, data):
+    """One MCP session served by two hosts in turn; one begun on A and deleted on B; one
+    whose trace both hosts write."""
     balancer = Alternating([url_a, url_b])
     client = httpx2.AsyncClient(transport=balancer, timeout=60)
     async with client:
@@ -464,6 +465,26 @@ async def fleet(url_a, url_b):
                                session_id)
         assert after.status_code == 404, (after.status_code, after.text)
         print("deleted", session_id, flush=True)
+
+    # One session's calls on both hosts in turn: each host traces what its calls change,
+    # and neither reports the other's appends to the trace file as a change.
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        session_id = await open_session(raw, url_a, None)
+        for n in range(6):
+            call = {"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                    "params": {"name": "write_file", "arguments": {"path": f"t{n}.txt", "content": "t"}}}
+            written = sse_result(await raw_post(raw, [url_a, url_b][n % 2], None, call, session_id))
+            assert not written["result"].get("isError"), written
+        [events] = glob.glob(f"{data}/tenants/*/sessions/{session_id}/artifacts/trace/events.jsonl")
+        changed = [e for e in map(json.loads, open(events)) if e["kind"].startswith("file.")]
+        # Each file once, by the layer that wrote it; nothing by no layer (between phases:
+        # the other host's calls), and nothing of the trace itself.
+        assert all(e["layer"] for e in changed), changed
+        assert not [e for e in changed if e["path"].startswith("/artifacts/trace/")], changed
+        written = sorted(e["path"] for e in changed if e["path"].startswith("/workspace/"))
+        assert written == [f"/workspace/t{n}.txt" for n in range(6)], changed
+        deleted = await raw.delete(url_a, headers={"Mcp-Session-Id": session_id})
+        assert deleted.status_code == 200, deleted.status_code
     print("fleet ok", flush=True)
 
 

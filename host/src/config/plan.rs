@@ -79,6 +79,7 @@ impl Plan {
                 mount: None,
                 diff_bytes: trace.diff_bytes,
                 watch: true,
+                fleet: false,
             },
             otlp_endpoint: None,
             source: source.to_string(),

@@ -52,6 +52,7 @@ impl Config {
                     .map(|_| self.trace.mount.clone()),
                 diff_bytes: self.trace.diff_bytes,
                 watch: true,
+                fleet: false,
             },
             otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
             source: self.source.clone(),

@@ -67,7 +67,11 @@ impl<'a> CallTrace<'a> {
                     if first {
                         self.mounted(layer, mount, true, look.size);
                     }
-                    self.changes(None, None, mount, look.changes);
+                    // In a fleet, what changed between phases may be another host's
+                    // calls, which that host reports: taken in, not reported.
+                    if !state.fleet {
+                        self.changes(None, None, mount, look.changes);
+                    }
                 }
                 watched.push(mount.clone());
             }

@@ -23,7 +23,10 @@
 //! (see [`watch`]): its inotify queue read, and only the entries it names stat'ed, and read
 //! when their metadata moved (see [`files`]). A tenant with `trace = false` pays none of
 //! it. The host's own trace files are not reported as changes, unless a component changed
-//! them after the host (then they are, as that component's).
+//! them after the host (then they are, as that component's). In a fleet (hosts sharing
+//! the sessions) each host reports only what changed during its own calls' phases: what
+//! changed between them may be another host's calls, which that host reports, and the
+//! trace files every host appends to are never reported.
 //!
 //! The same seam counts the [`Metrics`] and opens a `tracing` span per layer phase (what
 //! OpenTelemetry exports), for every tenant.
@@ -58,6 +61,12 @@ pub const EVENTS_FILE: &str = "trace/events.jsonl";
 /// The directory of the host's trace files in the trace mount.
 const TRACE_DIR: &str = "trace";
 
+/// Whether `path` (in the trace mount) is one of the host's trace files.
+fn is_trace_file(path: &str) -> bool {
+    path.strip_prefix(TRACE_DIR)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// How the host traces sessions (`[trace]`).
 #[derive(Debug, Clone)]
 pub struct TraceSettings {
@@ -73,6 +82,11 @@ pub struct TraceSettings {
     /// inotify instance waits for a kernel grace period (a `close` of 10–20 ms measured
     /// here at the exit of `hookhost hook …`, more than the rest of its work).
     pub watch: bool,
+    /// Whether other hosts serve the same sessions (a fleet's shared session store): a host
+    /// cannot tell their calls' writes (and their appends to the trace files) from a
+    /// component's or the user's, so only changes seen during its own calls' phases are
+    /// reported, never those to the trace files.
+    pub fleet: bool,
 }
 
 /// Which phase of a layer.
@@ -145,6 +159,8 @@ struct SessionTrace {
     trace_mount: Option<ResolvedMount>,
     /// What the host last left in its trace files, by path in the trace mount.
     host_wrote: Arc<Mutex<HashMap<String, Entry>>>,
+    /// Every file under `trace/` is a host's (see [`TraceSettings::fleet`]).
+    fleet: bool,
     /// Each mount's directory, opened once (by virtual path).
     trace_root: Mutex<Option<Arc<OwnedFd>>>,
     /// The events file, open to append.
@@ -251,6 +267,7 @@ impl Tracer {
                 mounted: Mutex::default(),
                 trace_mount,
                 host_wrote: Arc::default(),
+                fleet: self.settings.fleet,
                 trace_root: Mutex::default(),
                 events: Mutex::default(),
                 seq: AtomicU64::new(0),
@@ -291,17 +308,19 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Opt
         }
     };
     let host_wrote = (state.trace_mount.as_ref() == Some(mount)).then(|| state.host_wrote.clone());
+    let fleet = state.fleet;
     let look = move |mount_state: &Mutex<MountState>, small_walk: bool| {
         let mut mount_state = mount_state.lock().unwrap_or_else(|e| e.into_inner());
         // Locked per entry, not for the look: a flush must not wait for a walk.
         mount_state.look(
             &|path, entry| {
                 host_wrote.as_ref().is_some_and(|wrote| {
-                    wrote
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get(path)
-                        .is_some_and(|w| w.same_metadata(entry))
+                    (fleet && is_trace_file(path))
+                        || wrote
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get(path)
+                            .is_some_and(|w| w.same_metadata(entry))
                 })
             },
             size,
