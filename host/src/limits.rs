@@ -459,3 +459,15 @@ pub const UPSTREAM_PROGRESS_QUEUE: usize = 256;
 /// How long a call to an upstream waits, once answered, for the progress notifications
 /// the upstream sent before its answer to reach the client.
 pub const UPSTREAM_PROGRESS_SETTLE: Duration = Duration::from_millis(500);
+
+/// How often an unsandboxed command's guard looks whether what the command left running
+/// has ended (it notices the host going at once).
+pub const GUARD_REAP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How many times a guard kills its children (whose children then become its own) before
+/// it gives up on a command that forks faster than it kills.
+pub const GUARD_KILL_ROUNDS: usize = 64;
+
+/// How long the host waits for an unsandboxed command's guard to end it (timeout, a
+/// failed guard) before it kills the guard's process group itself.
+pub const GUARD_END_GRACE: Duration = Duration::from_secs(2);

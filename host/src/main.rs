@@ -74,6 +74,13 @@ enum Command {
         #[arg(long)]
         cgroup: Option<PathBuf>,
     },
+    /// Around an unsandboxed bash command: end it with hookhost (hookhost starts this).
+    #[command(hide = true, name = "command-guard")]
+    Guard {
+        /// The command: program and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Serve MCP: on stdio (one session, deleted when the client disconnects), or over
     /// Streamable HTTP with --http.
     Serve(cli::serve::ServeArgs),
@@ -90,6 +97,9 @@ fn main() -> ExitCode {
     if let Command::SandboxShell { limits, cgroup } = &cli.command {
         // Before anything else: no config, logging or runtime inside a sandbox.
         return hookhost::tools::bash::launcher::main(limits, cgroup.as_deref());
+    }
+    if let Command::Guard { command } = &cli.command {
+        return hookhost::tools::bash::guard::main(command);
     }
     let serving = matches!(cli.command, Command::Serve { .. });
     if serving {
@@ -166,7 +176,9 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
         Command::Component(cli::component::ComponentCommand::Check(args)) => {
             cli::component::check(args, &data).await
         }
-        Command::SandboxShell { .. } => unreachable!("served before the runtime starts"),
+        Command::SandboxShell { .. } | Command::Guard { .. } => {
+            unreachable!("served before the runtime starts")
+        }
         Command::Hook(args) => {
             cli::hook::hook(
                 args,

@@ -377,44 +377,64 @@ fn a_large_file_stops_at_the_file_size_limit() {
     assert_eq!(size, 10 * 1024 * 1024, "{said}");
 }
 
+/// `kill -9` of the host mid-command ends the command, what it started in the background
+/// and what it started in a session of its own: sandboxed (the sandbox dies with the host)
+/// and not (the command's guard sees the host go).
 #[test]
 fn kill_9_of_the_server_mid_command_leaves_no_process() {
-    let host = Host::new("");
-    let mut server = host.serve(&["--tenant", "alpha"], Stdio::null());
-    let marker = common::marker("orphan");
-    let mut stdin = server.stdin.take().unwrap();
-    use std::io::Write;
-    for message in [
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}}),
-        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "bash", "arguments": {
-                "command": format!("({}) & {}", common::marked_sleep(&marker, 300), common::marked_sleep(&marker, 301))}}}),
-    ] {
-        writeln!(stdin, "{message}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.contains("\"id\":1"), "{first}");
-    let sleeping = common::wait_for_process(&marker);
-    server.kill().unwrap(); // SIGKILL
-    server.wait().unwrap();
-    common::wait_gone(sleeping);
-    for _ in 0..200 {
-        if common::processes_with(&marker).is_empty() {
-            return;
+    for sandbox in [true, false] {
+        let host = Host::new("");
+        if !sandbox {
+            let config = std::fs::read_to_string(&host.config).unwrap().replace(
+                "[bash]\nenabled = true",
+                "[bash]\nenabled = true\nsandbox = false\nunsandboxed_with_tenants = true",
+            );
+            std::fs::write(&host.config, config).unwrap();
         }
-        std::thread::sleep(Duration::from_millis(25));
+        let mut server = host.serve(&["--tenant", "alpha"], Stdio::null());
+        let marker = common::marker(&format!("orphan-{sandbox}"));
+        let command = format!(
+            "({}) & (setsid bash -c '{}' &) ; {}",
+            common::marked_sleep(&marker, 300),
+            common::marked_sleep(&marker, 302),
+            common::marked_sleep(&marker, 301)
+        );
+        let mut stdin = server.stdin.take().unwrap();
+        use std::io::Write;
+        for message in [
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "bash", "arguments": {"command": command}}}),
+        ] {
+            writeln!(stdin, "{message}").unwrap();
+        }
+        stdin.flush().unwrap();
+        let mut first = String::new();
+        BufReader::new(server.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(first.contains("\"id\":1"), "{first}");
+        // The three sleeps (and, unsandboxed, the guard, whose command line names them).
+        let started = (0..400).any(|_| {
+            std::thread::sleep(Duration::from_millis(25));
+            common::processes_with(&marker).len() >= 3
+        });
+        assert!(started, "sandbox: {sandbox}");
+        server.kill().unwrap(); // SIGKILL
+        server.wait().unwrap();
+        let gone = (0..200).any(|_| {
+            std::thread::sleep(Duration::from_millis(25));
+            common::processes_with(&marker).is_empty()
+        });
+        assert!(
+            gone,
+            "commands outlived their host (sandbox: {sandbox}): {:?}",
+            common::processes_with(&marker)
+        );
     }
-    panic!(
-        "commands outlived their host: {:?}",
-        common::processes_with(&marker)
-    );
 }
 
 fn git(repo: &Path, args: &[&str]) -> Output {

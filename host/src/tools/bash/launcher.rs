@@ -103,7 +103,7 @@ fn in_sandbox() -> io::Result<()> {
 }
 
 /// The control socket, checked to be one: this program is started by hookhost only.
-fn control() -> io::Result<OwnedFd> {
+pub(super) fn control() -> io::Result<OwnedFd> {
     // SAFETY: the descriptor is checked to be an open socket before it is owned.
     let fd = unsafe { BorrowedFd::borrow_raw(CONTROL_FD) };
     let stat = rustix::fs::fstat(fd).map_err(|_| {

@@ -11,13 +11,15 @@
 //! dies; and `/tmp` is emptied.
 //!
 //! With `[bash] sandbox = false` a command runs as the host's user in the host directory of
-//! its mount, with an environment reduced to `PATH`, `HOME` and `LANG`, in a process group
-//! of its own killed on timeout, cancellation and session end; background children it
-//! leaves behind live on until the session ends. A command that leaves one holding its
-//! output returns once bash exits and the output stops within [`DRAIN_GRACE`].
+//! its mount, with an environment reduced to `PATH`, `HOME` and `LANG`, under a guard
+//! ([`guard`]) that kills everything it started on timeout, cancellation and session end,
+//! and when hookhost dies, even by `kill -9`; background children it leaves behind live
+//! on until then. A command that leaves one holding its output returns once bash exits
+//! and the output stops within [`DRAIN_GRACE`].
 
 pub mod cgroup;
 mod etc;
+pub mod guard;
 pub mod launcher;
 pub mod sandbox;
 pub mod shell;
@@ -28,11 +30,12 @@ use super::{Callee, Tool};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{BashPlan, ShellSandboxPlan};
 use crate::failure::Failure;
-use crate::limits::{DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
+use crate::limits::{DEFAULT_BASH_TIMEOUT, GUARD_END_GRACE, MAX_BASH_TIMEOUT};
 use crate::mounts::ResolvedMount;
 use crate::sandbox::{Grants, Sandbox, writable};
 use crate::sessions::{Session, SessionHolder, SessionKey};
-use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+use rustix::fd::OwnedFd;
+use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::Value;
 use shell::ShellPool;
 use std::collections::HashMap;
@@ -41,6 +44,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use std::os::unix::process::CommandExt;
 use tokio::process::Command;
 
 /// How long to wait for the pipes to close once bash has exited (or was killed): a
@@ -70,9 +74,11 @@ enum Confinement {
     /// (see [`sandbox::find_in_path`]).
     Unsandboxed {
         program: PathBuf,
-        /// Process groups started per session that may still have members: killed when
-        /// the session ends.
-        groups: Mutex<HashMap<SessionKey, Vec<Pid>>>,
+        /// The hookhost program, to run as each command's guard (see [`guard`]).
+        guard: Result<PathBuf, String>,
+        /// The guards of commands that left processes running, per session: dropped (so
+        /// those processes killed) when the session ends.
+        groups: Mutex<HashMap<SessionKey, Vec<Guarded>>>,
     },
 }
 
@@ -104,6 +110,7 @@ impl BashTool {
             None => (
                 Confinement::Unsandboxed {
                     program: sandbox::find_in_path("bash").unwrap_or_else(|| "bash".into()),
+                    guard: sandbox::launcher_program(),
                     groups: Mutex::new(HashMap::new()),
                 },
                 String::new(),
@@ -185,16 +192,19 @@ impl BashTool {
             Confinement::Sandboxed { pool, .. } => {
                 self.run_sandboxed(pool, session, command, limit, cap).await
             }
-            Confinement::Unsandboxed { program, groups } => {
-                match self.mount(session, &self.mount) {
-                    Ok(mount) => {
-                        let command = unsandboxed(program, &mount.host, command);
-                        self.run_unsandboxed(groups, &session.key(), command, limit, cap)
-                            .await
-                    }
-                    Err(message) => Err(message),
+            Confinement::Unsandboxed {
+                program,
+                guard,
+                groups,
+            } => match (guard, self.mount(session, &self.mount)) {
+                (Ok(guard), Ok(mount)) => {
+                    let command = unsandboxed(guard, program, &mount.host, command);
+                    self.run_unsandboxed(groups, &session.key(), command, limit, cap)
+                        .await
                 }
-            }
+                (Err(message), _) => Err(format!("bash: {message}")),
+                (_, Err(message)) => Err(message),
+            },
         };
         match ended {
             Ok(ended) => ended.result(limit),
@@ -294,57 +304,48 @@ impl BashTool {
         Ok(Ended::read(stdout, stderr, status).await)
     }
 
-    /// Runs `command` on the host, in a process group of its own.
+    /// Runs `command` on the host, under its guard (see [`guard`]).
     async fn run_unsandboxed(
         &self,
-        groups: &Mutex<HashMap<SessionKey, Vec<Pid>>>,
+        groups: &Mutex<HashMap<SessionKey, Vec<Guarded>>>,
         key: &SessionKey,
-        mut command: Command,
+        command: std::process::Command,
         limit: Duration,
         cap: usize,
     ) -> Result<Ended, String> {
-        let lock = || groups.lock().unwrap_or_else(|e| e.into_inner());
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("bash: cannot start bash: {e}"))?;
-        let pid = child
-            .id()
-            .and_then(|id| Pid::from_raw(id as i32))
-            .ok_or("bash: the command ended before it could be watched")?;
-        // Killed on every way out of this call but a normal return (timeout, cancellation).
-        let mut group = GroupGuard(Some(pid));
-        lock().entry(key.clone()).or_default().push(pid);
-        let stdout = Capture::start(child.stdout.take().expect("piped"), cap);
-        let stderr = Capture::start(child.stderr.take().expect("piped"), cap);
-        let status = match tokio::time::timeout(limit, child.wait()).await {
+        let (mut guarded, stdout, stderr) =
+            Guarded::start(command).map_err(|e| format!("bash: cannot start bash: {e}"))?;
+        let stdout = Capture::start(stdout, cap);
+        let stderr = Capture::start(stderr, cap);
+        // Dropped on every way out of this call but a normal return (a cancellation): its
+        // guard then kills the command.
+        let status = match tokio::time::timeout(limit, guarded.ended()).await {
             Err(_) => {
-                group.kill();
-                let _ = child.wait().await;
+                guarded.end().await;
                 Status::TimedOut
             }
-            Ok(Err(e)) => Status::Failed(format!("waiting for the command failed: {e}")),
-            Ok(Ok(status)) => {
-                use std::os::unix::process::ExitStatusExt;
-                // The command is done; its background children may live on (a server the
-                // agent started), until the session ends.
-                group.release();
+            Ok(Err(e)) => {
+                guarded.end().await;
+                Status::Failed(format!("the command's guard ended before it said how: {e}"))
+            }
+            Ok(Ok(ended)) => {
+                // The command is done; what it started may live on (a server the agent
+                // started), until the session ends.
+                if ended.lingering {
+                    groups
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(key.clone())
+                        .or_default()
+                        .push(guarded);
+                }
                 Status::Exited {
-                    code: status.code(),
-                    signal: status.signal(),
+                    code: ended.code,
+                    signal: ended.signal,
                 }
             }
         };
-        let ended = Ended::read(stdout, stderr, status).await;
-        if !ended.held_open && test_kill_process_group(pid).is_err() {
-            let mut groups = lock();
-            if let Some(pids) = groups.get_mut(key) {
-                pids.retain(|p| *p != pid);
-                if pids.is_empty() {
-                    groups.remove(key);
-                }
-            }
-        }
-        Ok(ended)
+        Ok(Ended::read(stdout, stderr, status).await)
     }
 }
 
@@ -501,40 +502,72 @@ impl SessionHolder for BashTool {
                 }
             }
             Confinement::Unsandboxed { groups, .. } => {
-                let pids = groups
+                let guards = groups
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(key)
                     .unwrap_or_default();
-                for pid in pids {
-                    // ESRCH: the group is gone already.
-                    if kill_process_group(pid, Signal::KILL).is_ok() {
-                        tracing::info!(session = %key, pid = pid.as_raw_nonzero(), "killed a command left running by the session");
-                    }
+                if !guards.is_empty() {
+                    tracing::info!(session = %key, commands = guards.len(), "killed what commands left running in the session");
                 }
             }
         }
     }
 }
 
-/// Kills a command's process group when dropped, unless released.
-struct GroupGuard(Option<Pid>);
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(pid) = self.0.take() {
-            let _ = kill_process_group(pid, Signal::KILL);
-        }
-    }
-
-    fn release(&mut self) {
-        self.0 = None;
-    }
+/// An unsandboxed command's guard (see [`guard`]), as the host holds it: while held, what
+/// the command started may live; dropped, the guard kills it all.
+struct Guarded {
+    guard: tokio::process::Child,
+    control: tokio::net::UnixStream,
 }
 
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
+impl Guarded {
+    /// Starts `command` (the guard's) with its end of the socket as its stdin: the
+    /// guard, and the command's stdout and stderr.
+    fn start(
+        mut command: std::process::Command,
+    ) -> std::io::Result<(
+        Guarded,
+        tokio::process::ChildStdout,
+        tokio::process::ChildStderr,
+    )> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+        command.stdin(Stdio::from(OwnedFd::from(theirs)));
+        // Not killed when dropped: closing the socket ends it, and it ends what the command
+        // left (a kill would leave those); tokio reaps it.
+        let mut guard = Command::from(command).kill_on_drop(false).spawn()?;
+        ours.set_nonblocking(true)?;
+        let control = tokio::net::UnixStream::from_std(ours)?;
+        let stdout = guard.stdout.take().expect("piped");
+        let stderr = guard.stderr.take().expect("piped");
+        Ok((Guarded { guard, control }, stdout, stderr))
+    }
+
+    /// How bash ended, as the guard says.
+    async fn ended(&mut self) -> std::io::Result<guard::Ended> {
+        use tokio::io::AsyncBufReadExt;
+        let mut line = Vec::new();
+        tokio::io::BufReader::new(&mut self.control)
+            .read_until(b'\n', &mut line)
+            .await?;
+        serde_json::from_slice(&line).map_err(std::io::Error::other)
+    }
+
+    /// Ends the command now: its guard kills what it started and exits; the guard's
+    /// process group is killed if it has not within [`GUARD_END_GRACE`].
+    async fn end(self) {
+        let Guarded { mut guard, control } = self;
+        drop(control);
+        if tokio::time::timeout(GUARD_END_GRACE, guard.wait())
+            .await
+            .is_err()
+        {
+            if let Some(pid) = guard.id().and_then(|id| Pid::from_raw(id as i32)) {
+                let _ = kill_process_group(pid, Signal::KILL);
+            }
+            let _ = guard.wait().await;
+        }
     }
 }
 
@@ -552,12 +585,16 @@ fn schema(mount: &str) -> String {
     .to_string()
 }
 
-/// An unsandboxed command: `bash -c command` as the host's user in `dir`, with `PATH`,
-/// `HOME` (`dir`) and `LANG`, in a process group of its own.
-fn unsandboxed(program: &Path, dir: &Path, command: &str) -> Command {
+/// An unsandboxed command: `hookhost command-guard -- bash -c command` (see [`guard`]) as
+/// the host's user in `dir`, with `PATH`, `HOME` (`dir`) and `LANG`, in a process group of
+/// its own.
+fn unsandboxed(guard: &Path, bash: &Path, dir: &Path, command: &str) -> std::process::Command {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    let mut child = Command::new(program);
+    let mut child = std::process::Command::new(guard);
     child
+        .arg("command-guard")
+        .arg("--")
+        .arg(bash)
         .arg("-c")
         .arg(command)
         .current_dir(dir)
@@ -565,11 +602,9 @@ fn unsandboxed(program: &Path, dir: &Path, command: &str) -> Command {
         .env("PATH", path)
         .env("HOME", dir)
         .env("LANG", "C.UTF-8")
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
     child
 }
 

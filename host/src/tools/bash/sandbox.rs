@@ -423,7 +423,7 @@ fn host_hard_limits() -> ShellLimits {
 /// The hookhost program, to run inside each sandbox as its launcher: this process's own
 /// program, or, for a process that is not `hookhost` (a test or a benchmark of the
 /// library, in `target/*/deps`), the `hookhost` beside it or one directory up.
-fn launcher_program() -> Result<PathBuf, String> {
+pub(super) fn launcher_program() -> Result<PathBuf, String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find the hookhost program to run in sandboxes: {e}"))?;
     if exe.file_stem().is_some_and(|n| n == "hookhost") {
