@@ -68,6 +68,8 @@ pub fn store_address(url: &str) -> String {
 /// The session table in a PostgreSQL database.
 pub struct PgTable {
     pool: Pool,
+    /// Where the database is, for errors (see [`store_address`]).
+    at: String,
 }
 
 impl PgTable {
@@ -79,12 +81,13 @@ impl PgTable {
     /// [`SessionError::Postgres`] when the URL is not one, or the database cannot be
     /// reached or refuses the schema.
     pub async fn connect(url: &str) -> Result<PgTable, SessionError> {
-        PgTable::open(url)
-            .await
-            .map_err(|source| SessionError::Connect {
+        PgTable::open(url).await.map_err(|source| match source {
+            SessionError::Connect { .. } => source,
+            source => SessionError::Connect {
                 at: store_address(url),
                 source: Box::new(source),
-            })
+            },
+        })
     }
 
     async fn open(url: &str) -> Result<PgTable, SessionError> {
@@ -100,7 +103,10 @@ impl PgTable {
             .max_size(PG_POOL_SIZE)
             .build()
             .map_err(|e| SessionError::Pool(e.to_string()))?;
-        let table = PgTable { pool };
+        let table = PgTable {
+            pool,
+            at: store_address(url),
+        };
         let mut client = table.client().await?;
         let schema = client.transaction().await?;
         schema
@@ -111,11 +117,13 @@ impl PgTable {
         Ok(table)
     }
 
+    /// A connection from the pool; failing, the error says where the database is and
+    /// why it could not be reached (`Connection refused`…).
     async fn client(&self) -> Result<deadpool_postgres::Object, SessionError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| SessionError::Pool(e.to_string()))
+        self.pool.get().await.map_err(|e| SessionError::Connect {
+            at: self.at.clone(),
+            source: Box::new(SessionError::Pool(crate::error_line(&e))),
+        })
     }
 
     async fn rows(

@@ -39,12 +39,12 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::Value;
 use shell::ShellPool;
 use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use std::os::unix::process::CommandExt;
 use tokio::process::Command;
 
 /// How long to wait for the pipes to close once bash has exited (or was killed): a
