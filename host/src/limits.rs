@@ -222,6 +222,24 @@ impl Limits {
     }
 }
 
+/// A tenant's `rate = { … }` (see `sessions::rate`): how many calls a second it may
+/// start, as a token bucket that holds `burst` (default `calls_per_second`), and how many
+/// may run at once. Unbounded when left out; `0` is refused when the config is read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub calls_per_second: Option<std::num::NonZeroU32>,
+    pub burst: Option<std::num::NonZeroU32>,
+    pub concurrent: Option<std::num::NonZeroU32>,
+}
+
+impl RateLimit {
+    /// Whether any bound is set.
+    pub fn is_set(&self) -> bool {
+        self.calls_per_second.is_some() || self.concurrent.is_some()
+    }
+}
+
 /// A `limits = { … }` table of the config: the fields it sets replace the layer below.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -53,6 +53,12 @@ struct OffloadLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RateLabels {
+    tenant: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: String,
     state: String,
@@ -71,6 +77,7 @@ pub struct Metrics {
     call_seconds: Family<ToolLabels, Histogram, fn() -> Histogram>,
     layer_seconds: Family<LayerLabels, Histogram, fn() -> Histogram>,
     offloaded: Family<OffloadLabels, Counter>,
+    rate_limited: Family<RateLabels, Counter>,
     sessions: Family<TenantLabels, Gauge>,
     instances: Gauge,
     disk_bytes: Family<TenantLabels, Gauge>,
@@ -100,6 +107,7 @@ impl Default for Metrics {
             call_seconds: Family::new_with_constructor(latency),
             layer_seconds: Family::new_with_constructor(latency),
             offloaded: Family::default(),
+            rate_limited: Family::default(),
             sessions: Family::default(),
             instances: Gauge::default(),
             disk_bytes: Family::default(),
@@ -113,7 +121,7 @@ impl Default for Metrics {
         );
         registry.register(
             "layer_failures",
-            "Failures of hooks and tools, by layer, phase and kind (trap, timeout, memory, fuel, output-too-large, invalid-output, setup, declared)",
+            "Failures of hooks and tools, by layer, phase and kind (trap, timeout, memory, fuel, output-too-large, invalid-output, setup, declared, disk-quota)",
             metrics.failures.clone(),
         );
         registry.register(
@@ -130,6 +138,11 @@ impl Default for Metrics {
             "offloaded_bytes",
             "Output bytes a hook's after-execute took out of results (offload: moved to a file)",
             metrics.offloaded.clone(),
+        );
+        registry.register(
+            "calls_rate_limited",
+            "Calls refused by their tenant's rate limits, by tenant and reason (rate, concurrent)",
+            metrics.rate_limited.clone(),
         );
         registry.register("sessions", "Sessions, by tenant", metrics.sessions.clone());
         registry.register(
@@ -201,6 +214,16 @@ impl Metrics {
                 hook: hook.into(),
             })
             .inc_by(bytes);
+    }
+
+    /// Counts a call its tenant's rate limits refused.
+    pub fn rate_limited(&self, tenant: &str, reason: &str) {
+        self.rate_limited
+            .get_or_create(&RateLabels {
+                tenant: tenant.into(),
+                reason: reason.into(),
+            })
+            .inc();
     }
 
     /// The metrics as OpenMetrics text, with `scraped`'s gauges.

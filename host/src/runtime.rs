@@ -11,7 +11,9 @@ use crate::ids::TenantId;
 use crate::metrics::Scraped;
 use crate::mounts::MountError;
 use crate::sandbox::{self, Sandbox};
-use crate::sessions::{QuotaCall, Session, SessionError, SessionHolder, Sessions, Tenants};
+use crate::sessions::{
+    QuotaCall, RateRefusal, Session, SessionError, SessionHolder, Sessions, Tenants,
+};
 use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
@@ -219,6 +221,8 @@ pub enum CallError {
     NoTools { name: String, file: String },
     #[error("tool {tool:?}: {why}")]
     BadArguments { tool: String, why: String },
+    #[error(transparent)]
+    RateLimited(#[from] RateRefusal),
 }
 
 /// A configured hookhost: components loaded, tools registered, chains built, and its
@@ -564,6 +568,12 @@ impl Runtime {
         chain::validate_arguments(arguments).map_err(|why| CallError::BadArguments {
             tool: tool.to_string(),
             why,
+        })?;
+        let _admitted = self.sessions.admit_rate(session).inspect_err(|refused| {
+            tracing::info!(tenant = %session.tenant, session = %session.id, tool, %refused, "call refused");
+            self.tracer
+                .metrics()
+                .rate_limited(session.tenant.as_str(), refused.reason());
         })?;
         self.sessions.mark_active(session).await;
         let _running = self.sessions.enter(session);

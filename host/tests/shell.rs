@@ -506,6 +506,25 @@ fn a_tenant_over_its_quota_is_let_in_once_the_cli_deleted_its_sessions() {
     assert!(said.contains("quota ok"), "{said}");
 }
 
+/// Per-tenant rate limits through the real binary and the Python MCP SDK: a burst, then
+/// MCP's error with when to retry; a bound on calls at once; the refusals counted in
+/// `/metrics`; and one tenant's flood of refused calls does not hold the other back.
+#[test]
+fn each_tenant_has_its_own_rate_and_concurrency_limits() {
+    let host = Host::new("rate = { concurrent = 1 }\n");
+    let config = std::fs::read_to_string(&host.config).unwrap().replace(
+        "[tenants.alpha]\n",
+        "[tenants.alpha]\nrate = { calls_per_second = 1, burst = 3 }\n",
+    );
+    std::fs::write(&host.config, config).unwrap();
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let url = common::announced_url(&mut server);
+    let said = python_client(&["rates", &url, ALPHA, BETA]);
+    assert!(said.contains("rates ok"), "{said}");
+    // The figure, for whoever runs it with --nocapture.
+    eprintln!("{}", said.lines().next().unwrap_or_default());
+}
+
 /// Runs `tests/mcp/client.py` (the Python MCP SDK) with `args`: what it printed, once it
 /// succeeded.
 fn python_client(args: &[&str]) -> String {

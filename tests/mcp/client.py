@@ -17,6 +17,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py scrape METRICS_URL
     client.py kept-alive URL TOKEN
     client.py quota URL TOKEN HOOKHOST DATA CONFIG
+    client.py rates URL TOKEN_A TOKEN_B
 """
 
 import asyncio
@@ -34,6 +35,7 @@ import httpx2
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 CONTINUE = re.compile(r"\n\n\[bytes \d+-(\d+) of \d+; to continue reading use offset=\d+\]$")
 
@@ -691,6 +693,84 @@ async def kept_alive(url, token):
     print(f"kept-alive ok, fastest {fastest * 1000:.2f} ms", flush=True)
 
 
+async def rates(url, token_a, token_b):
+    """Tenant alpha may make 1 call a second in bursts of 3, beta run 1 call at once. Over
+    a limit a call is refused with MCP error -32029, saying which limit and when to retry;
+    /metrics counts the refusals; and beta's calls all pass while alpha floods the server
+    (their times, with and without the flood, are printed, not asserted)."""
+    metrics_url = url.rsplit("/mcp", 1)[0] + "/metrics"
+
+    def authorized(token):
+        return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+    async def refusal(call):
+        try:
+            result = await call
+        except MCPError as e:
+            return e.error
+        raise AssertionError(f"not refused: {text(result)}")
+
+    async def timed(session, n):
+        times = []
+        for _ in range(n):
+            started = time.monotonic()
+            echoed = await session.call_tool("bash", {"command": "echo b"})
+            assert text(echoed).strip() == "b", text(echoed)
+            times.append(time.monotonic() - started)
+        return sorted(times)[len(times) // 2]
+
+    async with authorized(token_a) as client_a, authorized(token_b) as client_b:
+        async with streamable_http_client(url, http_client=client_a) as (read_a, write_a), \
+                streamable_http_client(url, http_client=client_b) as (read_b, write_b):
+            async with ClientSession(read_a, write_a) as a, ClientSession(read_b, write_b) as b:
+                await a.initialize()
+                await b.initialize()
+                # A burst of 3 passes; the 4th is refused with when to retry, and passes then.
+                for n in range(3):
+                    passed = await a.call_tool("bash", {"command": f"echo {n}"})
+                    assert text(passed).strip() == str(n), text(passed)
+                error = await refusal(a.call_tool("bash", {"command": "echo 3"}))
+                assert error.code == -32029, error
+                assert error.data["limit"] == "rate", error
+                wait_ms = error.data["retry_after_ms"]
+                assert 0 < wait_ms <= 1000, error
+                assert "1 calls a second" in error.message, error.message
+                await asyncio.sleep(wait_ms / 1000 + 0.05)
+                again = await a.call_tool("bash", {"command": "echo 3"})
+                assert text(again).strip() == "3", text(again)
+
+                # Beta runs one call at once: a second one meanwhile is refused.
+                long = asyncio.create_task(b.call_tool("bash", {"command": "sleep 1; echo long"}))
+                await asyncio.sleep(0.3)
+                error = await refusal(b.call_tool("bash", {"command": "echo second"}))
+                assert error.code == -32029 and error.data["limit"] == "concurrent", error
+                assert error.data["retry_after_ms"] is None, error
+                assert text(await long).strip() == "long"
+
+                # Alpha at its limit does not hold beta back.
+                alone = await timed(b, 10)
+                flood = [asyncio.create_task(a.call_tool("bash", {"command": "echo flood"}))
+                         for _ in range(40)]
+                beside = await timed(b, 10)
+                refused = 0
+                for call in flood:
+                    try:
+                        await call
+                    except MCPError as e:
+                        assert e.error.data["limit"] == "rate", e.error
+                        refused += 1
+                assert refused >= 37, refused
+                print(f"beta's median call: {alone * 1000:.1f} ms alone, {beside * 1000:.1f} ms "
+                      f"beside alpha's flood ({refused} of 40 refused)", flush=True)
+
+    samples = scrape_samples(metrics_url)
+    counted = lambda tenant, reason: sample(samples, "hookhost_calls_rate_limited_total",
+                                            tenant=tenant, reason=reason)
+    assert counted("alpha", "rate") == 1 + refused, counted("alpha", "rate")
+    assert counted("beta", "concurrent") == 1, counted("beta", "concurrent")
+    print("rates ok", flush=True)
+
+
 async def quota(url, token, hookhost, data, config):
     """Tenant `beta` (quota 200,000 bytes) goes over it in one session and is refused;
     the CLI, another process, deletes its sessions while that session is still open; the
@@ -758,5 +838,5 @@ if __name__ == "__main__":
              "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
              "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
-             "kept-alive": kept_alive, "quota": quota}
+             "kept-alive": kept_alive, "quota": quota, "rates": rates}
     asyncio.run(modes[mode](*rest))

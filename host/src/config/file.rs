@@ -4,7 +4,7 @@ use super::Located;
 use crate::chain::{FailurePolicy, InstanceMode};
 use crate::limits::{
     DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, DEFAULT_TRACE_DIFF_BYTES, LimitOverrides,
-    ShellLimitOverrides,
+    RateLimit, ShellLimitOverrides,
 };
 use crate::mounts::MountSpec;
 use crate::sandbox::Access;
@@ -217,6 +217,10 @@ pub struct TenantConfig {
     /// Whether its sessions are traced (`[trace] enabled` when left out).
     #[serde(default)]
     pub trace: Option<bool>,
+    /// How fast its calls may come, and how many at once (`{ calls_per_second = 10, burst
+    /// = 20, concurrent = 4 }`); unbounded when left out.
+    #[serde(default)]
+    pub rate: Located<RateLimit>,
     /// The tools it may call, names with `*`/`?` wildcards (`["read_file", "fs__*"]`);
     /// every tool when left out. Others are unknown to it and missing from its list.
     #[serde(default)]

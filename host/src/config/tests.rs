@@ -138,3 +138,30 @@ fn a_tenants_token_is_long_its_own_and_kept_as_its_digest() {
             .matches(&crate::secret::TokenDigest::of(long.as_bytes()))
     );
 }
+
+#[test]
+fn rate_limits_are_positive_and_a_burst_needs_a_rate() {
+    let refused = |rate: &str| {
+        Config::parse(&format!("[tenants.a]\nrate = {rate}\n"), "x.toml")
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused("{ calls_per_second = 0 }");
+    assert!(e.contains("line 2") && e.contains("nonzero"), "{e}");
+    let e = refused("{ burst = 5 }");
+    assert!(
+        e.contains("x.toml:2") && e.contains("`burst` needs `calls_per_second`"),
+        "{e}"
+    );
+    let e = refused("{ per_second = 5 }");
+    assert!(e.contains("unknown field"), "{e}");
+    let plan = Config::parse(
+        "[tenants.a]\nrate = { calls_per_second = 5, burst = 10, concurrent = 2 }\n",
+        "x.toml",
+    )
+    .unwrap()
+    .plan;
+    let (_, a) = plan.tenants.iter().next().unwrap();
+    assert_eq!(a.rate.burst.map(|n| n.get()), Some(10));
+    assert!(a.rate.is_set());
+}

@@ -190,6 +190,12 @@ impl Config {
             let tenant_id = TenantId::new(id.get_ref().as_str())
                 .map_err(|e| Invalid::at(id.span(), format!("tenants: {e}")))?;
             check_limits(&owner, tenant.limits.out_of_range(), &tenant.limits.span)?;
+            if tenant.rate.burst.is_some() && tenant.rate.calls_per_second.is_none() {
+                return Err(Invalid::at(
+                    tenant.rate.span.clone(),
+                    format!("{owner}.rate: `burst` needs `calls_per_second`"),
+                ));
+            }
             let shell_limits = &tenant.bash.limits;
             check_limits(
                 &format!("{owner}.bash"),
@@ -245,6 +251,7 @@ impl Config {
                     trace: tenant.trace,
                     shell_network: tenant.bash.network,
                     shell_limits: *tenant.bash.limits,
+                    rate: *tenant.rate,
                 },
             );
         }

@@ -15,7 +15,8 @@
 //! 2025-11-25) are offered, since a hookhost session needs one.
 //!
 //! Ending a session stops its running commands before its directories are deleted; a
-//! cancelled request (`notifications/cancelled`) stops its call. SIGTERM, SIGINT and SIGHUP
+//! cancelled request (`notifications/cancelled`) stops its call. A call over its tenant's
+//! rate limits is answered with the error [`RATE_LIMITED`]. SIGTERM, SIGINT and SIGHUP
 //! end a server gracefully: running calls get [`SHUTDOWN_GRACE`](crate::limits::SHUTDOWN_GRACE), then the server's
 //! sessions are ended as on disconnect.
 //!
@@ -42,6 +43,12 @@ use tokio_util::sync::CancellationToken;
 
 mod http;
 mod stdio;
+
+/// The JSON-RPC error code of a call its tenant's rate limits refused (in the range
+/// JSON-RPC leaves to implementations; MCP defines none). Its `data` says which limit
+/// (`rate` or `concurrent`) and, for a rate, when to retry: `{"limit": "rate",
+/// "retry_after_ms": 180}`.
+pub const RATE_LIMITED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
 
 pub use http::{HttpOptions, metrics_route, serve_http, serve_metrics};
 pub use stdio::serve_stdio;
@@ -220,6 +227,13 @@ impl ServerHandler for McpServer {
             Ok(called) => called,
             Err(e @ (CallError::UnknownTool { .. } | CallError::NoTools { .. })) => {
                 return Err(McpError::invalid_params(e.to_string(), None));
+            }
+            Err(CallError::RateLimited(refused)) => {
+                let data = serde_json::json!({
+                    "limit": refused.reason(),
+                    "retry_after_ms": refused.retry_after().map(|d| d.as_millis() as u64),
+                });
+                return Err(McpError::new(RATE_LIMITED, refused.to_string(), Some(data)));
             }
             Err(e) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());

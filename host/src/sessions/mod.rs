@@ -14,6 +14,7 @@ pub mod dirs;
 pub mod holders;
 pub mod postgres;
 pub mod quota;
+pub mod rate;
 pub mod table;
 pub mod tenants;
 
@@ -21,6 +22,7 @@ pub use dirs::MountDirs;
 pub use holders::SessionHolder;
 pub use postgres::PgTable;
 pub use quota::{Quota, QuotaCall, Usage};
+pub use rate::RateRefusal;
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
 pub use tenants::{Tenant, Tenants, WorkdirTemplate};
 
@@ -173,6 +175,8 @@ pub struct Sessions {
     owner: Owner,
     /// Tenants' disk use, kept.
     usage: QuotaBook,
+    /// Tenants' rate limits, as they stand.
+    rates: rate::Rates,
     /// Calls running per session: a session with one is in use and never idle.
     in_flight: Mutex<HashMap<SessionKey, usize>>,
     /// When each session was last written as active, to skip redundant writes.
@@ -225,6 +229,7 @@ impl Sessions {
         tenants: Tenants,
     ) -> Sessions {
         Sessions {
+            rates: rate::Rates::new(&tenants),
             table,
             dirs,
             mounts,
@@ -647,6 +652,16 @@ impl Sessions {
 
     /// Counts a call of `session` as running while the guard lives: the session is not
     /// idle meanwhile.
+    /// Admits a call of `session` within its tenant's rate limits (see [`rate`]): its
+    /// place among the tenant's running calls, held until dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`RateRefusal`] saying which limit, and when to retry.
+    pub fn admit_rate(&self, session: &Session) -> Result<rate::Admitted, RateRefusal> {
+        self.rates.admit(&session.tenant)
+    }
+
     pub fn enter(&self, session: &Session) -> InFlight<'_> {
         let key = session.key();
         *self

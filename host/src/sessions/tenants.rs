@@ -11,7 +11,7 @@
 use super::quota::Quota;
 use super::table::SessionError;
 use crate::ids::{TenantId, ToolMatch};
-use crate::limits::{LimitOverrides, ShellLimitOverrides};
+use crate::limits::{LimitOverrides, RateLimit, ShellLimitOverrides};
 use crate::secret::TokenDigest;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -40,6 +40,8 @@ pub struct Tenant {
     pub shell_network: Option<bool>,
     /// `[tenants.ID.bash] limits`, over `[bash]`'s.
     pub shell_limits: ShellLimitOverrides,
+    /// How fast its calls may come, and how many at once.
+    pub rate: RateLimit,
 }
 
 impl Tenant {
