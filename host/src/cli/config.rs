@@ -161,8 +161,18 @@ fn tenant_text(tenant: &hookhost::sessions::Tenant) -> String {
             files.map_or("any".into(), |f| f.to_string())
         ),
     };
+    let rate = tenant.rate;
+    let rate = match (rate.calls_per_second, rate.concurrent) {
+        (None, None) => "none".to_string(),
+        (per_second, concurrent) => format!(
+            "{} calls/s (burst {}), {} at once",
+            per_second.map_or("any".into(), |n| n.to_string()),
+            rate.burst.or(per_second).map_or("-".into(), |n| n.to_string()),
+            concurrent.map_or("any".into(), |n| n.to_string())
+        ),
+    };
     format!(
-        "token: {}\ttools: {}\tchain: {}\tdisk quota: {quota}\tsessions: {}",
+        "token: {}\ttools: {}\tchain: {}\tdisk quota: {quota}\trate: {rate}\tsessions: {}",
         if tenant.token.is_some() {
             "set"
         } else {
