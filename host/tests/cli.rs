@@ -1135,3 +1135,27 @@ fn secrets_come_from_the_environment_and_files_and_are_never_shown() {
         assert!(!said.contains(secret), "{secret} was shown:\n{said}");
     }
 }
+
+/// The service recipe's unit (`deploy/hookhost.service`) is one systemd takes without a
+/// warning: keys it knows, an executable it can run.
+#[test]
+fn the_systemd_unit_verifies_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/hookhost.service"),
+    )
+    .unwrap()
+    .replace("/usr/local/bin/hookhost", env!("CARGO_BIN_EXE_hookhost"));
+    let path = dir.path().join("hookhost.service");
+    std::fs::write(&path, unit).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze runs (bash .ci/run installs systemd)");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -525,14 +525,37 @@ fn each_tenant_has_its_own_rate_and_concurrency_limits() {
     eprintln!("{}", said.lines().next().unwrap_or_default());
 }
 
+/// The README's Python client (`examples/clients/bearer.py`) reaches its tenant's shell
+/// with its bearer token.
+#[test]
+fn the_readme_python_client_works_with_a_tenants_token() {
+    let host = Host::new("");
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let url = common::announced_url(&mut server);
+    let out = Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/clients/bearer.py"))
+        .arg(&url)
+        .env("HOOKHOST_TOKEN", ALPHA)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("tools: ") && said.contains("bash"), "{said}");
+    assert!(said.contains("hello from /workspace"), "{said}");
+}
+
+/// The Python with the MCP SDK (`bash .ci/run` installs it).
+fn python() -> PathBuf {
+    std::env::var_os("HOOKHOST_TEST_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-venv/bin/python"),
+        PathBuf::from,
+    )
+}
+
 /// Runs `tests/mcp/client.py` (the Python MCP SDK) with `args`: what it printed, once it
 /// succeeded.
 fn python_client(args: &[&str]) -> String {
-    let python = std::env::var_os("HOOKHOST_TEST_PYTHON").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-venv/bin/python"),
-        PathBuf::from,
-    );
-    let out = Command::new(python)
+    let out = Command::new(python())
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/client.py"))
         .args(args)
         .output()
