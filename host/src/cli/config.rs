@@ -167,7 +167,9 @@ fn tenant_text(tenant: &hookhost::sessions::Tenant) -> String {
         (per_second, concurrent) => format!(
             "{} calls/s (burst {}), {} at once",
             per_second.map_or("any".into(), |n| n.to_string()),
-            rate.burst.or(per_second).map_or("-".into(), |n| n.to_string()),
+            rate.burst
+                .or(per_second)
+                .map_or("-".into(), |n| n.to_string()),
             concurrent.map_or("any".into(), |n| n.to_string())
         ),
     };

@@ -410,9 +410,9 @@ impl QuotaCall<'_> {
         execute: impl Future<Output = Result<ToolResult, Failure>>,
     ) -> Result<ToolResult, Failure> {
         *self.stage() = Stage::Tool;
-        let stopped = tokio::select! {
+        let what = tokio::select! {
             result = execute => match self.over().await {
-                Some(over) => Some(format!("the call left tenant '{}' using {over}", self.tenant)),
+                Some(over) => format!("the call left tenant '{}' using {over}", self.tenant),
                 None => {
                     *self.stage() = Stage::Hooks;
                     return result;
@@ -420,11 +420,10 @@ impl QuotaCall<'_> {
             },
             () = self.stop.notified() => {
                 let over = self.over().await.unwrap_or_else(|| "over its quota".into());
-                Some(format!("the call took tenant '{}' to {over} and was stopped", self.tenant))
+                format!("the call took tenant '{}' to {over} and was stopped", self.tenant)
             }
         };
         *self.stage() = Stage::Failed;
-        let what = stopped.unwrap_or_default();
         tracing::warn!(tenant = %self.tenant, what, "disk quota exceeded by a tool");
         let (dirs, since) = (self.dirs.clone(), self.since);
         let wrote = tokio::task::spawn_blocking(move || written_since(&dirs, since))

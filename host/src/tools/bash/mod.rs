@@ -317,15 +317,15 @@ impl BashTool {
             Guarded::start(command).map_err(|e| format!("bash: cannot start bash: {e}"))?;
         let stdout = Capture::start(stdout, cap);
         let stderr = Capture::start(stderr, cap);
-        // Dropped on every way out of this call but a normal return (a cancellation): its
-        // guard then kills the command.
+        // Dropped on every way out of this call (a cancellation too), unless the command
+        // left processes running: they are killed then.
         let status = match tokio::time::timeout(limit, guarded.ended()).await {
             Err(_) => {
-                guarded.end().await;
+                drop(guarded);
                 Status::TimedOut
             }
             Ok(Err(e)) => {
-                guarded.end().await;
+                drop(guarded);
                 Status::Failed(format!("the command's guard ended before it said how: {e}"))
             }
             Ok(Ok(ended)) => {
@@ -519,7 +519,8 @@ impl SessionHolder for BashTool {
 /// the command started may live; dropped, the guard kills it all.
 struct Guarded {
     guard: tokio::process::Child,
-    control: tokio::net::UnixStream,
+    /// Until dropped.
+    control: Option<tokio::net::UnixStream>,
 }
 
 impl Guarded {
@@ -541,6 +542,7 @@ impl Guarded {
         let control = tokio::net::UnixStream::from_std(ours)?;
         let stdout = guard.stdout.take().expect("piped");
         let stderr = guard.stderr.take().expect("piped");
+        let control = Some(control);
         Ok((Guarded { guard, control }, stdout, stderr))
     }
 
@@ -548,25 +550,38 @@ impl Guarded {
     async fn ended(&mut self) -> std::io::Result<guard::Ended> {
         use tokio::io::AsyncBufReadExt;
         let mut line = Vec::new();
-        tokio::io::BufReader::new(&mut self.control)
-            .read_until(b'\n', &mut line)
-            .await?;
+        if let Some(control) = &mut self.control {
+            tokio::io::BufReader::new(control)
+                .read_until(b'\n', &mut line)
+                .await?;
+        }
         serde_json::from_slice(&line).map_err(std::io::Error::other)
     }
+}
 
-    /// Ends the command now: its guard kills what it started and exits; the guard's
-    /// process group is killed if it has not within [`GUARD_END_GRACE`].
-    async fn end(self) {
-        let Guarded { mut guard, control } = self;
-        drop(control);
-        if tokio::time::timeout(GUARD_END_GRACE, guard.wait())
-            .await
-            .is_err()
-        {
-            if let Some(pid) = guard.id().and_then(|id| Pid::from_raw(id as i32)) {
-                let _ = kill_process_group(pid, Signal::KILL);
-            }
-            let _ = guard.wait().await;
+/// Dropped, the command ends: the socket closes, its guard kills what the command
+/// started and exits. This waits for that (well under a millisecond), at most
+/// [`GUARD_END_GRACE`] (a guard the command stopped), then kills the guard's process group:
+/// nothing the command started is left when it returns, and a session's files are deleted
+/// next.
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        drop(self.control.take());
+        // None once reaped: it ended.
+        let Some(pid) = self.guard.id().and_then(|id| Pid::from_raw(id as i32)) else {
+            return;
+        };
+        let ended = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .is_ok_and(|exited| {
+                let mut fds = [rustix::event::PollFd::new(
+                    &exited,
+                    rustix::event::PollFlags::IN,
+                )];
+                let grace = rustix::event::Timespec::try_from(GUARD_END_GRACE).ok();
+                rustix::event::poll(&mut fds, grace.as_ref()).is_ok_and(|ready| ready > 0)
+            });
+        if !ended {
+            let _ = kill_process_group(pid, Signal::KILL);
         }
     }
 }
