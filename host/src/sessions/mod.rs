@@ -259,8 +259,6 @@ impl Sessions {
         self.holders.add(holder);
     }
 
-    /// Whether several hosts share the session table (a fleet): a session outlives the
-    /// host that made it.
     /// Whether the session table answers within [`READY_CHECK_TIMEOUT`]: `Err` says why
     /// not.
     ///
@@ -275,6 +273,8 @@ impl Sessions {
         }
     }
 
+    /// Whether several hosts share the session table (a fleet): a session outlives the
+    /// host that made it.
     pub fn is_shared(&self) -> bool {
         self.table.is_shared()
     }
@@ -650,8 +650,6 @@ impl Sessions {
             .contains_key(key)
     }
 
-    /// Counts a call of `session` as running while the guard lives: the session is not
-    /// idle meanwhile.
     /// Admits a call of `session` within its tenant's rate limits (see [`rate`]): its
     /// place among the tenant's running calls, held until dropped.
     ///
@@ -662,6 +660,8 @@ impl Sessions {
         self.rates.admit(&session.tenant)
     }
 
+    /// Counts a call of `session` as running while the guard lives: the session is not
+    /// idle meanwhile.
     pub fn enter(&self, session: &Session) -> InFlight<'_> {
         let key = session.key();
         *self

@@ -81,16 +81,19 @@ impl PgTable {
     /// [`SessionError::Postgres`] when the URL is not one, or the database cannot be
     /// reached or refuses the schema.
     pub async fn connect(url: &str) -> Result<PgTable, SessionError> {
-        PgTable::open(url).await.map_err(|source| match source {
-            SessionError::Connect { .. } => source,
-            source => SessionError::Connect {
-                at: store_address(url),
-                source: Box::new(source),
-            },
-        })
+        let at = store_address(url);
+        PgTable::open(url, at.clone())
+            .await
+            .map_err(|source| match source {
+                SessionError::Connect { .. } => source,
+                source => SessionError::Connect {
+                    at,
+                    source: Box::new(source),
+                },
+            })
     }
 
-    async fn open(url: &str) -> Result<PgTable, SessionError> {
+    async fn open(url: &str, at: String) -> Result<PgTable, SessionError> {
         let config: tokio_postgres::Config = url.parse()?;
         let manager = Manager::from_config(
             config,
@@ -103,10 +106,7 @@ impl PgTable {
             .max_size(PG_POOL_SIZE)
             .build()
             .map_err(|e| SessionError::Pool(e.to_string()))?;
-        let table = PgTable {
-            pool,
-            at: store_address(url),
-        };
+        let table = PgTable { pool, at };
         let mut client = table.client().await?;
         let schema = client.transaction().await?;
         schema

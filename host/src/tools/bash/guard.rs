@@ -13,6 +13,7 @@
 //! closes — the host let the command go (timeout, cancellation, the session ended) or
 //! died, even by `kill -9` — it kills every process the command left and exits.
 
+use super::launcher::child_or_host;
 use crate::limits::{GUARD_KILL_ROUNDS, GUARD_REAP_INTERVAL};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
@@ -61,27 +62,9 @@ fn guard(command: &[OsString]) -> io::Result<()> {
     let null = std::fs::File::options().write(true).open("/dev/null")?;
     rustix::stdio::dup2_stdout(&null)?;
     rustix::stdio::dup2_stderr(&null)?;
-    let exited = rustix::process::pidfd_open(
-        Pid::from_child(&child),
-        rustix::process::PidfdFlags::empty(),
-    )?;
-    loop {
-        let mut fds = [
-            PollFd::new(&control, PollFlags::IN),
-            PollFd::new(&exited, PollFlags::IN),
-        ];
-        match poll(&mut fds, None) {
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-            Ok(_) => {}
-        }
-        if host_gone(&fds[0]) {
-            end_all();
-            return Ok(());
-        }
-        if !fds[1].revents().is_empty() {
-            break;
-        }
+    if !child_or_host(control, &child)? {
+        end_all();
+        return Ok(());
     }
     let status = child.wait()?;
     let lingering = !reap();
@@ -108,7 +91,8 @@ fn guard(command: &[OsString]) -> io::Result<()> {
             Err(e) => return Err(e.into()),
             Ok(_) => {}
         }
-        if host_gone(&fds[0]) {
+        // The host sends nothing: anything readable is its end of file.
+        if !fds[0].revents().is_empty() {
             end_all();
             return Ok(());
         }
@@ -146,12 +130,6 @@ fn reap() -> bool {
             Err(_) => return true,
         }
     }
-}
-
-/// Whether the host's end of the socket closed (it sends nothing: anything readable is
-/// its end of file).
-fn host_gone(polled: &PollFd<'_>) -> bool {
-    !polled.revents().is_empty()
 }
 
 /// Kills every process the command left, and reaps them: each round kills the guard's

@@ -177,7 +177,25 @@ fn run(
         }
     };
     drop(command);
-    let pid = rustix::process::Pid::from_child(&child);
+    if !child_or_host(control, &child)? {
+        return Err(io::Error::other("the host closed the control socket"));
+    }
+    let status = child.wait()?;
+    end_all();
+    Ok(Reply::Ended {
+        code: status.code(),
+        signal: status.signal(),
+        reusable: SCRATCH.iter().all(|dir| empty(Path::new(dir)).is_ok()),
+    })
+}
+
+/// Waits until `child` exits (`true`) or the host closes `control` (`false`: the host
+/// sends nothing while a command runs, so anything readable is its end of file).
+pub(super) fn child_or_host(
+    control: BorrowedFd<'_>,
+    child: &std::process::Child,
+) -> io::Result<bool> {
+    let pid = rustix::process::Pid::from_child(child);
     let exited = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?;
     loop {
         let mut fds = [
@@ -190,20 +208,12 @@ fn run(
             Ok(_) => {}
         }
         if !fds[0].revents().is_empty() {
-            // The host sends nothing while a command runs: it closed the socket.
-            return Err(io::Error::other("the host closed the control socket"));
+            return Ok(false);
         }
         if !fds[1].revents().is_empty() {
-            break;
+            return Ok(true);
         }
     }
-    let status = child.wait()?;
-    end_all();
-    Ok(Reply::Ended {
-        code: status.code(),
-        signal: status.signal(),
-        reusable: SCRATCH.iter().all(|dir| empty(Path::new(dir)).is_ok()),
-    })
 }
 
 /// Sets each limit as both the soft and the hard limit.
