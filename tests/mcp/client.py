@@ -21,6 +21,7 @@ assertion, so a failure exits non-zero with the reason.
 """
 
 import asyncio
+import contextlib
 import glob
 import json
 import os
@@ -526,40 +527,49 @@ async def scrape(metrics_url):
         print(json.dumps({"name": name, "labels": dict(labels), "value": value}))
 
 
-async def bash_tenants(url, token_a, token_b, data):
-    """Two tenants' shells over MCP, each in its own sandbox: B's finds nothing of A's (by
-    the host path A's file has, by /proc, by `..`), sees only virtual paths, and finishes
-    while A's runs a fork bomb."""
-    def authorized(token):
-        return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+def authorized(token):
+    """An HTTP client presenting `token` as a bearer token."""
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
 
+
+@contextlib.asynccontextmanager
+async def two_tenants(url, token_a, token_b):
+    """Two MCP sessions over HTTP, initialized, one for each token."""
     async with authorized(token_a) as client_a, authorized(token_b) as client_b:
         async with streamable_http_client(url, http_client=client_a) as (read_a, write_a), \
                 streamable_http_client(url, http_client=client_b) as (read_b, write_b):
             async with ClientSession(read_a, write_a) as a, ClientSession(read_b, write_b) as b:
                 await a.initialize()
                 await b.initialize()
-                written = await a.call_tool("bash", {"command": "echo alpha-secret > mine.txt; pwd"})
-                assert text(written).strip() == "/workspace", text(written)
-                [secret_path] = glob.glob(f"{data}/tenants/*/sessions/*/workspace/mine.txt")
-                where = await b.call_tool("bash", {"command": "pwd; ls /"})
-                lines = text(where).split()
-                assert lines[0] == "/workspace", text(where)
-                assert "tenants" not in text(where) and "sessions" not in text(where), text(where)
-                for trick in [f"cat {secret_path}", "cat /proc/1/root/../../mine.txt",
-                              "cat ../../../../mine.txt", "cat /proc/self/cwd/../mine.txt",
-                              "grep -rs alpha-secret / --exclude-dir=proc"]:
-                    found = await b.call_tool("bash", {"command": trick})
-                    assert "alpha-secret" not in text(found), (trick, text(found))
-                bomb = asyncio.create_task(a.call_tool(
-                    "bash", {"command": ":(){ :|:& };:; sleep 3; echo after", "timeout_secs": 20}))
-                await asyncio.sleep(1)
-                meanwhile = await b.call_tool("bash", {"command": "echo beta-ok"})
-                assert text(meanwhile).strip() == "beta-ok", text(meanwhile)
-                bombed = await bomb
-                assert "after" in text(bombed), text(bombed)
-                again = await a.call_tool("bash", {"command": "cat mine.txt"})
-                assert text(again).strip() == "alpha-secret", text(again)
+                yield a, b
+
+
+async def bash_tenants(url, token_a, token_b, data):
+    """Two tenants' shells over MCP, each in its own sandbox: B's finds nothing of A's (by
+    the host path A's file has, by /proc, by `..`), sees only virtual paths, and finishes
+    while A's runs a fork bomb."""
+    async with two_tenants(url, token_a, token_b) as (a, b):
+        written = await a.call_tool("bash", {"command": "echo alpha-secret > mine.txt; pwd"})
+        assert text(written).strip() == "/workspace", text(written)
+        [secret_path] = glob.glob(f"{data}/tenants/*/sessions/*/workspace/mine.txt")
+        where = await b.call_tool("bash", {"command": "pwd; ls /"})
+        lines = text(where).split()
+        assert lines[0] == "/workspace", text(where)
+        assert "tenants" not in text(where) and "sessions" not in text(where), text(where)
+        for trick in [f"cat {secret_path}", "cat /proc/1/root/../../mine.txt",
+                      "cat ../../../../mine.txt", "cat /proc/self/cwd/../mine.txt",
+                      "grep -rs alpha-secret / --exclude-dir=proc"]:
+            found = await b.call_tool("bash", {"command": trick})
+            assert "alpha-secret" not in text(found), (trick, text(found))
+        bomb = asyncio.create_task(a.call_tool(
+            "bash", {"command": ":(){ :|:& };:; sleep 3; echo after", "timeout_secs": 20}))
+        await asyncio.sleep(1)
+        meanwhile = await b.call_tool("bash", {"command": "echo beta-ok"})
+        assert text(meanwhile).strip() == "beta-ok", text(meanwhile)
+        bombed = await bomb
+        assert "after" in text(bombed), text(bombed)
+        again = await a.call_tool("bash", {"command": "cat mine.txt"})
+        assert text(again).strip() == "alpha-secret", text(again)
     print("bash tenants ok", flush=True)
 
 
@@ -573,7 +583,7 @@ async def bash_sessions(url, token, data, marker):
 
     async def one(n):
         mine = f"{marker}-{n}-"
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as client:
+        async with authorized(token) as client:
             async with streamable_http_client(url, http_client=client) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
@@ -700,9 +710,6 @@ async def rates(url, token_a, token_b):
     (their times, with and without the flood, are printed, not asserted)."""
     metrics_url = url.rsplit("/mcp", 1)[0] + "/metrics"
 
-    def authorized(token):
-        return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
-
     async def refusal(call):
         try:
             result = await call
@@ -719,49 +726,44 @@ async def rates(url, token_a, token_b):
             times.append(time.monotonic() - started)
         return sorted(times)[len(times) // 2]
 
-    async with authorized(token_a) as client_a, authorized(token_b) as client_b:
-        async with streamable_http_client(url, http_client=client_a) as (read_a, write_a), \
-                streamable_http_client(url, http_client=client_b) as (read_b, write_b):
-            async with ClientSession(read_a, write_a) as a, ClientSession(read_b, write_b) as b:
-                await a.initialize()
-                await b.initialize()
-                # A burst of 3 passes; the 4th is refused with when to retry, and passes then.
-                for n in range(3):
-                    passed = await a.call_tool("bash", {"command": f"echo {n}"})
-                    assert text(passed).strip() == str(n), text(passed)
-                error = await refusal(a.call_tool("bash", {"command": "echo 3"}))
-                assert error.code == -32029, error
-                assert error.data["limit"] == "rate", error
-                wait_ms = error.data["retry_after_ms"]
-                assert 0 < wait_ms <= 1000, error
-                assert "1 calls a second" in error.message, error.message
-                await asyncio.sleep(wait_ms / 1000 + 0.05)
-                again = await a.call_tool("bash", {"command": "echo 3"})
-                assert text(again).strip() == "3", text(again)
+    async with two_tenants(url, token_a, token_b) as (a, b):
+        # A burst of 3 passes; the 4th is refused with when to retry, and passes then.
+        for n in range(3):
+            passed = await a.call_tool("bash", {"command": f"echo {n}"})
+            assert text(passed).strip() == str(n), text(passed)
+        error = await refusal(a.call_tool("bash", {"command": "echo 3"}))
+        assert error.code == -32029, error
+        assert error.data["limit"] == "rate", error
+        wait_ms = error.data["retry_after_ms"]
+        assert 0 < wait_ms <= 1000, error
+        assert "1 calls a second" in error.message, error.message
+        await asyncio.sleep(wait_ms / 1000 + 0.05)
+        again = await a.call_tool("bash", {"command": "echo 3"})
+        assert text(again).strip() == "3", text(again)
 
-                # Beta runs one call at once: a second one meanwhile is refused.
-                long = asyncio.create_task(b.call_tool("bash", {"command": "sleep 1; echo long"}))
-                await asyncio.sleep(0.3)
-                error = await refusal(b.call_tool("bash", {"command": "echo second"}))
-                assert error.code == -32029 and error.data["limit"] == "concurrent", error
-                assert error.data["retry_after_ms"] is None, error
-                assert text(await long).strip() == "long"
+        # Beta runs one call at once: a second one meanwhile is refused.
+        long = asyncio.create_task(b.call_tool("bash", {"command": "sleep 1; echo long"}))
+        await asyncio.sleep(0.3)
+        error = await refusal(b.call_tool("bash", {"command": "echo second"}))
+        assert error.code == -32029 and error.data["limit"] == "concurrent", error
+        assert error.data["retry_after_ms"] is None, error
+        assert text(await long).strip() == "long"
 
-                # Alpha at its limit does not hold beta back.
-                alone = await timed(b, 10)
-                flood = [asyncio.create_task(a.call_tool("bash", {"command": "echo flood"}))
-                         for _ in range(40)]
-                beside = await timed(b, 10)
-                refused = 0
-                for call in flood:
-                    try:
-                        await call
-                    except MCPError as e:
-                        assert e.error.data["limit"] == "rate", e.error
-                        refused += 1
-                assert refused >= 37, refused
-                print(f"beta's median call: {alone * 1000:.1f} ms alone, {beside * 1000:.1f} ms "
-                      f"beside alpha's flood ({refused} of 40 refused)", flush=True)
+        # Alpha at its limit does not hold beta back.
+        alone = await timed(b, 10)
+        flood = [asyncio.create_task(a.call_tool("bash", {"command": "echo flood"}))
+                 for _ in range(40)]
+        beside = await timed(b, 10)
+        refused = 0
+        for call in flood:
+            try:
+                await call
+            except MCPError as e:
+                assert e.error.data["limit"] == "rate", e.error
+                refused += 1
+        assert refused >= 37, refused
+        print(f"beta's median call: {alone * 1000:.1f} ms alone, {beside * 1000:.1f} ms "
+              f"beside alpha's flood ({refused} of 40 refused)", flush=True)
 
     samples = scrape_samples(metrics_url)
     counted = lambda tenant, reason: sample(samples, "hookhost_calls_rate_limited_total",
@@ -786,10 +788,7 @@ async def quota(url, token, hookhost, data, config):
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    def authorized():
-        return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
-
-    async with authorized() as client, streamable_http_client(url, http_client=client) as (read, write):
+    async with authorized(token) as client, streamable_http_client(url, http_client=client) as (read, write):
         async with ClientSession(read, write) as first:
             await first.initialize()
             over = await first.call_tool("bash", {"command": "head -c 300000 /dev/zero > big; echo written"})
@@ -823,7 +822,7 @@ async def quota(url, token, hookhost, data, config):
                 assert time.monotonic() < deadline, f"beta still counted at {used()} bytes"
                 await asyncio.sleep(0.25)
 
-            async with authorized() as client_2, \
+            async with authorized(token) as client_2, \
                     streamable_http_client(url, http_client=client_2) as (read_2, write_2):
                 async with ClientSession(read_2, write_2) as second:
                     await second.initialize()
