@@ -132,7 +132,7 @@ pub enum LoadError {
 }
 
 /// How the engine is built: from the config's `[engine]` table and its limits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EngineOptions {
     /// Meter fuel (some limits set it).
     pub fuel: bool,

@@ -132,6 +132,19 @@ pub struct ToolMatch {
     patterns: Vec<WildMatch>,
 }
 
+/// The same patterns.
+impl PartialEq for ToolMatch {
+    fn eq(&self, other: &ToolMatch) -> bool {
+        let written = |m: &ToolMatch| {
+            m.patterns
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        written(self) == written(other)
+    }
+}
+
 impl ToolMatch {
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> ToolMatch {
         ToolMatch {

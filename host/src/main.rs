@@ -164,6 +164,10 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
     if let Command::Config(command) = cli.command {
         return cli::config::run(command, loaded, cli.config.as_deref(), &data).await;
     }
+    let source = hookhost::mcp::ConfigSource {
+        file: cli.config.clone(),
+        data: loaded.config.data.clone(),
+    };
     let plan = loaded.plan;
     match cli.command {
         Command::Call(args) => cli::call::call(args, plan, &data).await,
@@ -194,7 +198,7 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
             demo::run(&runtime).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve(args) => cli::serve::serve(args, plan, &data).await,
+        Command::Serve(args) => cli::serve::serve(args, plan, &data, source).await,
     }
 }
 

@@ -96,7 +96,7 @@ pub enum MountError {
 }
 
 /// The operator's mounts, validated.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MountTable {
     mounts: BTreeMap<String, MountSpec>,
 }

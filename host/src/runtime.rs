@@ -1,24 +1,36 @@
 //! The runtime: a config turned into loaded components, tools and a hook chain, and the
 //! entry point for tool calls.
+//!
+//! What a config makes of components, tools, chains and upstream servers is one value
+//! ([`Served`]) that a reload ([`Runtime::reload`]) replaces whole while the server runs:
+//! a call keeps the one it began with to its end, so calls in flight finish on the old
+//! config and new calls run on the new one. A reload keeps whatever the new config leaves
+//! unchanged — a hook's kept instances, an upstream's process, the sandboxes of `bash` —
+//! and what the old config had alone is let go when its last call ends (an upstream no
+//! longer listed is stopped then). The sessions, the tracer and the metrics outlive
+//! reloads; what only a restart changes is [`Fixed`].
 
 use crate::abi::v0_2::{describe_hook, described::DescribedHookPre};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError, SettingType};
-use crate::config::{self, ComponentPlan, ConfigError, HookPlan, Plan, UpstreamConfig};
+use crate::config::{self, BashPlan, ComponentPlan, ConfigError, HookPlan, Plan, UpstreamConfig};
 use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::metrics::Scraped;
-use crate::mounts::MountError;
+use crate::mounts::{MountError, MountTable};
 use crate::sandbox::{self, Sandbox};
+use crate::secret::Secret;
 use crate::sessions::{
-    QuotaCall, RateRefusal, Session, SessionError, SessionHolder, Sessions, Tenants,
+    MountDirs, QuotaCall, RateRefusal, Session, SessionError, SessionHolder, Sessions, Tenant,
+    Tenants,
 };
 use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
 use crate::tools::{Callee, Extras, Tool, ToolRegistry};
 use crate::trace::{TraceSettings, Tracer};
+use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -98,14 +110,20 @@ async fn check_declared_settings(
     Ok(())
 }
 
-/// The tool components of `specs`, loaded and asked to describe themselves.
+/// The tool components of `specs`, loaded and asked to describe themselves, with the plan
+/// each was loaded from; one whose plan is among `kept`'s is taken from there.
 async fn load_tools(
     specs: &[ComponentPlan],
+    kept: &[(ComponentPlan, Arc<dyn Tool>)],
     loader: &ComponentLoader,
     sandbox: &Arc<Sandbox>,
-) -> Result<ToolRegistry, StartError> {
-    let mut tools = ToolRegistry::default();
+) -> Result<Vec<(ComponentPlan, Arc<dyn Tool>)>, StartError> {
+    let mut tools = Vec::with_capacity(specs.len());
     for spec in specs {
+        if let Some(same) = kept.iter().find(|(plan, _)| plan == spec) {
+            tools.push(same.clone());
+            continue;
+        }
         let pre = loader
             .tool(&spec.component, spec.allow_unknown_imports)
             .map_err(|source| StartError::Load {
@@ -125,27 +143,34 @@ async fn load_tools(
             tool: spec.name.clone(),
             source,
         })?;
-        if !tools.insert(Arc::new(tool)) {
-            return Err(StartError::DuplicateTool {
-                tool: spec.name.clone(),
-            });
-        }
+        tools.push((spec.clone(), Arc::new(tool) as Arc<dyn Tool>));
     }
     Ok(tools)
 }
 
-/// The upstream servers of `specs`, started (or connected to): one that does not start is
-/// kept as `None` — its tools stay unlisted, the rest of the host serves on. The receiver
-/// side of the returned sender ticks when any upstream's tools change.
+/// An upstream server as a config lists it: `None` when it did not start (its tools stay
+/// unlisted; the rest of the host serves on).
+type UpstreamEntry = (String, UpstreamConfig, Option<Arc<upstream::Running>>);
+
+/// The upstream servers of `specs`, started (or connected to); one running in `kept` with
+/// the same settings is kept running as it is. `tools_changed` ticks when any upstream's
+/// tools change.
 async fn connect_upstreams(
     specs: &[(String, UpstreamConfig)],
-) -> (
-    Vec<(String, Option<Arc<upstream::Upstream>>)>,
-    tokio::sync::watch::Sender<u64>,
-) {
+    kept: &[UpstreamEntry],
+    tools_changed: &tokio::sync::watch::Sender<u64>,
+) -> Vec<UpstreamEntry> {
     let mut upstreams = Vec::new();
-    let (tools_changed, _) = tokio::sync::watch::channel(0u64);
     for (name, spec) in specs {
+        let running = kept.iter().find_map(|(kept_name, kept_spec, running)| {
+            running
+                .as_ref()
+                .filter(|_| kept_name == name && kept_spec == spec)
+        });
+        if let Some(running) = running {
+            upstreams.push((name.clone(), spec.clone(), Some(running.clone())));
+            continue;
+        }
         match upstream::connect(name, spec).await {
             Ok(server) => {
                 // One signal for all upstreams: any change of their tools.
@@ -156,29 +181,36 @@ async fn connect_upstreams(
                         all.send_modify(|n| *n += 1);
                     }
                 });
-                upstreams.push((name.clone(), Some(server)));
+                upstreams.push((name.clone(), spec.clone(), Some(Arc::new(server))));
             }
             // Its tools stay unlisted; the rest of the host serves on.
             Err(e) => {
                 tracing::error!(error = %e, "upstream unavailable");
-                upstreams.push((name.clone(), None));
+                upstreams.push((name.clone(), spec.clone(), None));
             }
         }
     }
-
-    (upstreams, tools_changed)
+    upstreams
 }
 
 /// The hook components of `hooks`, loaded, and the settings of those that describe
-/// themselves checked against their description: the chain's layers, outermost first.
+/// themselves checked against their description: the chain's layers, outermost first,
+/// with the plan each was loaded from. One whose plan is among `kept`'s is taken from
+/// there, with the instances it keeps.
 async fn load_hooks(
     source: &str,
     hooks: Vec<HookPlan>,
+    kept: &[(HookPlan, Arc<HookLayer>)],
     loader: &ComponentLoader,
     sandbox: &Arc<Sandbox>,
-) -> Result<Vec<Arc<HookLayer>>, StartError> {
+) -> Result<Vec<(HookPlan, Arc<HookLayer>)>, StartError> {
     let mut layers = Vec::with_capacity(hooks.len());
     for hook in hooks {
+        if let Some(same) = kept.iter().find(|(plan, _)| *plan == hook) {
+            layers.push(same.clone());
+            continue;
+        }
+        let plan = hook.clone();
         let spec = &hook.component;
         let pre = loader
             .hook(&spec.component, spec.allow_unknown_imports)
@@ -193,7 +225,7 @@ async fn load_hooks(
             check_declared_settings(source, spec, describe, loader, sandbox).await?;
         }
         let spec = hook.component;
-        layers.push(Arc::new(HookLayer {
+        let layer = Arc::new(HookLayer {
             name: spec.name,
             component: spec.component,
             pre,
@@ -204,7 +236,8 @@ async fn load_hooks(
             tools: hook.tools,
             instance: hook.instance,
             kept: Default::default(),
-        }));
+        });
+        layers.push((plan, layer));
     }
     Ok(layers)
 }
@@ -223,30 +256,385 @@ pub enum CallError {
     BadArguments { tool: String, why: String },
     #[error(transparent)]
     RateLimited(#[from] RateRefusal),
+    /// Its session's tenant is no longer declared (a reload removed it).
+    #[error(transparent)]
+    Session(#[from] SessionError),
 }
 
-/// A configured hookhost: components loaded, tools registered, chains built, and its
-/// [`Sessions`].
-pub struct Runtime {
+/// The parts of a config only a restart puts in effect: the sessions' mounts and store,
+/// and how calls are traced. A reload that changes one is refused (see [`Fixed::changed_by`]).
+#[derive(Debug, Clone, PartialEq)]
+struct Fixed {
+    mounts: MountTable,
+    session_store: Option<Secret>,
+    trace: TraceSettings,
+    otlp_endpoint: Option<String>,
+}
+
+impl Fixed {
+    fn of(plan: &Plan) -> Fixed {
+        Fixed {
+            mounts: plan.mounts.clone(),
+            session_store: plan.session_store.clone(),
+            trace: plan.trace.clone(),
+            otlp_endpoint: plan.otlp_endpoint.clone(),
+        }
+    }
+
+    /// The tables of `plan` that differ from these: each needs a restart.
+    fn changed_by(&self, plan: &Plan) -> Vec<&'static str> {
+        let new = Fixed::of(plan);
+        [
+            ("[mounts]", self.mounts != new.mounts),
+            ("session_store", self.session_store != new.session_store),
+            ("[trace]", self.trace != new.trace),
+            ("[telemetry]", self.otlp_endpoint != new.otlp_endpoint),
+        ]
+        .into_iter()
+        .filter_map(|(table, changed)| changed.then_some(table))
+        .collect()
+    }
+}
+
+/// What one config makes: its engine, components, tools, chains and upstream servers,
+/// each with the plan it was made from, so that a reload can keep what did not change.
+#[derive(Clone)]
+struct Served {
+    engine: EngineOptions,
+    loader: Arc<ComponentLoader>,
+    sandbox: Arc<Sandbox>,
+    /// The layers, outermost first.
+    hooks: Vec<(HookPlan, Arc<HookLayer>)>,
     /// The chain of tenants that declare none of their own.
-    chain: HookChain,
+    chain: Arc<HookChain>,
     /// The chains of tenants that declare their own (`[tenants.ID] hooks`).
-    tenant_chains: BTreeMap<TenantId, HookChain>,
+    tenant_chains: BTreeMap<TenantId, Arc<HookChain>>,
+    /// The configured tool components.
+    guest_tools: Vec<(ComponentPlan, Arc<dyn Tool>)>,
+    /// The `bash` tool, when enabled.
+    bash: Option<(BashPlan, Arc<BashTool>)>,
+    /// Every tool but the upstream servers': the components, `bash` and the embedder's.
     tools: ToolRegistry,
     /// Upstream MCP servers, by name, with their tools' state.
-    upstreams: Vec<(String, Option<Arc<upstream::Upstream>>)>,
-    /// Ticks when the tools of an upstream change (it was restarted with others).
+    upstreams: Vec<UpstreamEntry>,
+    /// The file the config was read from.
+    config_file: String,
+}
+
+impl Served {
+    /// Makes what `plan` describes for `tenants` (whose chains it builds), with the
+    /// embedder's tools beside its own. What `kept` (the config in effect, on a reload)
+    /// has with the same settings is taken from it: a component is kept only with the same
+    /// engine. Returns it with the session holders it made anew, to register.
+    async fn build(
+        plan: Plan,
+        tenants: &Tenants,
+        dirs: &Arc<MountDirs>,
+        embedded: &[Arc<dyn Tool>],
+        kept: Option<&Served>,
+        tools_changed: &tokio::sync::watch::Sender<u64>,
+    ) -> Result<(Served, Vec<Weak<dyn SessionHolder>>), StartError> {
+        let engine = EngineOptions {
+            fuel: plan.fuel,
+            pool_instances: plan.engine.pooling.then_some(plan.engine.pool_instances),
+            max_memory_bytes: plan.max_memory_bytes,
+            keep_resident_bytes: plan.engine.keep_resident_bytes,
+            cache_dir: plan.engine.cache.then(|| dirs.data_root().join(CACHE_DIR)),
+        };
+        let same_engine = kept.filter(|k| k.engine == engine);
+        let (loader, sandbox) = match same_engine {
+            Some(k) => (k.loader.clone(), k.sandbox.clone()),
+            None => {
+                let loader = ComponentLoader::new(&engine).map_err(StartError::Engine)?;
+                let sandbox = Sandbox::new(loader.engine().clone(), dirs.clone(), plan.fuel);
+                (Arc::new(loader), Arc::new(sandbox))
+            }
+        };
+        let kept_tools = same_engine.map_or(&[][..], |k| &k.guest_tools);
+        let guest_tools = load_tools(&plan.tools, kept_tools, &loader, &sandbox).await?;
+        let bash = plan.bash.map(|wanted| {
+            let same = same_engine
+                .and_then(|k| k.bash.as_ref())
+                .filter(|(plan, _)| *plan == wanted);
+            match same {
+                Some((_, bash)) => (wanted, bash.clone()),
+                None => {
+                    let bash = Arc::new(BashTool::new(sandbox.clone(), &wanted));
+                    (wanted, bash)
+                }
+            }
+        });
+        let kept_hooks = same_engine.map_or(&[][..], |k| &k.hooks);
+        let hooks = load_hooks(&plan.source, plan.hooks, kept_hooks, &loader, &sandbox).await?;
+
+        let mut tools = ToolRegistry::default();
+        let every_tool = guest_tools
+            .iter()
+            .map(|(_, tool)| tool.clone())
+            .chain(bash.iter().map(|(_, bash)| bash.clone() as Arc<dyn Tool>))
+            .chain(embedded.iter().cloned());
+        for tool in every_tool {
+            let name = tool.descriptor().name.clone();
+            if !tools.insert(tool) {
+                return Err(StartError::DuplicateTool { tool: name });
+            }
+        }
+        let layers: Vec<Arc<HookLayer>> = hooks.iter().map(|(_, l)| l.clone()).collect();
+        let tenant_chains = tenants
+            .iter()
+            .filter_map(|(id, tenant)| {
+                let picked = tenant
+                    .hooks
+                    .as_ref()?
+                    .iter()
+                    .filter_map(|n| layers.iter().find(|l| &l.name == n).cloned())
+                    .collect();
+                Some((
+                    id.clone(),
+                    Arc::new(HookChain::new(picked, sandbox.clone())),
+                ))
+            })
+            .collect();
+
+        let upstreams = connect_upstreams(
+            &plan.upstreams,
+            kept.map_or(&[][..], |k| &k.upstreams),
+            tools_changed,
+        )
+        .await;
+        let served = Served {
+            engine,
+            chain: Arc::new(HookChain::new(layers, sandbox.clone())),
+            loader,
+            sandbox,
+            hooks,
+            tenant_chains,
+            guest_tools,
+            bash,
+            tools,
+            upstreams,
+            config_file: plan.source,
+        };
+        // What holds session state and was made now: the rest is registered already.
+        let kept_holders = kept.map(Served::holders).unwrap_or_default();
+        let fresh = served
+            .holders()
+            .into_iter()
+            .filter(|h| !kept_holders.iter().any(|k| Arc::ptr_eq(k, h)))
+            .map(|h| Arc::downgrade(&h))
+            .collect();
+        Ok((served, fresh))
+    }
+
+    /// What holds session state in it: its layers (every chain's are among them) and its
+    /// tools.
+    fn holders(&self) -> Vec<Arc<dyn SessionHolder>> {
+        let layers = self
+            .hooks
+            .iter()
+            .map(|(_, layer)| layer.clone() as Arc<dyn SessionHolder>);
+        let tools = self.tools.iter().map(|tool| {
+            let holder: Arc<dyn SessionHolder> = tool.clone();
+            holder
+        });
+        layers.chain(tools).collect()
+    }
+
+    /// The hook chain of `tenant`'s sessions.
+    fn chain(&self, tenant: &TenantId) -> &Arc<HookChain> {
+        self.tenant_chains.get(tenant).unwrap_or(&self.chain)
+    }
+
+    /// The upstream servers that started, by name.
+    fn running_upstreams(&self) -> impl Iterator<Item = &Arc<upstream::Running>> {
+        self.upstreams
+            .iter()
+            .filter_map(|(_, _, running)| running.as_ref())
+    }
+
+    /// The tools of the upstream servers, as last listed.
+    fn upstream_listing(&self) -> impl Iterator<Item = rmcp::model::Tool> + '_ {
+        self.running_upstreams().flat_map(|server| server.listing())
+    }
+
+    /// The tool called `name`: a configured one, or an upstream server's.
+    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        if let Some(tool) = self.tools.get(name) {
+            return Some(tool.clone());
+        }
+        let (server, _) = name.split_once(upstream::SEPARATOR)?;
+        let (_, _, running) = self.upstreams.iter().find(|(n, _, _)| n == server)?;
+        Some(Arc::new(running.as_ref()?.tool(name)?))
+    }
+}
+
+/// Why a reload was refused; the config in effect stays.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0} changed: only a restart puts that in effect")]
+    NeedsRestart(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Bash(#[from] Unavailable),
+}
+
+/// What changed of one kind of thing (hooks, tools, upstream servers, tenants), by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+}
+
+impl Changes {
+    /// Between `old` and `new`, each a list of (name, settings).
+    fn between<'a, T: PartialEq + 'a>(
+        old: impl IntoIterator<Item = (&'a str, T)>,
+        new: impl IntoIterator<Item = (&'a str, T)>,
+    ) -> Changes {
+        let old: BTreeMap<&str, T> = old.into_iter().collect();
+        let new: BTreeMap<&str, T> = new.into_iter().collect();
+        let names = |names: Vec<&&str>| names.into_iter().map(|n| n.to_string()).collect();
+        Changes {
+            added: names(new.keys().filter(|n| !old.contains_key(*n)).collect()),
+            removed: names(old.keys().filter(|n| !new.contains_key(*n)).collect()),
+            changed: names(
+                new.iter()
+                    .filter(|(n, v)| old.get(*n).is_some_and(|o| o != *v))
+                    .map(|(n, _)| n)
+                    .collect(),
+            ),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+impl std::fmt::Display for Changes {
+    /// `+added -removed ~changed`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let marked = [
+            ("+", &self.added),
+            ("-", &self.removed),
+            ("~", &self.changed),
+        ];
+        let words: Vec<String> = marked
+            .iter()
+            .flat_map(|(mark, names)| names.iter().map(move |n| format!("{mark}{n}")))
+            .collect();
+        f.write_str(&words.join(" "))
+    }
+}
+
+/// What a reload changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Reloaded {
+    /// The file the config was read from.
+    pub file: String,
+    pub hooks: Changes,
+    /// Components, `bash` and the embedder's tools (not the upstream servers').
+    pub tools: Changes,
+    pub upstreams: Changes,
+    pub tenants: Changes,
+}
+
+impl Reloaded {
+    fn between(old: &Served, old_tenants: &Tenants, new: &Served, new_tenants: &Tenants) -> Self {
+        let hooks = |s: &Served| -> Vec<(String, HookPlan)> {
+            s.hooks
+                .iter()
+                .map(|(plan, layer)| (layer.name.clone(), plan.clone()))
+                .collect()
+        };
+        let (old_hooks, new_hooks) = (hooks(old), hooks(new));
+        let tools = |s: &Served| -> Vec<(String, Option<ComponentPlan>, Option<BashPlan>)> {
+            s.tools
+                .iter()
+                .map(|tool| {
+                    let name = tool.descriptor().name.clone();
+                    let component = s.guest_tools.iter().find(|(p, _)| p.name == name);
+                    let bash = s.bash.as_ref().filter(|(_, b)| b.descriptor().name == name);
+                    (
+                        name,
+                        component.map(|c| c.0.clone()),
+                        bash.map(|b| b.0.clone()),
+                    )
+                })
+                .collect()
+        };
+        let (old_tools, new_tools) = (tools(old), tools(new));
+        let tenants = |t: &Tenants| -> Vec<(String, Tenant)> {
+            t.iter()
+                .map(|(id, t)| (id.to_string(), t.clone()))
+                .collect()
+        };
+        let (old_tenants, new_tenants) = (tenants(old_tenants), tenants(new_tenants));
+        Reloaded {
+            file: new.config_file.clone(),
+            hooks: Changes::between(
+                old_hooks.iter().map(|(n, p)| (n.as_str(), p)),
+                new_hooks.iter().map(|(n, p)| (n.as_str(), p)),
+            ),
+            tools: Changes::between(
+                old_tools.iter().map(|(n, c, b)| (n.as_str(), (c, b))),
+                new_tools.iter().map(|(n, c, b)| (n.as_str(), (c, b))),
+            ),
+            upstreams: Changes::between(
+                old.upstreams.iter().map(|(n, spec, _)| (n.as_str(), spec)),
+                new.upstreams.iter().map(|(n, spec, _)| (n.as_str(), spec)),
+            ),
+            tenants: Changes::between(
+                old_tenants.iter().map(|(n, t)| (n.as_str(), t)),
+                new_tenants.iter().map(|(n, t)| (n.as_str(), t)),
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for Reloaded {
+    /// `hooks: +audit; tenants: ~alpha`, or `nothing changed`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = [
+            ("hooks", &self.hooks),
+            ("tools", &self.tools),
+            ("upstreams", &self.upstreams),
+            ("tenants", &self.tenants),
+        ]
+        .iter()
+        .filter(|(_, changes)| !changes.is_empty())
+        .map(|(what, changes)| format!("{what}: {changes}"))
+        .collect();
+        match parts.is_empty() {
+            true => f.write_str("nothing changed"),
+            false => f.write_str(&parts.join("; ")),
+        }
+    }
+}
+
+/// A configured hookhost: its [`Sessions`], and what its config makes of components,
+/// tools, chains and upstream servers (replaced whole by a reload).
+pub struct Runtime {
+    /// What the config in effect makes; each call keeps the one it began with.
+    served: ArcSwap<Served>,
+    /// What only a restart changes, as the config in effect has it.
+    fixed: Fixed,
+    /// Tools the embedder registered ([`Runtime::register_tool`]): kept across reloads.
+    embedded: Vec<Arc<dyn Tool>>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+    /// Ticks when the tools served change: an upstream came back with others, or a reload.
     tools_changed: tokio::sync::watch::Sender<u64>,
     sessions: Sessions,
-    sandbox: Arc<Sandbox>,
     data_root: PathBuf,
-    loader: ComponentLoader,
     /// Traces, metrics and spans of every call.
     tracer: Arc<Tracer>,
-    /// The `bash` tool, when enabled (also among `tools`).
-    bash: Option<Arc<BashTool>>,
-    /// The file its config was read from.
-    config_file: String,
 }
 
 impl Runtime {
@@ -256,97 +644,100 @@ impl Runtime {
     /// # Errors
     ///
     /// A [`StartError`] naming the part of the config that failed.
-    pub async fn new(plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
-        let plan_source = plan.source.clone();
+    pub async fn new(mut plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
+        let fixed = Fixed::of(&plan);
+        let tenants = Tenants::new(std::mem::take(&mut plan.tenants), plan.serve_workdir.take());
         let sessions = Sessions::at(
             data_root,
             plan.session_store.as_ref(),
-            plan.mounts,
-            Tenants::new(plan.tenants, plan.serve_workdir),
+            plan.mounts.clone(),
+            tenants,
         )
         .await?;
         let dirs = sessions.dirs().clone();
-        let data_root = dirs.data_root().to_path_buf();
-        let loader = ComponentLoader::new(&EngineOptions {
-            fuel: plan.fuel,
-            pool_instances: plan.engine.pooling.then_some(plan.engine.pool_instances),
-            max_memory_bytes: plan.max_memory_bytes,
-            keep_resident_bytes: plan.engine.keep_resident_bytes,
-            cache_dir: plan.engine.cache.then(|| data_root.join(CACHE_DIR)),
-        })
-        .map_err(StartError::Engine)?;
-        let sandbox = Arc::new(Sandbox::new(
-            loader.engine().clone(),
-            dirs.clone(),
-            plan.fuel,
-        ));
-
-        let mut tools = load_tools(&plan.tools, &loader, &sandbox).await?;
-        let bash = plan
-            .bash
-            .as_ref()
-            .map(|bash| Arc::new(BashTool::new(sandbox.clone(), bash)));
-        if let Some(bash) = &bash
-            && !tools.insert(bash.clone())
-        {
-            return Err(StartError::DuplicateTool {
-                tool: "bash".into(),
-            });
-        }
-
-        let (upstreams, tools_changed) = connect_upstreams(&plan.upstreams).await;
-        let layers = load_hooks(&plan.source, plan.hooks, &loader, &sandbox).await?;
-        let tenant_chains = sessions
-            .tenants()
-            .iter()
-            .filter_map(|(id, tenant)| {
-                let picked = tenant
-                    .hooks
-                    .as_ref()?
-                    .iter()
-                    .filter_map(|n| layers.iter().find(|l| &l.name == n).cloned())
-                    .collect();
-                Some((id.clone(), HookChain::new(picked, sandbox.clone())))
-            })
-            .collect();
+        let (tools_changed, _) = tokio::sync::watch::channel(0u64);
+        let (served, holders) =
+            Served::build(plan, &sessions.tenants(), &dirs, &[], None, &tools_changed).await?;
         sessions.measure_quotas().await?;
-        // Every chain's layers are among these (tenant chains share them).
-        for layer in &layers {
-            sessions.hold(Arc::downgrade(layer) as Weak<dyn SessionHolder>);
+        for holder in holders {
+            sessions.hold(holder);
         }
         let trace = TraceSettings {
             fleet: sessions.is_shared(),
-            ..plan.trace
+            ..fixed.trace.clone()
         };
-        let tracer = Arc::new(Tracer::new(trace, sandbox.clone()));
+        let tracer = Arc::new(Tracer::new(trace, served.sandbox.clone()));
         sessions.hold(Arc::downgrade(&tracer) as Weak<dyn SessionHolder>);
-        let runtime = Runtime {
-            tracer,
-            chain: HookChain::new(layers, sandbox.clone()),
-            sandbox,
-            tenant_chains,
-            tools: ToolRegistry::default(),
-            upstreams,
+        Ok(Runtime {
+            served: ArcSwap::from_pointee(served),
+            fixed,
+            embedded: Vec::new(),
+            reloading: tokio::sync::Mutex::new(()),
             tools_changed,
+            data_root: dirs.data_root().to_path_buf(),
             sessions,
-            data_root,
-            loader,
-            bash,
-            config_file: plan_source,
-        };
-        for tool in tools.iter() {
-            runtime.sessions.hold(holder_of(tool));
+            tracer,
+        })
+    }
+
+    /// Puts `plan` in effect for the calls that begin from now on; calls running finish on
+    /// the config they began with, and sessions stay open. Hooks, tools and upstream
+    /// servers whose settings are unchanged are kept as they are (with their kept
+    /// instances and processes); an upstream no longer listed is stopped once the last
+    /// call that may use it ends. Clients are told the tools may have changed.
+    ///
+    /// # Errors
+    ///
+    /// [`ReloadError`] when `plan` changes what only a restart changes, or a component of
+    /// it cannot be loaded, or its `bash` cannot run: then nothing changed.
+    pub async fn reload(&self, mut plan: Plan) -> Result<Reloaded, ReloadError> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let restart = self.fixed.changed_by(&plan);
+        if !restart.is_empty() {
+            return Err(ReloadError::NeedsRestart(restart.join(", ")));
         }
-        Ok(Runtime { tools, ..runtime })
+        let tenants = Tenants::new(std::mem::take(&mut plan.tenants), plan.serve_workdir.take());
+        let kept = self.served.load_full();
+        let (served, holders) = Served::build(
+            plan,
+            &tenants,
+            self.sessions.dirs(),
+            &self.embedded,
+            Some(&kept),
+            &self.tools_changed,
+        )
+        .await?;
+        if let Some((_, bash)) = &served.bash
+            && !kept
+                .bash
+                .as_ref()
+                .is_some_and(|(_, old)| Arc::ptr_eq(old, bash))
+        {
+            bash.readiness().await?;
+        }
+        let reloaded = Reloaded::between(&kept, &self.sessions.tenants(), &served, &tenants);
+        for holder in holders {
+            self.sessions.hold(holder);
+        }
+        self.sessions.set_tenants(tenants);
+        self.served.store(Arc::new(served));
+        // A tenant given a quota is measured now; the others keep their measure.
+        if let Err(e) = self.sessions.measure_quotas().await {
+            tracing::warn!(error = %e, "measuring tenants' disk use after a reload failed");
+        }
+        self.tools_changed.send_modify(|n| *n += 1);
+        Ok(reloaded)
     }
 
     /// Whether `bash` can run commands as configured (see [`BashTool::readiness`]); `None`
     /// when bash is off.
-    pub async fn bash_readiness(&self) -> Option<Result<Option<&Readiness>, Unavailable>> {
-        match &self.bash {
-            Some(bash) => Some(bash.readiness().await),
-            None => None,
-        }
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] when it cannot.
+    pub async fn bash_readiness(&self) -> Option<Result<Option<Readiness>, Unavailable>> {
+        let bash = self.served.load().bash.as_ref()?.1.clone();
+        Some(bash.readiness().await.map(Option::<&Readiness>::cloned))
     }
 
     /// What observes its calls: traces, metrics, spans.
@@ -366,12 +757,12 @@ impl Runtime {
             }
             Err(e) => tracing::warn!(error = %e, "cannot count sessions for metrics"),
         }
-        // Every tenant chain's layers are among the default chain's (see `from_plan`).
         let instances = self
-            .chain
-            .layers()
+            .served
+            .load()
+            .hooks
             .iter()
-            .map(|l| l.held().len())
+            .map(|(_, l)| l.held().len())
             .sum::<usize>();
         let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.tracer.metrics().encode(Scraped {
@@ -399,82 +790,79 @@ impl Runtime {
         &mut self.sessions
     }
 
-    /// Adds a tool of the embedder's (a host-native tool) beside the configured ones.
+    /// Adds a tool of the embedder's (a host-native tool) beside the configured ones; it
+    /// stays through reloads.
     ///
     /// # Errors
     ///
     /// [`StartError::DuplicateTool`] when a tool of that name exists.
     pub fn register_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), StartError> {
+        let mut served = Served::clone(&self.served.load());
         let name = tool.descriptor().name.clone();
-        self.sessions.hold(holder_of(&tool));
-        if self.tools.insert(tool) {
-            Ok(())
-        } else {
-            Err(StartError::DuplicateTool { tool: name })
+        if !served.tools.insert(tool.clone()) {
+            return Err(StartError::DuplicateTool { tool: name });
         }
+        self.sessions.hold(holder_of(&tool));
+        self.served.store(Arc::new(served));
+        self.embedded.push(tool);
+        Ok(())
+    }
+
+    /// The engine and linker the components of the config in effect were loaded with.
+    pub fn loader(&self) -> Arc<ComponentLoader> {
+        self.served.load().loader.clone()
+    }
+
+    /// The sandbox the components of the config in effect run in.
+    pub fn sandbox(&self) -> Arc<Sandbox> {
+        self.served.load().sandbox.clone()
     }
 
     /// The data directory, `{data}` in mount templates.
-    /// The engine and linker the components were loaded with.
-    pub fn loader(&self) -> &ComponentLoader {
-        &self.loader
-    }
-
-    /// The sandbox the components run in.
-    pub fn sandbox(&self) -> &Arc<Sandbox> {
-        &self.sandbox
-    }
-
     pub fn data_root(&self) -> &Path {
         &self.data_root
     }
 
+    /// The file the config in effect was read from.
+    pub fn config_file(&self) -> String {
+        self.served.load().config_file.clone()
+    }
+
     /// Every tool: the configured ones and the upstream servers' (as last listed).
-    pub fn tools(&self) -> impl Iterator<Item = ToolDescriptor> + '_ {
-        self.tools
+    pub fn tools(&self) -> Vec<ToolDescriptor> {
+        let served = self.served.load();
+        served
+            .tools
             .descriptors()
             .cloned()
-            .chain(self.upstream_listing().map(|t| upstream::descriptor(&t)))
+            .chain(served.upstream_listing().map(|t| upstream::descriptor(&t)))
+            .collect()
     }
 
     /// The tools `tenant` may call (its `tools` allow-list, else every tool), as MCP lists
     /// them.
     pub fn mcp_tools(&self, tenant: &TenantId) -> Vec<rmcp::model::Tool> {
-        let configured = self.tools.iter().map(|tool| {
+        let served = self.served.load();
+        let tenants = self.sessions.tenants();
+        let configured = served.tools.iter().map(|tool| {
             let d = tool.descriptor();
             let schema: rmcp::model::JsonObject =
                 serde_json::from_str(&d.input_schema).unwrap_or_default();
             rmcp::model::Tool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
         });
         configured
-            .chain(self.upstream_listing())
-            .filter(|t| self.sessions.tenants().may_call(tenant, &t.name))
+            .chain(served.upstream_listing())
+            .filter(|t| tenants.may_call(tenant, &t.name))
             .collect()
-    }
-
-    fn upstream_listing(&self) -> impl Iterator<Item = rmcp::model::Tool> + '_ {
-        self.upstreams
-            .iter()
-            .filter_map(|(_, server)| server.as_ref())
-            .flat_map(|server| server.listing())
-    }
-
-    /// The tool called `name`: a configured one, or an upstream server's.
-    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        if let Some(tool) = self.tools.get(name) {
-            return Some(tool.clone());
-        }
-        let (server, _) = name.split_once(upstream::SEPARATOR)?;
-        let (_, upstream) = self.upstreams.iter().find(|(n, _)| n == server)?;
-        Some(Arc::new(upstream.as_ref()?.tool(name)?))
     }
 
     /// Whether a tool of that name is served.
     pub fn has_tool(&self, name: &str) -> bool {
-        self.tool(name).is_some()
+        self.served.load().tool(name).is_some()
     }
 
-    /// Ticks when the tools served change (an upstream came back with other tools).
+    /// Ticks when the tools served change (an upstream came back with other tools, or a
+    /// reload).
     pub fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
         self.tools_changed.subscribe()
     }
@@ -482,9 +870,11 @@ impl Runtime {
     /// Each upstream server by name: `up`, `down` (it died; its tools answer with an
     /// error) or `unavailable` (it did not start).
     pub fn upstream_states(&self) -> Vec<(String, &'static str)> {
-        self.upstreams
+        self.served
+            .load()
+            .upstreams
             .iter()
-            .map(|(name, server)| {
+            .map(|(name, _, server)| {
                 let state = match server {
                     Some(s) if s.is_up() => "up",
                     Some(_) => "down",
@@ -511,9 +901,9 @@ impl Runtime {
             .any(|l| l.component == offload)
     }
 
-    /// The hook chain of `tenant`'s sessions.
-    pub fn chain(&self, tenant: &TenantId) -> &HookChain {
-        self.tenant_chains.get(tenant).unwrap_or(&self.chain)
+    /// The hook chain of `tenant`'s sessions, in the config in effect.
+    pub fn chain(&self, tenant: &TenantId) -> Arc<HookChain> {
+        self.served.load().chain(tenant).clone()
     }
 
     /// Calls `tool` with `arguments` (a JSON object's text) in `session`, through the chain.
@@ -544,15 +934,19 @@ impl Runtime {
         tool: &str,
         arguments: &str,
     ) -> Result<(ToolResult, Option<Extras>), CallError> {
-        let target = self
+        // The config in effect now serves this call to its end, whatever a reload does.
+        let served = self.served.load_full();
+        let redeclared = self.sessions.redeclared(session)?;
+        let session = redeclared.as_ref().unwrap_or(session);
+        let target = served
             .tool(tool)
-            .filter(|_| self.sessions.tenants().may_call(&session.tenant, tool))
+            .filter(|_| session.declared().is_none_or(|t| t.may_call(tool)))
             .ok_or_else(|| {
                 let name = tool.to_string();
-                if self.tools.iter().next().is_none() && self.upstreams.is_empty() {
+                if served.tools.iter().next().is_none() && served.upstreams.is_empty() {
                     return CallError::NoTools {
                         name,
-                        file: self.config_file.clone(),
+                        file: served.config_file.clone(),
                     };
                 }
                 let known = self.mcp_tools(&session.tenant);
@@ -598,7 +992,7 @@ impl Runtime {
             session = %session.id,
             outcome = tracing::field::Empty,
         );
-        let chain = self.chain(&session.tenant);
+        let chain = served.chain(&session.tenant);
         let mut trace = self.tracer.begin(session, &call_id, tool);
         // Only a tenant with a quota pays for measuring around its calls, and only the
         // mounts this call's hooks and tool may write in are measured.

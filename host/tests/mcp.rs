@@ -466,7 +466,7 @@ fn a_cancelled_call_kills_its_command() {
 
 #[test]
 fn signals_end_a_stdio_server_gracefully_mid_call() {
-    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
         let data = tempfile::tempdir().unwrap();
         let mut server = StdioServer::start(data.path());
         // A file in the session, to see it deleted.
@@ -487,6 +487,32 @@ fn signals_end_a_stdio_server_gracefully_mid_call() {
             "signal {signal}: the session's files are gone"
         );
     }
+}
+
+/// SIGHUP reloads the config: a stdio server serves on, its session kept.
+#[test]
+fn sighup_reloads_a_stdio_server_which_serves_on() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = StdioServer::start(data.path());
+    let echo = |id: u64, word: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": format!("echo {word}")}}})
+    };
+    server.send(echo(2, "before"));
+    server.answer(2);
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGHUP) };
+    server.send(echo(3, "after"));
+    let answer = server.answer(3);
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "after\n",
+        "{answer}"
+    );
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the server ended"
+    );
+    assert_eq!(entries(&data.path().join("tenants/default/sessions")), 1);
 }
 
 #[test]

@@ -525,6 +525,47 @@ fn each_tenant_has_its_own_rate_and_concurrency_limits() {
     eprintln!("{}", said.lines().next().unwrap_or_default());
 }
 
+/// A config reloaded by SIGHUP while MCP sessions stay open (the Python MCP SDK drives
+/// it, see `reload` in tests/mcp/client.py): a running call ends on the old config;
+/// a tenant added gets in with its own chain; a tenant's new allow-list binds its open
+/// session; an upstream added starts, and removed stops. A broken config and one that
+/// changes what only a restart changes are refused, with the reason in the log.
+#[test]
+fn a_reload_puts_a_new_config_in_effect_while_sessions_stay_open() {
+    const GAMMA: &str = "gamma-token-0123456789abcdef01234";
+    let host = Host::new("");
+    let mut server = host.serve(&["--http", "127.0.0.1:0", "-v"], Stdio::piped());
+    let (url, log) = common::announced_url_and_log(&mut server);
+    let upstream = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/upstream.py");
+    let counter = host.data().join("upstream-starts");
+    let said = python_client(&[
+        "reload",
+        &url,
+        ALPHA,
+        BETA,
+        GAMMA,
+        host.config.to_str().unwrap(),
+        &server.id().to_string(),
+        upstream.to_str().unwrap(),
+        counter.to_str().unwrap(),
+    ]);
+    assert!(said.contains("reload ok"), "{said}");
+    let log = log.lock().unwrap().join("\n");
+    let lines = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(lines("config reloaded"), 2, "{log}");
+    assert_eq!(lines("config reload refused"), 2, "{log}");
+    assert!(log.contains("[mounts] changed: only a restart"), "{log}");
+    assert!(log.contains("upstream stopped"), "{log}");
+    for token in [ALPHA, BETA, GAMMA] {
+        assert!(!log.contains(token), "a token in the log: {log}");
+    }
+    // The server is still the one started, serving.
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "the server ended: {log}"
+    );
+}
+
 /// The README's Python client (`examples/clients/bearer.py`) reaches its tenant's shell
 /// with its bearer token.
 #[test]

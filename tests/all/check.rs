@@ -235,7 +235,7 @@ async fn the_built_in_hooks_describe_their_settings_with_defaults_a_config_can_w
         let describe = pre.describer().expect("a built-in hook describes itself");
         let description = describe_hook(
             describe,
-            runtime.sandbox(),
+            &runtime.sandbox(),
             &Default::default(),
             &Default::default(),
         )

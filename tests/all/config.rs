@@ -29,7 +29,7 @@ async fn every_example_config_loads_and_runs() {
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         assert!(
-            runtime.tools().any(|t| t.name == "read_file"),
+            runtime.tools().iter().any(|t| t.name == "read_file"),
             "{}",
             file.display()
         );
@@ -54,7 +54,12 @@ async fn the_agent_example_runs_offload_audit_and_plan_writer_in_order() {
         .map(|l| l.name.as_str())
         .collect();
     assert_eq!(names, ["offload", "audit", "plan-writer"]);
-    let mut tools: Vec<String> = host.runtime.tools().map(|t| t.name.clone()).collect();
+    let mut tools: Vec<String> = host
+        .runtime
+        .tools()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
     tools.sort();
     assert_eq!(
         tools,

@@ -18,6 +18,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py kept-alive URL TOKEN
     client.py quota URL TOKEN HOOKHOST DATA CONFIG
     client.py rates URL TOKEN_A TOKEN_B
+    client.py reload URL TOKEN_A TOKEN_B TOKEN_C CONFIG HOOKHOST_PID UPSTREAM_PY COUNTER
 """
 
 import asyncio
@@ -773,6 +774,118 @@ async def rates(url, token_a, token_b):
     print("rates ok", flush=True)
 
 
+async def reload(url, token_a, token_b, token_c, config, pid, upstream_py, counter):
+    """The server's config rewritten and reloaded (SIGHUP) while two MCP sessions stay
+    open: a call running finishes on the old config; tenant gamma, added, gets in, with a
+    chain of its own (no offload); alpha's new allow-list applies to its open session,
+    which is told that the tools changed; an upstream added is started and, removed again,
+    stopped. A broken config and one that changes [mounts] are refused (the test reads
+    the reasons in the server's log) and the config in effect stays."""
+    pid = int(pid)
+    original = open(config).read()
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if "tools/list_changed" in repr(message) or "ToolListChanged" in type(message).__name__:
+            changed.set()
+
+    def reload_with(config_text):
+        with open(config + ".new", "w") as f:
+            f.write(config_text)
+        os.replace(config + ".new", config)
+        os.kill(pid, signal.SIGHUP)
+
+    async def within(seconds, what, check):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if await check():
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"not within {seconds} s: {what}")
+
+    async def admitted(token):
+        """Whether the server knows `token` (a GET without a session: 401 when it does not)."""
+        async with authorized(token) as client:
+            response = await client.get(url, headers={"Accept": "text/event-stream"})
+            return response.status_code != 401
+
+    async def names(session):
+        return sorted(t.name for t in (await session.list_tools()).tools)
+
+    upstream = (f'\n[upstreams.up]\ncommand = "{sys.executable}"\n'
+                f'args = ["{upstream_py}", "{counter}"]\n')
+    reloaded = (original.replace("[tenants.alpha]\n", '[tenants.alpha]\ntools = ["read_file"]\n')
+                + f'\n[tenants.gamma]\ntoken = "{token_c}"\nhooks = []\n' + upstream)
+    assert not await admitted(token_c)
+    async with authorized(token_a) as client_a, authorized(token_b) as client_b:
+        async with streamable_http_client(url, http_client=client_a) as (read_a, write_a), \
+                streamable_http_client(url, http_client=client_b) as (read_b, write_b):
+            async with ClientSession(read_a, write_a, message_handler=on_message) as a, \
+                    ClientSession(read_b, write_b) as b:
+                await a.initialize()
+                await b.initialize()
+                assert "bash" in await names(a)
+                running = asyncio.create_task(a.call_tool("bash", {"command": "sleep 2; echo old"}))
+                await asyncio.sleep(0.5)
+                reload_with(reloaded)
+                await within(30, "gamma's token admitted", lambda: admitted(token_c))
+                # Begun on the old config (where alpha may run bash), it ends on it.
+                finished = await running
+                assert not is_error(finished) and text(finished).strip() == "old", text(finished)
+
+                # Alpha's open session: told, and bound by its new allow-list.
+                await asyncio.wait_for(changed.wait(), 30)
+                assert await names(a) == ["read_file"], await names(a)
+                try:
+                    refused = await a.call_tool("bash", {"command": "echo no"})
+                    raise AssertionError(f"bash still served to alpha: {text(refused)}")
+                except MCPError as e:
+                    assert "unknown tool" in e.error.message, e.error
+
+                # Beta's: the new upstream's tools beside its own, the upstream running.
+                tools_b = await names(b)
+                assert "up__pid" in tools_b and "bash" in tools_b, tools_b
+                upstream_pid = int(text(await b.call_tool("up__pid", {})))
+                offloaded = text(await b.call_tool("bash", {"command": "seq 1 20000"}))
+                assert "/artifacts/tool-results/" in offloaded, offloaded[:300]
+
+                # Gamma's chain has no hooks: a large output comes back whole.
+                async with authorized(token_c) as client_c, \
+                        streamable_http_client(url, http_client=client_c) as (read_c, write_c), \
+                        ClientSession(read_c, write_c) as c:
+                    await c.initialize()
+                    whole = text(await c.call_tool("bash", {"command": "seq 1 20000"}))
+                    assert whole.split() == [str(n) for n in range(1, 20001)], whole[:300]
+
+                # Refused: a broken file, then a change only a restart makes. Each is
+                # given a second (the server logs why); the config in effect stays.
+                for refused_config in (reloaded + "\n[[[broken\n",
+                                       reloaded + '\n[mounts."/extra"]\nhost = '
+                                       '"{data}/tenants/{tenant}/sessions/{session}/extra"\n'):
+                    reload_with(refused_config)
+                    await asyncio.sleep(1)
+                    assert await admitted(token_c)
+                    assert await names(a) == ["read_file"], await names(a)
+                    assert text(await b.call_tool("up__pid", {})) == str(upstream_pid)
+
+                # The upstream removed: stopped, its tools gone; the sessions still open.
+                reload_with(reloaded.replace(upstream, ""))
+
+                async def upstream_gone():
+                    try:
+                        os.kill(upstream_pid, 0)
+                        return False
+                    except ProcessLookupError:
+                        return True
+
+                await within(30, "the removed upstream stopped", upstream_gone)
+                tools_b = await names(b)
+                assert not any(t.startswith("up__") for t in tools_b), tools_b
+                echoed = await b.call_tool("bash", {"command": "echo still open"})
+                assert text(echoed).strip() == "still open", text(echoed)
+    print("reload ok", flush=True)
+
+
 async def quota(url, token, hookhost, data, config):
     """Tenant `beta` (quota 200,000 bytes) goes over it in one session and is refused;
     the CLI, another process, deletes its sessions while that session is still open; the
@@ -837,5 +950,5 @@ if __name__ == "__main__":
              "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
              "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
-             "kept-alive": kept_alive, "quota": quota, "rates": rates}
+             "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload}
     asyncio.run(modes[mode](*rest))

@@ -438,7 +438,7 @@ struct Turn<'r> {
     runtime: &'r Runtime,
     agent: Agent,
     session: &'r Session,
-    chain: &'r HookChain,
+    chain: std::sync::Arc<HookChain>,
     /// The call as the chain sees it: the canonical tool's name when there is one.
     tool_call: ToolCall,
     /// The name of the hookhost tool the agent's tool is, if any.

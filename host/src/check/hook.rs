@@ -170,7 +170,7 @@ fn stop_after(failure: &Failure, report: &mut Report) -> bool {
 async fn describe(runtime: &Runtime, layer: &HookLayer, limits: &Limits, report: &mut Report) {
     if let Some(describe) = layer.pre.describer() {
         // Loading it already checked the settings against this description.
-        match describe_hook(describe, runtime.sandbox(), &layer.settings, &layer.limits).await {
+        match describe_hook(describe, &runtime.sandbox(), &layer.settings, &layer.limits).await {
             Ok(d) => {
                 let settings: Vec<String> = d
                     .settings

@@ -24,7 +24,7 @@ pub(super) async fn check(
         Ok(pre) => {
             GuestTool::describe(
                 &pre,
-                runtime.sandbox(),
+                &runtime.sandbox(),
                 &options
                     .settings
                     .iter()

@@ -191,7 +191,7 @@ fn bash_text(
     bash: &hookhost::config::BashPlan,
     tenants: &BTreeMap<TenantId, hookhost::sessions::Tenant>,
     readiness: Option<
-        Result<Option<&hookhost::tools::bash::Readiness>, hookhost::tools::bash::Unavailable>,
+        Result<Option<hookhost::tools::bash::Readiness>, hookhost::tools::bash::Unavailable>,
     >,
 ) -> String {
     let Some(shell) = &bash.sandbox else {

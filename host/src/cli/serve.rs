@@ -37,8 +37,14 @@ pub struct ServeArgs {
     unauthenticated_bash: bool,
 }
 
-/// Serves until the client leaves (stdio) or a signal (HTTP).
-pub async fn serve(args: ServeArgs, plan: Plan, data: &Path) -> Result<ExitCode> {
+/// Serves until the client leaves (stdio) or a signal (HTTP); `config` is read again on
+/// SIGHUP.
+pub async fn serve(
+    args: ServeArgs,
+    plan: Plan,
+    data: &Path,
+    config: hookhost::mcp::ConfigSource,
+) -> Result<ExitCode> {
     let ServeArgs {
         http,
         metrics,
@@ -67,6 +73,7 @@ pub async fn serve(args: ServeArgs, plan: Plan, data: &Path) -> Result<ExitCode>
     let options = hookhost::mcp::ServeOptions {
         workdir,
         keep_session,
+        config,
     };
     match http {
         Some(addr) => {

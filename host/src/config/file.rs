@@ -159,7 +159,7 @@ impl Default for EngineConfig {
 
 /// An `[upstreams.NAME]` table: an MCP server whose tools hookhost serves as
 /// `NAME__TOOL`, through the hook chain.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// A program speaking MCP on stdio, started with `args`.

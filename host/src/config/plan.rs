@@ -103,8 +103,9 @@ impl Plan {
     }
 }
 
-/// A tool's or hook's component, as configured.
-#[derive(Debug, Clone)]
+/// A tool's or hook's component, as configured. Two are equal when they would load and
+/// run alike (a reload keeps what it loaded of an equal one).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ComponentPlan {
     /// The tool's name, or the hook's.
     pub name: String,
@@ -127,8 +128,15 @@ pub struct WrittenSetting {
     pub line: Option<usize>,
 }
 
+/// The same setting, wherever the file gives it.
+impl PartialEq for WrittenSetting {
+    fn eq(&self, other: &WrittenSetting) -> bool {
+        self.value == other.value
+    }
+}
+
 /// One layer of the hook chain.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HookPlan {
     pub component: ComponentPlan,
     pub on_failure: FailurePolicy,
@@ -137,7 +145,7 @@ pub struct HookPlan {
 }
 
 /// The `bash` tool.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BashPlan {
     /// The mount it works in.
     pub mount: String,
@@ -150,7 +158,7 @@ pub struct BashPlan {
 
 /// A sandboxed `bash`: bubblewrap, and what confines commands beside their mounts (each
 /// tenant's [`Tenant::shell_network`] and [`Tenant::shell_limits`] override it).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ShellSandboxPlan {
     /// The bubblewrap program, when the config names one.
     pub bwrap: Option<PathBuf>,

@@ -29,8 +29,6 @@ use tokio_util::sync::CancellationToken;
 /// that every host of a fleet answers alike.
 struct Gate {
     runtime: Arc<Runtime>,
-    /// (token, tenant); empty: no authentication, every request is the default tenant.
-    tokens: Vec<(TokenDigest, TenantId)>,
     /// The MCP sessions this server opened that have not ended, by id: ended when it
     /// shuts down, unless the session table is a fleet's (its other hosts go on).
     opened: Mutex<HashMap<String, TenantId>>,
@@ -39,10 +37,12 @@ struct Gate {
 }
 
 impl Gate {
-    /// The tenant whose token the request presents. Every token is compared, in constant
-    /// time, so timing tells nothing about which one nearly matched.
+    /// The tenant whose token the request presents, among the tenants in effect (a reload
+    /// may change them). Every token is compared, in constant time, so timing tells nothing
+    /// about which one nearly matched.
     fn tenant(&self, headers: &HeaderMap) -> Option<TenantId> {
-        if self.tokens.is_empty() {
+        let tokens = self.runtime.sessions().tenants().tokens();
+        if tokens.is_empty() {
             return Some(TenantId::default_tenant());
         }
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -53,7 +53,7 @@ impl Gate {
         // The presented token is hashed once, then compared with every tenant's digest.
         let presented = TokenDigest::of(presented.trim().as_bytes());
         let mut found = None;
-        for (token, tenant) in &self.tokens {
+        for (token, tenant) in &tokens {
             if token.matches(&presented) {
                 found = Some(tenant.clone());
             }
@@ -356,7 +356,7 @@ async fn agent_hook(
                 tenant,
                 options: agents::protocol::Options::default(),
                 // Only a server of one user (no tenants' tokens) takes the agent's directory.
-                trust_cwd: gate.tokens.is_empty(),
+                trust_cwd: gate.runtime.sessions().tenants().tokens().is_empty(),
             };
             let runtime = gate.runtime.clone();
             agents::answer(
@@ -472,8 +472,21 @@ pub async fn serve_http(
     options: ServeOptions,
 ) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
-    let tokens = runtime.sessions().tenants().tokens();
-    let (listener, addr, local) = bind(&http, &tokens, runtime.has_tool("bash")).await?;
+    let has_tokens = !runtime.sessions().tenants().tokens().is_empty();
+    let (listener, addr, local) = bind(&http, has_tokens, runtime.has_tool("bash")).await?;
+    // A reloaded config must be as safe to serve here as the first one.
+    let unauthenticated_bash = http.unauthenticated_bash;
+    let accept: super::reload::Accept = Box::new(move |plan| {
+        let has_tokens = plan.tenants.values().any(|t| t.token.is_some());
+        unsafe_to_serve(addr, has_tokens, plan.bash.is_some(), unauthenticated_bash)
+            .map_or(Ok(()), Err)
+    });
+    let reloader = Arc::new(super::Reloader::new(
+        runtime.clone(),
+        options.config.clone(),
+        accept,
+    ));
+    reloader.on_sighup()?;
     // Without TCP_NODELAY the last small segment of every response waits for the
     // client's delayed ACK: a kept-alive call took 44 ms instead of 0.7 ms.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -486,7 +499,6 @@ pub async fn serve_http(
     let sessions = Arc::new(manager);
     let gate = Arc::new(Gate {
         runtime: runtime.clone(),
-        tokens,
         opened: Mutex::new(HashMap::new()),
         sessions: sessions.clone(),
         options,
@@ -547,12 +559,32 @@ pub async fn serve_http(
     Ok(served??)
 }
 
-/// Resolves and binds `http.addr`, refusing what is unsafe to serve: no tokens on a
-/// public address, or `bash` without tokens unless `unauthenticated_bash`. Returns the
-/// listener, the address and the local address.
+/// Why serving at `addr` would be unsafe, if it would: no tokens on a public address, or
+/// `bash` without tokens unless `unauthenticated_bash`.
+fn unsafe_to_serve(
+    addr: std::net::SocketAddr,
+    has_tokens: bool,
+    serves_bash: bool,
+    unauthenticated_bash: bool,
+) -> Option<String> {
+    if !has_tokens && !addr.ip().is_loopback() {
+        return Some(format!(
+            "refusing to serve {addr} without authentication: declare tenants with a `token`, or bind a loopback address"
+        ));
+    }
+    if !has_tokens && serves_bash && !unauthenticated_bash {
+        return Some(format!(
+            "refusing to serve the `bash` tool over HTTP without authentication: anyone who can reach {addr} (every local user) would get a shell. Declare tenants with a `token`, disable [bash] in the config, or pass --unauthenticated-bash to allow it deliberately"
+        ));
+    }
+    None
+}
+
+/// Resolves and binds `http.addr`, refusing what is unsafe to serve (see
+/// [`unsafe_to_serve`]). Returns the listener, the address and the local address.
 async fn bind(
     http: &HttpOptions,
-    tokens: &[(TokenDigest, TenantId)],
+    has_tokens: bool,
     serves_bash: bool,
 ) -> anyhow::Result<(
     tokio::net::TcpListener,
@@ -565,15 +597,8 @@ async fn bind(
         .with_context(|| format!("--http {}: cannot resolve the address", http.addr))?
         .next()
         .with_context(|| format!("--http {}: the name has no address", http.addr))?;
-    if tokens.is_empty() && !addr.ip().is_loopback() {
-        anyhow::bail!(
-            "refusing to serve {addr} without authentication: declare tenants with a `token`, or bind a loopback address"
-        );
-    }
-    if tokens.is_empty() && serves_bash && !http.unauthenticated_bash {
-        anyhow::bail!(
-            "refusing to serve the `bash` tool over HTTP without authentication: anyone who can reach {addr} (every local user) would get a shell. Declare tenants with a `token`, disable [bash] in the config, or pass --unauthenticated-bash to allow it deliberately"
-        );
+    if let Some(why) = unsafe_to_serve(addr, has_tokens, serves_bash, http.unauthenticated_bash) {
+        anyhow::bail!(why);
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await

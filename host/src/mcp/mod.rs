@@ -16,9 +16,10 @@
 //!
 //! Ending a session stops its running commands before its directories are deleted; a
 //! cancelled request (`notifications/cancelled`) stops its call. A call over its tenant's
-//! rate limits is answered with the error [`RATE_LIMITED`]. SIGTERM, SIGINT and SIGHUP
-//! end a server gracefully: running calls get [`SHUTDOWN_GRACE`](crate::limits::SHUTDOWN_GRACE), then the server's
-//! sessions are ended as on disconnect.
+//! rate limits is answered with the error [`RATE_LIMITED`]. SIGTERM and SIGINT end a
+//! server gracefully: running calls get [`SHUTDOWN_GRACE`](crate::limits::SHUTDOWN_GRACE),
+//! then the server's sessions are ended as on disconnect. SIGHUP reloads the config (see
+//! [`reload`]): sessions stay open, and calls running finish on the config they began with.
 //!
 //! `mod.rs` is the MCP server one session sees ([`McpServer`]); `stdio.rs` and `http.rs`
 //! are the two transports, HTTP with its gate (tokens, sessions opened, the agents' hook
@@ -42,6 +43,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 mod http;
+pub mod reload;
 mod stdio;
 
 /// The JSON-RPC error code of a call its tenant's rate limits refused (in the range
@@ -51,6 +53,7 @@ mod stdio;
 pub const RATE_LIMITED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
 
 pub use http::{HttpOptions, metrics_route, serve_http, serve_metrics};
+pub use reload::{ConfigSource, Reloader};
 pub use stdio::serve_stdio;
 
 /// The path the Streamable HTTP endpoint is served at.
@@ -64,6 +67,8 @@ pub struct ServeOptions {
     pub workdir: Option<PathBuf>,
     /// Keep sessions (and their files) when they end by disconnect or shutdown.
     pub keep_session: bool,
+    /// Where the config is read again on SIGHUP (or `POST /admin/reload`).
+    pub config: ConfigSource,
 }
 
 impl ServeOptions {
@@ -235,7 +240,7 @@ impl ServerHandler for McpServer {
                 });
                 return Err(McpError::new(RATE_LIMITED, refused.to_string(), Some(data)));
             }
-            Err(e) => {
+            Err(e @ (CallError::BadArguments { .. } | CallError::Session(_))) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());
             }
         };
@@ -252,8 +257,8 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// Resolves on SIGTERM, SIGINT or SIGHUP with the signal's name. The handlers are installed
-/// when this is called, so call it before serving.
+/// Resolves on SIGTERM or SIGINT with the signal's name. The handlers are installed when
+/// this is called, so call it before serving.
 ///
 /// # Errors
 ///
@@ -262,12 +267,10 @@ pub fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> 
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
     Ok(async move {
         tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
-            _ = hup.recv() => "SIGHUP",
         }
     })
 }

@@ -21,6 +21,12 @@ pub async fn serve_stdio(
     options: ServeOptions,
 ) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
+    let reloader = super::Reloader::new(
+        runtime.clone(),
+        options.config.clone(),
+        Box::new(|_| Ok(())),
+    );
+    Arc::new(reloader).on_sighup()?;
     let workdir = options.workdir(&runtime, &tenant)?;
     let session = Arc::new(
         runtime

@@ -30,6 +30,7 @@ use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
 use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
 use crate::secret::Secret;
+use arc_swap::ArcSwap;
 use quota::QuotaBook;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -170,13 +171,15 @@ pub struct Sessions {
     table: Box<dyn SessionTable>,
     dirs: Arc<MountDirs>,
     mounts: MountTable,
-    tenants: Tenants,
+    /// The tenants as the config in effect declares them (replaced by a reload, see
+    /// [`Sessions::set_tenants`]).
+    tenants: ArcSwap<Tenants>,
     /// Who this process is, recorded on the sessions it makes.
     owner: Owner,
     /// Tenants' disk use, kept.
     usage: QuotaBook,
     /// Tenants' rate limits, as they stand.
-    rates: rate::Rates,
+    rates: ArcSwap<rate::Rates>,
     /// Calls running per session: a session with one is in use and never idle.
     in_flight: Mutex<HashMap<SessionKey, usize>>,
     /// When each session was last written as active, to skip redundant writes.
@@ -229,11 +232,11 @@ impl Sessions {
         tenants: Tenants,
     ) -> Sessions {
         Sessions {
-            rates: rate::Rates::new(&tenants),
+            rates: ArcSwap::from_pointee(rate::Rates::default().renewed(&tenants)),
             table,
             dirs,
             mounts,
-            tenants,
+            tenants: ArcSwap::from_pointee(tenants),
             owner: Owner::Cli,
             usage: QuotaBook::default(),
             in_flight: Mutex::default(),
@@ -279,8 +282,38 @@ impl Sessions {
         self.table.is_shared()
     }
 
-    pub fn tenants(&self) -> &Tenants {
-        &self.tenants
+    /// The tenants as the config in effect declares them.
+    pub fn tenants(&self) -> Arc<Tenants> {
+        self.tenants.load_full()
+    }
+
+    /// Puts `tenants` in effect (a reload): sessions opened from now on, and calls made
+    /// from now on in open sessions, are bound by them. Rate limits that did not change
+    /// keep their state (a reload does not refill a bucket); tenants' disk use is kept.
+    pub fn set_tenants(&self, tenants: Tenants) {
+        let rates = self.rates.load().renewed(&tenants);
+        self.tenants.store(Arc::new(tenants));
+        self.rates.store(Arc::new(rates));
+    }
+
+    /// `session` with its tenant's declaration as now in effect, when a reload changed it
+    /// since the session was opened (`None`: unchanged).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::UnknownTenant`] when its tenant is no longer declared.
+    pub fn redeclared(&self, session: &Session) -> Result<Option<Session>, SessionError> {
+        let tenants = self.tenants();
+        let now = tenants.get(&session.tenant)?;
+        let same = match (now, &session.declared) {
+            (Some(now), Some(then)) => Arc::ptr_eq(now, then),
+            (None, None) => true,
+            _ => false,
+        };
+        Ok((!same).then(|| Session {
+            declared: now.cloned(),
+            ..session.clone()
+        }))
     }
 
     /// Creates a session of `tenant`: with `id`, or a new UUID; `workdir` is `{workdir}`
@@ -298,7 +331,7 @@ impl Sessions {
         workdir: Option<&Path>,
     ) -> Result<Session, SessionError> {
         let workdir = workdir.map(checked_workdir).transpose()?;
-        if let Some(max) = self.tenants.get(&tenant)?.and_then(|t| t.max_sessions)
+        if let Some(max) = self.tenants().get(&tenant)?.and_then(|t| t.max_sessions)
             && self.table.list(Some(&tenant)).await?.len() >= max
         {
             return Err(SessionError::TooManySessions {
@@ -657,7 +690,7 @@ impl Sessions {
     ///
     /// [`RateRefusal`] saying which limit, and when to retry.
     pub fn admit_rate(&self, session: &Session) -> Result<rate::Admitted, RateRefusal> {
-        self.rates.admit(&session.tenant)
+        self.rates.load().admit(&session.tenant)
     }
 
     /// Counts a call of `session` as running while the guard lives: the session is not
@@ -710,7 +743,7 @@ impl Sessions {
             id: record.id.clone(),
             tenant: record.tenant.clone(),
             mounts,
-            declared: self.tenants.get(&record.tenant)?.cloned(),
+            declared: self.tenants().get(&record.tenant)?.cloned(),
         })
     }
 }

@@ -158,7 +158,7 @@ impl Sessions {
     /// [`SessionError`] when the table cannot be read.
     pub async fn measure_quotas(&self) -> Result<(), SessionError> {
         self.usage.clear();
-        for tenant in self.tenants.with_quota() {
+        for tenant in self.tenants().with_quota() {
             let usage = self.measure_tenant(tenant).await?;
             self.usage.set(tenant, usage);
         }
@@ -176,20 +176,20 @@ impl Sessions {
         Ok(DiskUsage {
             session: measure_async(owned(session.own_dirs())).await,
             tenant,
-            quota: self.tenants.quota(&session.tenant),
+            quota: self.tenants().quota(&session.tenant),
         })
     }
 
     /// Each tenant with a quota: the bytes it uses as kept (not walked; `None` until
     /// measured) and its byte quota.
     pub fn kept_disk_use(&self) -> Vec<(TenantId, Option<u64>, Option<u64>)> {
-        self.tenants
+        self.tenants()
             .with_quota()
             .map(|tenant| {
                 (
                     tenant.clone(),
                     self.usage.get(tenant).map(|u| u.bytes),
-                    self.tenants.quota(tenant).bytes,
+                    self.tenants().quota(tenant).bytes,
                 )
             })
             .collect()
@@ -209,7 +209,7 @@ impl Sessions {
         session: &Session,
         writable: &BTreeSet<&str>,
     ) -> Result<Option<QuotaCall<'a>>, String> {
-        let quota = self.tenants.quota(&session.tenant);
+        let quota = self.tenants().quota(&session.tenant);
         if !quota.is_set() {
             return Ok(None);
         }
@@ -252,11 +252,11 @@ impl Sessions {
     /// in again (and says so in `/metrics`). A server calls it on its tick; a tenant under
     /// its quota is left as kept (its calls keep it up to date).
     pub async fn remeasure_over_quota(&self) {
-        for tenant in self.tenants.with_quota() {
+        for tenant in self.tenants().with_quota() {
             let over = self
                 .usage
                 .get(tenant)
-                .is_some_and(|used| self.tenants.quota(tenant).exceeded(used, true).is_some());
+                .is_some_and(|used| self.tenants().quota(tenant).exceeded(used, true).is_some());
             if over {
                 let _ = self.remeasure(tenant).await;
             }

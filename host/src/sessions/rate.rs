@@ -55,7 +55,7 @@ pub struct Admitted(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
 /// Each limited tenant's bucket and running calls.
 #[derive(Default)]
 pub struct Rates {
-    tenants: BTreeMap<TenantId, TenantRate>,
+    tenants: BTreeMap<TenantId, Arc<TenantRate>>,
 }
 
 struct TenantRate {
@@ -64,31 +64,38 @@ struct TenantRate {
     running: Option<Arc<Semaphore>>,
 }
 
+impl TenantRate {
+    fn new(limit: RateLimit) -> TenantRate {
+        let bucket = limit.calls_per_second.map(|per_second| {
+            let burst = limit.burst.unwrap_or(per_second);
+            DefaultDirectRateLimiter::direct(Gcra::per_second(per_second).allow_burst(burst))
+        });
+        let running = limit
+            .concurrent
+            .map(|max| Arc::new(Semaphore::new(max.get() as usize)));
+        TenantRate {
+            limit,
+            bucket,
+            running,
+        }
+    }
+}
+
 impl Rates {
-    /// The state of every tenant whose `rate` sets a bound.
-    pub fn new(tenants: &Tenants) -> Rates {
+    /// The state of every tenant of `tenants` whose `rate` sets a bound: this one's for
+    /// those whose limits are unchanged (so a reload neither refills a bucket nor forgets
+    /// the calls running), fresh for the others (calls running under a tenant's old
+    /// limits do not count against its new ones).
+    pub fn renewed(&self, tenants: &Tenants) -> Rates {
         let tenants = tenants
             .iter()
             .filter(|(_, tenant)| tenant.rate.is_set())
             .map(|(id, tenant)| {
-                let limit = tenant.rate;
-                let bucket = limit.calls_per_second.map(|per_second| {
-                    let burst = limit.burst.unwrap_or(per_second);
-                    DefaultDirectRateLimiter::direct(
-                        Gcra::per_second(per_second).allow_burst(burst),
-                    )
-                });
-                let running = limit
-                    .concurrent
-                    .map(|max| Arc::new(Semaphore::new(max.get() as usize)));
-                (
-                    id.clone(),
-                    TenantRate {
-                        limit,
-                        bucket,
-                        running,
-                    },
-                )
+                let rate = match self.tenants.get(id) {
+                    Some(kept) if kept.limit == tenant.rate => kept.clone(),
+                    _ => Arc::new(TenantRate::new(tenant.rate)),
+                };
+                (id.clone(), rate)
             })
             .collect();
         Rates { tenants }
@@ -131,14 +138,43 @@ mod tests {
     use crate::sessions::Tenant;
     use std::num::NonZeroU32;
 
-    fn rates(limit: RateLimit) -> (Rates, TenantId) {
-        let id = TenantId::new("a").unwrap();
+    fn tenants(limit: RateLimit) -> Tenants {
         let tenant = Tenant {
             rate: limit,
             ..Tenant::default()
         };
-        let tenants = Tenants::new([(id.clone(), tenant)].into_iter().collect(), None);
-        (Rates::new(&tenants), id)
+        let id = TenantId::new("a").unwrap();
+        Tenants::new([(id, tenant)].into_iter().collect(), None)
+    }
+
+    fn rates(limit: RateLimit) -> (Rates, TenantId) {
+        let rates = Rates::default().renewed(&tenants(limit));
+        (rates, TenantId::new("a").unwrap())
+    }
+
+    #[test]
+    fn a_reload_keeps_a_tenants_state_unless_its_limits_change() {
+        let limit = RateLimit {
+            calls_per_second: NonZeroU32::new(1),
+            burst: NonZeroU32::new(1),
+            concurrent: NonZeroU32::new(2),
+        };
+        let (rates, a) = rates(limit);
+        let running = rates.admit(&a).unwrap();
+        let kept = rates.renewed(&tenants(limit));
+        // The bucket is not refilled, and the running call still counts.
+        assert_eq!(kept.admit(&a).err().unwrap().reason(), "rate");
+        let faster = RateLimit {
+            calls_per_second: NonZeroU32::new(5),
+            burst: NonZeroU32::new(5),
+            concurrent: NonZeroU32::new(1),
+        };
+        // A changed limit starts afresh: the call running under the old one is not
+        // counted against it.
+        let changed = kept.renewed(&tenants(faster));
+        let _second = changed.admit(&a).unwrap();
+        assert_eq!(changed.admit(&a).err().unwrap().reason(), "concurrent");
+        drop(running);
     }
 
     #[test]

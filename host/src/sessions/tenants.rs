@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A declared tenant (`[tenants.ID]`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tenant {
     /// The SHA-256 of the bearer token that names it to `serve --http`.
     pub token: Option<TokenDigest>,

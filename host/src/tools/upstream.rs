@@ -70,6 +70,28 @@ pub struct Upstream {
     /// Ticks each time the tools listed change.
     changes: watch::Sender<u64>,
     relay: Relay,
+    /// Cancelled when no config lists it any more (see [`Running`]): its connection is
+    /// closed, its process killed, and it is not restarted.
+    stop: tokio_util::sync::CancellationToken,
+}
+
+/// An upstream kept running for as long as this lives: the configs in effect that list it
+/// share it (a reload that keeps an upstream's settings keeps its process), and when the
+/// last goes — the calls that began under it ended — the upstream is stopped.
+pub struct Running(Arc<Upstream>);
+
+impl std::ops::Deref for Running {
+    type Target = Arc<Upstream>;
+    fn deref(&self) -> &Arc<Upstream> {
+        &self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        tracing::info!(upstream = %self.0.name, "upstream stopped");
+        self.0.stop.cancel();
+    }
 }
 
 /// The client side of an upstream connection, and where its progress notifications go.
@@ -265,6 +287,11 @@ impl Upstream {
         })
     }
 
+    /// The settings it was started with.
+    pub fn spec(&self) -> &UpstreamConfig {
+        &self.spec
+    }
+
     /// Ticks when the tools it lists change (after a restart).
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
@@ -375,20 +402,31 @@ impl Upstream {
 
     /// Watches the connection; when it ends, restarts the server with a backoff, and
     /// ticks [`Upstream::changes`] when it comes back with other tools.
+    /// Ends when it is stopped: dropping the connection closes it (and kills the process).
     async fn supervise(self: Arc<Self>, mut connection: Connection) {
         let mut backoff = Duration::from_secs(1);
         loop {
             let up_since = Instant::now();
-            let reason = connection.waiting().await;
+            let reason = tokio::select! {
+                reason = connection.waiting() => reason,
+                () = self.stop.cancelled() => return,
+            };
             *self.peer.write().unwrap_or_else(|e| e.into_inner()) = None;
             if up_since.elapsed() >= UPSTREAM_HEALTHY_AFTER {
                 backoff = Duration::from_secs(1);
             }
             loop {
                 tracing::warn!(upstream = %self.name, ?reason, retry_in = ?backoff, "upstream is down; restarting");
-                tokio::time::sleep(backoff).await;
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = self.stop.cancelled() => return,
+                }
                 backoff = (backoff * 2).min(MAX_UPSTREAM_BACKOFF);
-                match self.start().await {
+                let started = tokio::select! {
+                    started = self.start() => started,
+                    () = self.stop.cancelled() => return,
+                };
+                match started {
                     Ok((next, tools)) => {
                         tracing::info!(upstream = %self.name, tools = tools.len(), "upstream restarted");
                         let changed = {
@@ -445,7 +483,7 @@ pub struct UpstreamTool {
 ///
 /// [`UpstreamError`] when it cannot be started, does not answer in time, or its tools
 /// cannot be listed.
-pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Arc<Upstream>, UpstreamError> {
+pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Running, UpstreamError> {
     let upstream = Arc::new(Upstream {
         name: name.to_string(),
         spec: spec.clone(),
@@ -456,13 +494,14 @@ pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Arc<Upstream>,
         tools: RwLock::new(Vec::new()),
         changes: watch::channel(0).0,
         relay: Relay::default(),
+        stop: tokio_util::sync::CancellationToken::new(),
     });
     let (connection, tools) = upstream.start().await?;
     tracing::info!(upstream = name, tools = tools.len(), "upstream connected");
     *upstream.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
     *upstream.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(connection.peer().clone());
     tokio::spawn(upstream.clone().supervise(connection));
-    Ok(upstream)
+    Ok(Running(upstream))
 }
 
 /// Copies an upstream's stderr into the host's log, line by line.

@@ -68,7 +68,7 @@ fn is_trace_file(path: &str) -> bool {
 }
 
 /// How the host traces sessions (`[trace]`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TraceSettings {
     /// Whether sessions are traced; a tenant's [`crate::sessions::Tenant::trace`] overrides
     /// it.

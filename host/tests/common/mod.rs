@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Whether the process `pid` is alive (a zombie counts as gone).
@@ -68,14 +69,25 @@ pub fn marker(what: &str) -> String {
 /// The URL a `serve --http` child announces on stderr; the rest of its stderr is drained
 /// (a closed pipe would fail its log writes).
 pub fn announced_url(child: &mut Child) -> String {
+    announced_url_and_log(child).0
+}
+
+/// As [`announced_url`], with the lines of its stderr that follow, as they come.
+pub fn announced_url_and_log(child: &mut Child) -> (String, Arc<Mutex<Vec<String>>>) {
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let url = lines
         .by_ref()
         .map_while(Result::ok)
         .find_map(|l| l.find("http://").map(|at| l[at..].trim().to_string()))
         .expect("hookhost announced its address");
-    std::thread::spawn(move || lines.for_each(drop));
-    url
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    (url, log)
 }
 
 /// An example hook built by `.ci/run` (examples/hooks/build.sh and tests/foreign/build.sh)
