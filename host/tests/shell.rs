@@ -552,7 +552,8 @@ fn a_reload_puts_a_new_config_in_effect_while_sessions_stay_open() {
     assert!(said.contains("reload ok"), "{said}");
     let log = log.lock().unwrap().join("\n");
     let lines = |what: &str| log.lines().filter(|l| l.contains(what)).count();
-    assert_eq!(lines("config reloaded"), 2, "{log}");
+    // Two, then five while calls run (signals that come together may be one).
+    assert!((4..=7).contains(&lines("config reloaded")), "{log}");
     assert_eq!(lines("config reload refused"), 2, "{log}");
     assert!(log.contains("[mounts] changed: only a restart"), "{log}");
     assert!(log.contains("upstream stopped"), "{log}");

@@ -883,6 +883,18 @@ async def reload(url, token_a, token_b, token_c, config, pid, upstream_py, count
                 assert not any(t.startswith("up__") for t in tools_b), tools_b
                 echoed = await b.call_tool("bash", {"command": "echo still open"})
                 assert text(echoed).strip() == "still open", text(echoed)
+
+                # Calls keep answering through reloads that come while they run.
+                calls = [asyncio.create_task(b.call_tool("bash", {"command": f"sleep 0.{n % 5}; echo {n}"}))
+                         for n in range(40)]
+                for n in range(5):
+                    with_hook = n % 2 == 0
+                    reload_with(reloaded.replace(upstream, "").replace(
+                        "[tenants.beta]\n", '[tenants.beta]\nhooks = ["audit"]\n' if with_hook else "[tenants.beta]\n"))
+                    await asyncio.sleep(0.2)
+                for n, call in enumerate(calls):
+                    answered = await call
+                    assert not is_error(answered) and text(answered).strip() == str(n), text(answered)
     print("reload ok", flush=True)
 
 
