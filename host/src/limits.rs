@@ -447,6 +447,10 @@ pub const MCP_PEER_CHECK: Duration = Duration::from_secs(10);
 /// arguments a call may carry.
 pub const MAX_HTTP_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// The most of a session's trace file (`trace/events.jsonl`) the admin page's timeline
+/// reads: its last events, whole lines only.
+pub const ADMIN_TRACE_BYTES: u64 = 8 * 1024 * 1024;
+
 /// Connections a host keeps to the database at most.
 pub const PG_POOL_SIZE: usize = 16;
 

@@ -12,6 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -83,6 +84,18 @@ pub struct Metrics {
     disk_bytes: Family<TenantLabels, Gauge>,
     quota_bytes: Family<TenantLabels, Gauge>,
     upstreams: Family<UpstreamLabels, Gauge>,
+    /// Calls by tenant and outcome, and refusals, for the admin page (a family cannot be
+    /// read back by label).
+    tallies: std::sync::Mutex<BTreeMap<String, Tally>>,
+}
+
+/// A tenant's calls since the process started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Tally {
+    /// Calls finished, by outcome (`done`, `failed`, …).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Calls its rate limits refused.
+    pub rate_limited: u64,
 }
 
 /// What a scrape reads from the runtime.
@@ -113,6 +126,7 @@ impl Default for Metrics {
             disk_bytes: Family::default(),
             quota_bytes: Family::default(),
             upstreams: Family::default(),
+            tallies: Default::default(),
         };
         registry.register(
             "calls",
@@ -175,6 +189,9 @@ impl Default for Metrics {
 impl Metrics {
     /// A call finished.
     pub fn call(&self, tenant: &str, tool: &str, outcome: &str, seconds: f64) {
+        self.tally(tenant, |t| {
+            *t.outcomes.entry(outcome.to_string()).or_default() += 1
+        });
         self.calls
             .get_or_create(&CallLabels {
                 tenant: tenant.into(),
@@ -218,12 +235,26 @@ impl Metrics {
 
     /// Counts a call its tenant's rate limits refused.
     pub fn rate_limited(&self, tenant: &str, reason: &str) {
+        self.tally(tenant, |t| t.rate_limited += 1);
         self.rate_limited
             .get_or_create(&RateLabels {
                 tenant: tenant.into(),
                 reason: reason.into(),
             })
             .inc();
+    }
+
+    /// Each tenant's calls so far.
+    pub fn tallies(&self) -> BTreeMap<String, Tally> {
+        self.tallies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn tally(&self, tenant: &str, count: impl FnOnce(&mut Tally)) {
+        let mut tallies = self.tallies.lock().unwrap_or_else(|e| e.into_inner());
+        count(tallies.entry(tenant.to_string()).or_default());
     }
 
     /// The metrics as OpenMetrics text, with `scraped`'s gauges.

@@ -20,7 +20,7 @@ use crate::ids::TenantId;
 use crate::metrics::Scraped;
 use crate::mounts::{MountError, MountTable};
 use crate::sandbox::{self, Sandbox};
-use crate::secret::Secret;
+use crate::secret::{Secret, TokenDigest};
 use crate::sessions::{
     MountDirs, QuotaCall, RateRefusal, Session, SessionError, SessionHolder, Sessions, Tenant,
     Tenants,
@@ -319,6 +319,8 @@ struct Served {
     upstreams: Vec<UpstreamEntry>,
     /// The file the config was read from.
     config_file: String,
+    /// The admin page's token (see [`Runtime::admin_token`]).
+    admin_token: Option<TokenDigest>,
 }
 
 impl Served {
@@ -414,6 +416,7 @@ impl Served {
             tools,
             upstreams,
             config_file: plan.source,
+            admin_token: plan.admin_token,
         };
         // What holds session state and was made now: the rest is registered already.
         let kept_holders = kept.map(Served::holders).unwrap_or_default();
@@ -821,6 +824,12 @@ impl Runtime {
     /// The data directory, `{data}` in mount templates.
     pub fn data_root(&self) -> &Path {
         &self.data_root
+    }
+
+    /// The SHA-256 of the admin page's token in the config in effect; no admin page when
+    /// `None`.
+    pub fn admin_token(&self) -> Option<TokenDigest> {
+        self.served.load().admin_token
     }
 
     /// The file the config in effect was read from.

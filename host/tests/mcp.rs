@@ -923,11 +923,11 @@ fn readyz_fails_while_the_session_store_is_down() {
     let fleet = Fleet::new();
     let host = fleet.host("30s");
     let base = host.url.trim_end_matches("/mcp").to_string();
-    let (status, body) = http_get(&base, "/readyz");
+    let (status, body) = common::http_get(&base, "/readyz", None);
     assert_eq!(status, 200, "{body}");
     let Fleet { pg, .. } = fleet;
     drop(pg); // PostgreSQL shuts down
-    let (status, body) = http_get(&base, "/readyz");
+    let (status, body) = common::http_get(&base, "/readyz", None);
     assert_eq!(status, 503, "{body}");
     let said: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(said["status"], "not ready", "{body}");
@@ -937,33 +937,6 @@ fn readyz_fails_while_the_session_store_is_down() {
             .is_some_and(|why| why.starts_with("session store: ") && why.contains("127.0.0.1:")),
         "{body}"
     );
-}
-
-/// `GET base+path` over HTTP/1.1 on 127.0.0.1: the status and the body.
-fn http_get(base: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let address = base.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, body)| body)
-        .to_string();
-    (status, body)
 }
 
 /// The descriptors process `pid` holds whose path names `what`.

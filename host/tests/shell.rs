@@ -567,6 +567,70 @@ fn a_reload_puts_a_new_config_in_effect_while_sessions_stay_open() {
     );
 }
 
+/// The admin page in a real headless browser (Chromium through Playwright, see
+/// tests/admin/browser.py): a wrong token refused; a session an MCP client made listed,
+/// its timeline with the file it wrote (a name made like HTML shown as text), deleted
+/// from the page and gone on disk; the config reloaded from the page.
+#[test]
+fn the_admin_page_shows_a_sessions_timeline_and_deletes_it_in_a_browser() {
+    const ADMIN: &str = "admin-token-0123456789abcdef0123";
+    let host = Host::new("");
+    let config = std::fs::read_to_string(&host.config).unwrap().replace(
+        "[serve]\n",
+        &format!("[serve]\nadmin_token = \"{ADMIN}\"\n"),
+    );
+    std::fs::write(&host.config, config).unwrap();
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let url = common::announced_url(&mut server);
+    let chromium = std::env::var("HOOKHOST_TEST_CHROMIUM").unwrap_or("/usr/bin/chromium".into());
+    let out = Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/admin/browser.py"))
+        .args([&url, ADMIN, "alpha", ALPHA])
+        .arg(host.data())
+        .arg(chromium)
+        .output()
+        .expect("the browser test runs (bash .ci/run installs Playwright and Chromium)");
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}\n{}", text(&out.stderr));
+    assert!(said.contains("admin page ok"), "{said}");
+}
+
+/// Without `[serve] admin_token` there is no admin page; with one, the API refuses
+/// tenants' tokens, and a tenant's token cannot be the admin token.
+#[test]
+fn the_admin_page_is_off_by_default_and_never_opens_to_a_tenants_token() {
+    const ADMIN: &str = "admin-token-0123456789abcdef0123";
+    let host = Host::new("");
+    let status = |base: &str, path: &str, token: &str| common::http_get(base, path, Some(token)).0;
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let base = common::announced_url(&mut server).replace("/mcp", "");
+    assert_eq!(status(&base, "/admin", ALPHA), 404);
+    assert_eq!(status(&base, "/admin/api/overview", ALPHA), 404);
+    drop(server);
+
+    let config = std::fs::read_to_string(&host.config).unwrap();
+    let with_admin = |token: &str| {
+        config.replace(
+            "[serve]\n",
+            &format!("[serve]\nadmin_token = \"{token}\"\n"),
+        )
+    };
+    std::fs::write(&host.config, with_admin(ALPHA)).unwrap();
+    let out = host.run(&["config", "check"]);
+    assert!(!out.status.success());
+    let said = text(&out.stderr);
+    assert!(said.contains("tenant 'alpha' has this token"), "{said}");
+    assert!(!said.contains(ALPHA), "{said}");
+
+    std::fs::write(&host.config, with_admin(ADMIN)).unwrap();
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let base = common::announced_url(&mut server).replace("/mcp", "");
+    assert_eq!(status(&base, "/admin", ALPHA), 200);
+    assert_eq!(status(&base, "/admin/api/overview", ALPHA), 401);
+    assert_eq!(status(&base, "/admin/api/overview", BETA), 401);
+    assert_eq!(status(&base, "/admin/api/overview", ADMIN), 200);
+}
+
 /// The README's Python client (`examples/clients/bearer.py`) reaches its tenant's shell
 /// with its bearer token.
 #[test]

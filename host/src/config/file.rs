@@ -129,6 +129,13 @@ pub struct ServeConfig {
     /// [`crate::sessions::WorkdirTemplate`]; `serve --workdir` overrides it. None: no working directory.
     #[serde(default)]
     pub workdir: Option<Spanned<String>>,
+    /// The bearer token of the admin page and API (`/admin`, `serve --http`): in clear,
+    /// `${NAME}` or `${file:PATH}`, as a tenant's `token`. No admin page without one.
+    #[serde(default)]
+    pub admin_token: Option<Spanned<Secret>>,
+    /// Or its SHA-256, 64 hexadecimal digits.
+    #[serde(default)]
+    pub admin_token_sha256: Option<Spanned<String>>,
 }
 
 /// The `[engine]` table.

@@ -8,7 +8,7 @@ use crate::ids::{TenantId, ToolMatch};
 use crate::limits::{LimitOverrides, Limits, ShellPolicy};
 use crate::mounts::MountTable;
 use crate::sandbox::{Grants, Settings};
-use crate::secret::Secret;
+use crate::secret::{Secret, TokenDigest};
 use crate::sessions::{Tenant, WorkdirTemplate};
 use crate::trace::TraceSettings;
 use std::collections::BTreeMap;
@@ -27,6 +27,9 @@ pub struct Plan {
     /// The declared tenants: everything the file says of each.
     pub tenants: BTreeMap<TenantId, Tenant>,
     pub serve_workdir: Option<WorkdirTemplate>,
+    /// The SHA-256 of the admin page's token (`[serve] admin_token`); no admin page when
+    /// `None`.
+    pub admin_token: Option<TokenDigest>,
     /// The `bash` tool, when enabled.
     pub bash: Option<BashPlan>,
     pub upstreams: Vec<(String, UpstreamConfig)>,
@@ -68,6 +71,7 @@ impl Plan {
             hooks: Vec::new(),
             tenants: BTreeMap::new(),
             serve_workdir: None,
+            admin_token: None,
             bash: None,
             upstreams: Vec::new(),
             engine: EngineConfig::default(),

@@ -29,10 +29,12 @@ impl Config {
         let hooks = self.hooks_plan(&mounts, text)?;
         let hook_names: BTreeSet<&str> = hooks.iter().map(|h| h.component.name.as_str()).collect();
         self.check_engine()?;
+        let tenants = self.tenants_plan(&hook_names)?;
         Ok(Plan {
             mounts: self.mount_table(&mounts)?,
             tools: self.tools_plan(&mounts, text)?,
-            tenants: self.tenants_plan(&hook_names)?,
+            admin_token: self.admin_token(&tenants)?,
+            tenants,
             hooks,
             serve_workdir: self.serve_workdir()?,
             bash: match self.bash.enabled {
@@ -178,6 +180,41 @@ impl Config {
             .resolved()
             .map(Some)
             .map_err(|why| Invalid::at(store.span(), format!("sessions.store: {why}")))
+    }
+
+    /// `[serve] admin_token`: long enough, and no tenant's (a tenant's token must never
+    /// open the admin page).
+    fn admin_token(
+        &self,
+        tenants: &BTreeMap<TenantId, Tenant>,
+    ) -> Result<Option<TokenDigest>, Invalid> {
+        let serve = &self.serve;
+        let span = match (&serve.admin_token, &serve.admin_token_sha256) {
+            (Some(token), _) => token.span(),
+            (None, Some(hex)) => hex.span(),
+            (None, None) => return Ok(None),
+        };
+        let token = token_digest(
+            serve.admin_token.as_ref().map(Spanned::get_ref),
+            serve
+                .admin_token_sha256
+                .as_ref()
+                .map(|h| h.get_ref().as_str()),
+        )
+        .map_err(|why| Invalid::at(span.clone(), format!("serve.admin_{why}")))?;
+        if let Some(shared) = tenants
+            .iter()
+            .find(|(_, t)| t.token.is_some() && t.token == token)
+        {
+            return Err(Invalid::at(
+                span,
+                format!(
+                    "serve.admin_token: tenant '{}' has this token; the admin page needs its own",
+                    shared.0
+                ),
+            ));
+        }
+        Ok(token)
     }
 
     /// `[tenants.ID]`: ids, limits in range, chains of declared hooks, working
@@ -481,7 +518,16 @@ fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid
 /// The digest of a tenant's token: its `token` resolved (`${…}`) and at least
 /// [`MIN_TOKEN_BYTES`] long, or its `token_sha256`; `Err` says which key is wrong.
 fn tenant_token(tenant: &super::TenantConfig) -> Result<Option<TokenDigest>, String> {
-    match (&tenant.token, &tenant.token_sha256) {
+    token_digest(tenant.token.as_ref(), tenant.token_sha256.as_deref())
+}
+
+/// The digest of a token given in clear (resolved, at least [`MIN_TOKEN_BYTES`] long) or
+/// as its SHA-256; `Err` says which key is wrong (`token: …`, `token_sha256: …`).
+fn token_digest(
+    token: Option<&Secret>,
+    sha256: Option<&str>,
+) -> Result<Option<TokenDigest>, String> {
+    match (token, sha256) {
         (Some(_), Some(_)) => Err("token: give `token` or `token_sha256`, not both".into()),
         (Some(token), None) => {
             let token = token.resolved().map_err(|why| format!("token: {why}"))?;

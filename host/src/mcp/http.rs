@@ -508,7 +508,11 @@ pub async fn serve_http(
         .sessions()
         .hold(Arc::downgrade(&gate) as std::sync::Weak<dyn SessionHolder>);
     let stop = CancellationToken::new();
-    let app = router(&gate, sessions, addr, stop.clone());
+    let admin = Arc::new(super::admin::Admin {
+        runtime: runtime.clone(),
+        reloader,
+    });
+    let app = router(&gate, sessions, addr, stop.clone()).merge(super::admin::routes(admin));
 
     // Every HTTP server's sessions: in a fleet, a session begun on one host may be
     // continued on another, and any host collects it once it is idle. Sessions of stdio
@@ -609,7 +613,7 @@ async fn bind(
 }
 
 /// The HTTP routes: MCP at [`HTTP_PATH`] behind the gate's `guard`, the agents' hooks,
-/// `/healthz` and `/metrics`. `stop` ends MCP's streams at shutdown.
+/// `/healthz`, `/readyz` and `/metrics` (the admin page's are `admin.rs`'s). `stop` ends MCP's streams at shutdown.
 fn router(
     gate: &Arc<Gate>,
     sessions: Arc<LocalSessionManager>,

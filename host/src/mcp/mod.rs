@@ -42,6 +42,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+mod admin;
 mod http;
 pub mod reload;
 mod stdio;

@@ -296,6 +296,12 @@ impl Sessions {
         self.rates.store(Arc::new(rates));
     }
 
+    /// `tenant`'s rate limits and, when they bound calls at once, how many run now (see
+    /// [`rate::Rates::state`]); `None` when it has none.
+    pub fn rate_state(&self, tenant: &TenantId) -> Option<(crate::limits::RateLimit, Option<u32>)> {
+        self.rates.load().state(tenant)
+    }
+
     /// `session` with its tenant's declaration as now in effect, when a reload changed it
     /// since the session was opened (`None`: unchanged).
     ///

@@ -101,6 +101,20 @@ impl Rates {
         Rates { tenants }
     }
 
+    /// `tenant`'s limits and, when they bound calls at once, how many run now.
+    pub fn state(&self, tenant: &TenantId) -> Option<(RateLimit, Option<u32>)> {
+        let rate = self.tenants.get(tenant)?;
+        let running = rate
+            .running
+            .as_ref()
+            .zip(rate.limit.concurrent)
+            .map(|(s, max)| {
+                max.get()
+                    .saturating_sub(u32::try_from(s.available_permits()).unwrap_or(u32::MAX))
+            });
+        Some((rate.limit, running))
+    }
+
     /// Admits a call of `tenant`, or says why not: over its calls running at once (checked
     /// first, so a call refused there spends none of its rate), or over its rate.
     pub fn admit(&self, tenant: &TenantId) -> Result<Admitted, RateRefusal> {

@@ -87,7 +87,8 @@ fn this_host() -> String {
 }
 
 impl Owner {
-    pub(super) fn to_text(&self) -> String {
+    /// `cli`, `stdio:PID@HOST` or `http:PID@HOST`, as the table keeps it.
+    pub fn to_text(&self) -> String {
         match self {
             Owner::Cli => "cli".into(),
             Owner::Stdio(s) => format!("stdio:{}@{}", s.pid, s.host),
