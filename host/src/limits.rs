@@ -425,6 +425,13 @@ pub const DEFAULT_MCP_IDLE: Duration = Duration::from_secs(30 * 60);
 /// are ended (their commands killed, their files deleted).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// How long a client of `serve --http` over TLS may take to finish its handshake; the
+/// handshakes run beside each other, so a slow one holds no other client back.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many connections whose TLS handshake is done may wait to be served.
+pub const TLS_ACCEPTED_QUEUE: usize = 64;
+
 /// How long `/readyz` waits for the session table to answer before it says the host is
 /// not ready.
 pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);

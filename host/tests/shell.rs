@@ -567,6 +567,133 @@ fn a_reload_puts_a_new_config_in_effect_while_sessions_stay_open() {
     );
 }
 
+/// `openssl`, run in `dir`; it must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        text(&out.stderr)
+    );
+}
+
+/// A certificate for localhost and 127.0.0.1, `NAME.pem` with its key `NAME.key`, signed
+/// by the CA `ca.pem` (made first).
+fn leaf_certificate(dir: &Path, name: &str) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    if !dir.join("ca.pem").exists() {
+        openssl(
+            dir,
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-subj",
+                    "/CN=hookhost test CA",
+                    "-days",
+                    "2",
+                ],
+            ]
+            .concat(),
+        );
+    }
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    let (key, csr, pem) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+    );
+    openssl(
+        dir,
+        &[
+            &["req"][..],
+            &ec,
+            &["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"],
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+}
+
+/// `serve --http` over TLS, with a certificate the test made, through the Python MCP SDK
+/// (see `tls` in tests/mcp/client.py): served, renewed by a reload, a broken key refused.
+#[test]
+fn tls_serves_mcp_and_a_reload_picks_up_a_renewed_certificate() {
+    let host = Host::new("");
+    let certs = host.data().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    leaf_certificate(&certs, "first");
+    leaf_certificate(&certs, "renewed");
+    let (cert, key) = (certs.join("served.pem"), certs.join("served.key"));
+    std::fs::copy(certs.join("first.pem"), &cert).unwrap();
+    std::fs::copy(certs.join("first.key"), &key).unwrap();
+    let config = std::fs::read_to_string(&host.config).unwrap().replace(
+        "[serve]\n",
+        &format!("[serve]\ntls_cert = {cert:?}\ntls_key = {key:?}\n"),
+    );
+    std::fs::write(&host.config, config).unwrap();
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let (url, log) = common::announced_url_and_log(&mut server);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let said = python_client(&[
+        "tls",
+        &url,
+        &path(&certs.join("ca.pem")),
+        ALPHA,
+        &path(&cert),
+        &path(&key),
+        &path(&certs.join("renewed.pem")),
+        &path(&certs.join("renewed.key")),
+        &server.id().to_string(),
+    ]);
+    assert!(said.contains("tls ok"), "{said}");
+    let log = log.lock().unwrap().join("\n");
+    assert!(log.contains("config reload refused"), "{log}");
+    assert!(log.contains("serve.tls_key"), "{log}");
+    assert!(
+        !log.contains("not a key"),
+        "the key's text in the log: {log}"
+    );
+}
+
 /// The admin page in a real headless browser (Chromium through Playwright, see
 /// tests/admin/browser.py): a wrong token refused; a session an MCP client made listed,
 /// its timeline with the file it wrote (a name made like HTML shown as text), deleted

@@ -19,6 +19,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py quota URL TOKEN HOOKHOST DATA CONFIG
     client.py rates URL TOKEN_A TOKEN_B
     client.py reload URL TOKEN_A TOKEN_B TOKEN_C CONFIG HOOKHOST_PID UPSTREAM_PY COUNTER
+    client.py tls URL CA TOKEN CERT KEY RENEWED_CERT RENEWED_KEY HOOKHOST_PID
 """
 
 import asyncio
@@ -898,6 +899,67 @@ async def reload(url, token_a, token_b, token_c, config, pid, upstream_py, count
     print("reload ok", flush=True)
 
 
+async def tls(url, ca, token, cert, key, renewed_cert, renewed_key, pid):
+    """MCP over TLS (`[serve] tls_cert`, `tls_key`), the client checking the server's
+    certificate against the test's CA: plain HTTP gets no answer; the certificate renewed
+    on disk and the server sent SIGHUP, new connections get the new one while the MCP
+    session goes on; a broken key is refused by the reload and the certificate in use
+    stays."""
+    import shutil
+    import socket
+    import ssl
+    from urllib.parse import urlsplit
+
+    pid = int(pid)
+    address = urlsplit(url)
+    verify = ssl.create_default_context(cafile=ca)
+
+    def served():
+        """The certificate a new connection is shown, DER."""
+        with socket.create_connection((address.hostname, address.port), timeout=10) as raw:
+            with verify.wrap_socket(raw, server_hostname="localhost") as tls_socket:
+                return tls_socket.getpeercert(binary_form=True)
+
+    def der(path):
+        return ssl.PEM_cert_to_DER_cert(open(path).read())
+
+    assert served() == der(cert)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=120, verify=verify) as http, \
+            streamable_http_client(url, http_client=http) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            echoed = await session.call_tool("bash", {"command": "echo over tls"})
+            assert text(echoed).strip() == "over tls", text(echoed)
+
+            plain = url.replace("https://", "http://")
+            async with httpx2.AsyncClient(timeout=10) as client:
+                try:
+                    answer = await client.get(plain)
+                    raise AssertionError(f"plain HTTP was answered: {answer.status_code}")
+                except httpx2.HTTPError:
+                    pass
+
+            shutil.copy(renewed_cert, cert)
+            shutil.copy(renewed_key, key)
+            os.kill(pid, signal.SIGHUP)
+            deadline = time.monotonic() + 30
+            while served() != der(renewed_cert):
+                assert time.monotonic() < deadline, "the renewed certificate was not served"
+                await asyncio.sleep(0.1)
+            echoed = await session.call_tool("bash", {"command": "echo renewed"})
+            assert text(echoed).strip() == "renewed", text(echoed)
+
+            with open(key, "w") as f:
+                f.write("not a key\n")
+            os.kill(pid, signal.SIGHUP)
+            await asyncio.sleep(1)
+            assert served() == der(renewed_cert)
+            echoed = await session.call_tool("bash", {"command": "echo still"})
+            assert text(echoed).strip() == "still", text(echoed)
+    print("tls ok", flush=True)
+
+
 async def quota(url, token, hookhost, data, config):
     """Tenant `beta` (quota 200,000 bytes) goes over it in one session and is refused;
     the CLI, another process, deletes its sessions while that session is still open; the
@@ -962,5 +1024,6 @@ if __name__ == "__main__":
              "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
              "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
-             "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload}
+             "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload,
+             "tls": tls}
     asyncio.run(modes[mode](*rest))

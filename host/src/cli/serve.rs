@@ -54,6 +54,7 @@ pub async fn serve(
         idle,
         unauthenticated_bash,
     } = args;
+    let tls = plan.tls.clone();
     let mut runtime = Runtime::new(plan, data)
         .await
         .context("starting the runtime")?;
@@ -81,6 +82,7 @@ pub async fn serve(
                 addr,
                 idle,
                 unauthenticated_bash,
+                tls,
             };
             hookhost::mcp::serve_http(runtime, http, options).await?;
         }

@@ -136,6 +136,13 @@ pub struct ServeConfig {
     /// Or its SHA-256, 64 hexadecimal digits.
     #[serde(default)]
     pub admin_token_sha256: Option<Spanned<String>>,
+    /// The certificate chain (PEM) `serve --http` presents over TLS, with `tls_key`; both
+    /// are read again on a reload, so a renewed certificate needs no restart.
+    #[serde(default)]
+    pub tls_cert: Option<Spanned<PathBuf>>,
+    /// The private key (PEM: PKCS#8, SEC1 or PKCS#1) of `tls_cert`.
+    #[serde(default)]
+    pub tls_key: Option<Spanned<PathBuf>>,
 }
 
 /// The `[engine]` table.

@@ -30,6 +30,8 @@ pub struct Plan {
     /// The SHA-256 of the admin page's token (`[serve] admin_token`); no admin page when
     /// `None`.
     pub admin_token: Option<TokenDigest>,
+    /// The certificate and key `serve --http` serves TLS with; plain HTTP when `None`.
+    pub tls: Option<TlsFiles>,
     /// The `bash` tool, when enabled.
     pub bash: Option<BashPlan>,
     pub upstreams: Vec<(String, UpstreamConfig)>,
@@ -72,6 +74,7 @@ impl Plan {
             tenants: BTreeMap::new(),
             serve_workdir: None,
             admin_token: None,
+            tls: None,
             bash: None,
             upstreams: Vec::new(),
             engine: EngineConfig::default(),
@@ -105,6 +108,13 @@ impl Plan {
         }
         self
     }
+}
+
+/// `[serve] tls_cert` and `tls_key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// A tool's or hook's component, as configured. Two are equal when they would load and

@@ -3,7 +3,7 @@
 //! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
 
 use super::{
-    BashPlan, ComponentPlan, Config, HookPlan, Plan, ShellSandboxPlan, UpstreamConfig,
+    BashPlan, ComponentPlan, Config, HookPlan, Plan, ShellSandboxPlan, TlsFiles, UpstreamConfig,
     WrittenSetting,
 };
 use crate::component::{ComponentRef, SettingType};
@@ -34,6 +34,7 @@ impl Config {
             mounts: self.mount_table(&mounts)?,
             tools: self.tools_plan(&mounts, text)?,
             admin_token: self.admin_token(&tenants)?,
+            tls: self.tls()?,
             tenants,
             hooks,
             serve_workdir: self.serve_workdir()?,
@@ -180,6 +181,22 @@ impl Config {
             .resolved()
             .map(Some)
             .map_err(|why| Invalid::at(store.span(), format!("sessions.store: {why}")))
+    }
+
+    /// `[serve] tls_cert` and `tls_key`: both or neither. (They are read when `serve`
+    /// starts, and again at each reload.)
+    fn tls(&self) -> Result<Option<TlsFiles>, Invalid> {
+        match (&self.serve.tls_cert, &self.serve.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+                cert: cert.get_ref().clone(),
+                key: key.get_ref().clone(),
+            })),
+            (None, None) => Ok(None),
+            (Some(given), None) | (None, Some(given)) => Err(Invalid::at(
+                given.span(),
+                "serve.tls_cert, serve.tls_key: TLS needs both the certificate and its key".into(),
+            )),
+        }
     }
 
     /// `[serve] admin_token`: long enough, and no tenant's (a tenant's token must never

@@ -1,7 +1,7 @@
 //! MCP over Streamable HTTP: the gate (tenants' tokens, the sessions this server opened),
 //! the agents' hook endpoint, health and metrics.
 
-use super::{HTTP_PATH, McpServer, ServeOptions, shutdown_signal};
+use super::{HTTP_PATH, McpServer, ServeOptions, shutdown_signal, tls};
 use crate::agents;
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
@@ -453,6 +453,8 @@ pub struct HttpOptions {
     pub idle: Duration,
     /// Serve `bash` although no tenant has a token (any local user gets a shell).
     pub unauthenticated_bash: bool,
+    /// Serve over TLS with this certificate and key (`[serve] tls_cert`, `tls_key`).
+    pub tls: Option<crate::config::TlsFiles>,
 }
 
 /// Serves MCP over Streamable HTTP (path [`HTTP_PATH`]) until a shutdown signal, then ends
@@ -474,26 +476,16 @@ pub async fn serve_http(
     let signal = shutdown_signal()?;
     let has_tokens = !runtime.sessions().tenants().tokens().is_empty();
     let (listener, addr, local) = bind(&http, has_tokens, runtime.has_tool("bash")).await?;
-    // A reloaded config must be as safe to serve here as the first one.
-    let unauthenticated_bash = http.unauthenticated_bash;
-    let accept: super::reload::Accept = Box::new(move |plan| {
-        let has_tokens = plan.tenants.values().any(|t| t.token.is_some());
-        unsafe_to_serve(addr, has_tokens, plan.bash.is_some(), unauthenticated_bash)
-            .map_or(Ok(()), Err)
-    });
+    let tls: Option<tls::Current> = match &http.tls {
+        Some(files) => Some(Arc::new(arc_swap::ArcSwap::new(tls::load(files)?))),
+        None => None,
+    };
     let reloader = Arc::new(super::Reloader::new(
         runtime.clone(),
         options.config.clone(),
-        accept,
+        prepare_reload(addr, &http, tls.clone()),
     ));
     reloader.on_sighup()?;
-    // Without TCP_NODELAY the last small segment of every response waits for the
-    // client's delayed ACK: a kept-alive call took 44 ms instead of 0.7 ms.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
-        }
-    });
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(http.idle);
     let sessions = Arc::new(manager);
@@ -526,15 +518,33 @@ pub async fn serve_http(
         let tick = (http.idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
         tended.sessions().tend(tick, collect).await;
     });
-    tracing::info!(%local, "serving MCP over HTTP");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%local, scheme, "serving MCP over HTTP");
     // The address on stderr, so a caller that asked for port 0 learns the port.
-    eprintln!("hookhost: serving MCP at http://{local}{HTTP_PATH}");
+    eprintln!("hookhost: serving MCP at {scheme}://{local}{HTTP_PATH}");
     let server_stop = stop.clone();
-    let mut server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { server_stop.cancelled().await })
-            .into_future(),
-    );
+    let stopped = async move { server_stop.cancelled().await };
+    let mut server = match tls {
+        Some(current) => tokio::spawn(
+            axum::serve(tls::TlsListener::new(listener, current)?, app)
+                .with_graceful_shutdown(stopped)
+                .into_future(),
+        ),
+        None => {
+            // Without TCP_NODELAY the last small segment of every response waits for the
+            // client's delayed ACK: a kept-alive call took 44 ms instead of 0.7 ms.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+                }
+            });
+            tokio::spawn(
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .into_future(),
+            )
+        }
+    };
     let served = tokio::select! {
         served = &mut server => served,
         name = signal => {
@@ -561,6 +571,35 @@ pub async fn serve_http(
         }
     }
     Ok(served??)
+}
+
+/// This server's part of a reload (see [`super::reload::Prepare`]): the new config must be
+/// as safe to serve at `addr` as the first one, and its TLS certificate and key (read
+/// again, so a renewed certificate needs no restart) are put in effect with it. Turning
+/// TLS on or off needs a restart.
+fn prepare_reload(
+    addr: std::net::SocketAddr,
+    http: &HttpOptions,
+    tls: Option<tls::Current>,
+) -> super::reload::Prepare {
+    let unauthenticated_bash = http.unauthenticated_bash;
+    Box::new(move |plan| {
+        let has_tokens = plan.tenants.values().any(|t| t.token.is_some());
+        if let Some(why) =
+            unsafe_to_serve(addr, has_tokens, plan.bash.is_some(), unauthenticated_bash)
+        {
+            return Err(why);
+        }
+        match (&tls, &plan.tls) {
+            (None, None) => Ok(Box::new(|| ())),
+            (Some(current), Some(files)) => {
+                let renewed = tls::load(files).map_err(|e| e.to_string())?;
+                let current = current.clone();
+                Ok(Box::new(move || current.store(renewed)))
+            }
+            _ => Err("[serve] tls_cert changed between TLS and plain HTTP: only a restart puts that in effect".into()),
+        }
+    })
 }
 
 /// Why serving at `addr` would be unsafe, if it would: no tokens on a public address, or

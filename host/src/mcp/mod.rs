@@ -46,6 +46,7 @@ mod admin;
 mod http;
 pub mod reload;
 mod stdio;
+pub mod tls;
 
 /// The JSON-RPC error code of a call its tenant's rate limits refused (in the range
 /// JSON-RPC leaves to implementations; MCP defines none). Its `data` says which limit

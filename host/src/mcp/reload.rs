@@ -1,8 +1,10 @@
-//! Reloading a server's config without a restart: on SIGHUP, or on `POST /admin/reload`
-//! (see `http.rs`). The file is read and checked again; what the server itself refuses to
-//! serve (an HTTP server's rules for tokens) is checked; then [`Runtime::reload`] puts it
-//! in effect for new calls. A config that fails any of it is refused, with the reason
-//! logged, and the one in effect stays.
+//! Reloading a server's config without a restart: on SIGHUP, or on
+//! `POST /admin/api/reload` (see `admin.rs`). The file is read and checked again; the
+//! server checks what it alone refuses to serve (an HTTP server's rules for tokens) and
+//! prepares what it alone puts in effect (its TLS certificate, read again); then
+//! [`Runtime::reload`] puts the config in effect for new calls, and the server's part
+//! follows. A config that fails any of it is refused, with the reason logged, and the one
+//! in effect stays.
 
 use crate::config::{Config, Plan};
 use crate::runtime::{ReloadError, Reloaded, Runtime};
@@ -18,22 +20,32 @@ pub struct ConfigSource {
     pub data: Option<PathBuf>,
 }
 
-/// What a server refuses to serve, beyond what the config's own checks refuse.
-pub type Accept = Box<dyn Fn(&Plan) -> Result<(), String> + Send + Sync>;
+/// A server's own part of a reload: refuses what it will not serve, beyond what the
+/// config's own checks refuse, or prepares what it puts in effect itself once the runtime
+/// took the config.
+pub type Prepare = Box<dyn Fn(&Plan) -> Result<Apply, String> + Send + Sync>;
+
+/// What [`Prepare`] prepared.
+pub type Apply = Box<dyn FnOnce() + Send>;
+
+/// A server with nothing of its own to check or apply.
+pub fn nothing_to_prepare() -> Prepare {
+    Box::new(|_| Ok(Box::new(|| ())))
+}
 
 /// Reloads one server's config.
 pub struct Reloader {
     runtime: Arc<Runtime>,
     source: ConfigSource,
-    accept: Accept,
+    prepare: Prepare,
 }
 
 impl Reloader {
-    pub fn new(runtime: Arc<Runtime>, source: ConfigSource, accept: Accept) -> Reloader {
+    pub fn new(runtime: Arc<Runtime>, source: ConfigSource, prepare: Prepare) -> Reloader {
         Reloader {
             runtime,
             source,
-            accept,
+            prepare,
         }
     }
 
@@ -62,8 +74,10 @@ impl Reloader {
         if loaded.config.data != self.source.data {
             return Err(ReloadError::NeedsRestart("data".into()));
         }
-        (self.accept)(&loaded.plan).map_err(ReloadError::Refused)?;
-        self.runtime.reload(loaded.plan).await
+        let apply = (self.prepare)(&loaded.plan).map_err(ReloadError::Refused)?;
+        let reloaded = self.runtime.reload(loaded.plan).await?;
+        apply();
+        Ok(reloaded)
     }
 
     /// Reloads on every SIGHUP for as long as the process runs.

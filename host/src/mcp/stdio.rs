@@ -24,7 +24,7 @@ pub async fn serve_stdio(
     let reloader = super::Reloader::new(
         runtime.clone(),
         options.config.clone(),
-        Box::new(|_| Ok(())),
+        super::reload::nothing_to_prepare(),
     );
     Arc::new(reloader).on_sighup()?;
     let workdir = options.workdir(&runtime, &tenant)?;

@@ -78,7 +78,10 @@ pub fn announced_url_and_log(child: &mut Child) -> (String, Arc<Mutex<Vec<String
     let url = lines
         .by_ref()
         .map_while(Result::ok)
-        .find_map(|l| l.find("http://").map(|at| l[at..].trim().to_string()))
+        .find_map(|l| {
+            let at = l.find("https://").or_else(|| l.find("http://"))?;
+            Some(l[at..].trim().to_string())
+        })
         .expect("hookhost announced its address");
     let log = Arc::new(Mutex::new(Vec::new()));
     let kept = log.clone();
