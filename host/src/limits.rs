@@ -432,6 +432,18 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many connections whose TLS handshake is done may wait to be served.
 pub const TLS_ACCEPTED_QUEUE: usize = 64;
 
+/// How long fetching a JWKS (`[auth] jwks`) may take, and how large it may be.
+pub const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+pub const MAX_JWKS_BYTES: usize = 1024 * 1024;
+
+/// How often at most the JWKS is fetched again because a token names a key it lacks (a
+/// provider rotating its keys): tokens made up with random key ids cannot make hookhost
+/// hammer the provider, and a new key is taken within this long of its first use.
+pub const JWKS_REFETCH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How far a token's `exp` and `nbf` may be off, for clocks that differ.
+pub const JWT_LEEWAY_SECS: u64 = 30;
+
 /// How long `/readyz` waits for the session table to answer before it says the host is
 /// not ready.
 pub const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);

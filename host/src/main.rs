@@ -94,6 +94,7 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
+    hookhost::install_crypto_provider();
     if let Command::SandboxShell { limits, cgroup } = &cli.command {
         // Before anything else: no config, logging or runtime inside a sandbox.
         return hookhost::tools::bash::launcher::main(limits, cgroup.as_deref());

@@ -567,6 +567,26 @@ fn a_reload_puts_a_new_config_in_effect_while_sessions_stay_open() {
     );
 }
 
+/// Bearer JWTs naming tenants, with keys, a JWKS and a token endpoint the test makes on
+/// 127.0.0.1 (see tests/mcp/oauth.py): valid ones open their tenant's sessions, forged,
+/// expired and misdirected ones are refused, a rotated key is fetched, tenants' own tokens
+/// still work, and the MCP Python SDK's OAuth client finds its way from the 401.
+#[test]
+fn jwts_name_tenants_and_an_oauth_client_finds_where_to_get_one() {
+    let host = Host::new("");
+    let out = Command::new(python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/oauth.py"))
+        .arg(env!("CARGO_BIN_EXE_hookhost"))
+        .arg(host.data())
+        .arg(&host.config)
+        .arg(ALPHA)
+        .output()
+        .expect("the Python MCP client runs (bash .ci/run installs it)");
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}\n{}", text(&out.stderr));
+    assert!(said.contains("oauth ok"), "{said}");
+}
+
 /// `openssl`, run in `dir`; it must succeed.
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")

@@ -54,7 +54,7 @@ pub async fn serve(
         idle,
         unauthenticated_bash,
     } = args;
-    let tls = plan.tls.clone();
+    let (tls, jwt) = (plan.tls.clone(), plan.jwt.clone());
     let mut runtime = Runtime::new(plan, data)
         .await
         .context("starting the runtime")?;
@@ -83,6 +83,7 @@ pub async fn serve(
                 idle,
                 unauthenticated_bash,
                 tls,
+                jwt,
             };
             hookhost::mcp::serve_http(runtime, http, options).await?;
         }

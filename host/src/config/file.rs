@@ -55,6 +55,9 @@ pub struct Config {
     /// Where spans go.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Bearer JWTs naming tenants, beside tenants' own tokens.
+    #[serde(default)]
+    pub auth: Option<AuthConfig>,
     /// The file it was read from, for messages (`<built-in config>`, `<config>`).
     #[serde(skip)]
     pub source: String,
@@ -97,6 +100,34 @@ fn default_trace_mount() -> String {
 
 fn default_diff_bytes() -> usize {
     DEFAULT_TRACE_DIFF_BYTES
+}
+
+/// The `[auth]` table: bearer JWTs from an identity provider, each naming its tenant.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Where the provider's signing keys are: a JWKS URL (`https://idp/.well-known/jwks.json`)
+    /// or file.
+    pub jwks: Spanned<String>,
+    /// The `iss` every token must carry.
+    pub issuer: String,
+    /// The `aud` every token must carry (this server's name at the provider).
+    pub audience: String,
+    /// The claim whose value is the tenant's id.
+    #[serde(default = "default_tenant_claim")]
+    pub tenant_claim: String,
+    /// Where clients get tokens, in the protected-resource metadata; `[issuer]` when left
+    /// out.
+    #[serde(default)]
+    pub authorization_servers: Option<Vec<String>>,
+    /// This server's MCP endpoint as clients reach it (`https://mcp.example/mcp`), in the
+    /// metadata; taken from each request's `Host` when left out.
+    #[serde(default)]
+    pub resource: Option<String>,
+}
+
+fn default_tenant_claim() -> String {
+    "tenant".into()
 }
 
 /// The `[telemetry]` table.

@@ -32,6 +32,8 @@ pub struct Plan {
     pub admin_token: Option<TokenDigest>,
     /// The certificate and key `serve --http` serves TLS with; plain HTTP when `None`.
     pub tls: Option<TlsFiles>,
+    /// Bearer JWTs naming tenants (`[auth]`); only tenants' own tokens when `None`.
+    pub jwt: Option<JwtPlan>,
     /// The `bash` tool, when enabled.
     pub bash: Option<BashPlan>,
     pub upstreams: Vec<(String, UpstreamConfig)>,
@@ -75,6 +77,7 @@ impl Plan {
             serve_workdir: None,
             admin_token: None,
             tls: None,
+            jwt: None,
             bash: None,
             upstreams: Vec::new(),
             engine: EngineConfig::default(),
@@ -108,6 +111,18 @@ impl Plan {
         }
         self
     }
+}
+
+/// `[auth]`: how bearer JWTs are checked (see `mcp::jwt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtPlan {
+    /// A JWKS URL (`http://`, `https://`) or file.
+    pub jwks: String,
+    pub issuer: String,
+    pub audience: String,
+    pub tenant_claim: String,
+    pub authorization_servers: Vec<String>,
+    pub resource: Option<String>,
 }
 
 /// `[serve] tls_cert` and `tls_key`.

@@ -3,8 +3,8 @@
 //! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
 
 use super::{
-    BashPlan, ComponentPlan, Config, HookPlan, Plan, ShellSandboxPlan, TlsFiles, UpstreamConfig,
-    WrittenSetting,
+    BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, Plan, ShellSandboxPlan, TlsFiles,
+    UpstreamConfig, WrittenSetting,
 };
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
@@ -35,6 +35,7 @@ impl Config {
             tools: self.tools_plan(&mounts, text)?,
             admin_token: self.admin_token(&tenants)?,
             tls: self.tls()?,
+            jwt: self.jwt()?,
             tenants,
             hooks,
             serve_workdir: self.serve_workdir()?,
@@ -181,6 +182,38 @@ impl Config {
             .resolved()
             .map(Some)
             .map_err(|why| Invalid::at(store.span(), format!("sessions.store: {why}")))
+    }
+
+    /// `[auth]`: a JWKS that is a URL or an absolute file, an issuer and an audience.
+    fn jwt(&self) -> Result<Option<JwtPlan>, Invalid> {
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        let jwks = auth.jwks.get_ref();
+        let url = jwks.starts_with("https://") || jwks.starts_with("http://");
+        if !url && !jwks.starts_with('/') {
+            return Err(Invalid::at(
+                auth.jwks.span(),
+                "auth.jwks: a URL (https://…) or an absolute file path".into(),
+            ));
+        }
+        if auth.issuer.is_empty() || auth.audience.is_empty() || auth.tenant_claim.is_empty() {
+            return Err(Invalid::at(
+                auth.jwks.span(),
+                "auth: `issuer`, `audience` and `tenant_claim` may not be empty".into(),
+            ));
+        }
+        Ok(Some(JwtPlan {
+            jwks: jwks.clone(),
+            issuer: auth.issuer.clone(),
+            audience: auth.audience.clone(),
+            tenant_claim: auth.tenant_claim.clone(),
+            authorization_servers: auth
+                .authorization_servers
+                .clone()
+                .unwrap_or_else(|| vec![auth.issuer.clone()]),
+            resource: auth.resource.clone(),
+        }))
     }
 
     /// `[serve] tls_cert` and `tls_key`: both or neither. (They are read when `serve`

@@ -1,6 +1,7 @@
 //! MCP over Streamable HTTP: the gate (tenants' tokens, the sessions this server opened),
 //! the agents' hook endpoint, health and metrics.
 
+use super::jwt::{Jwt, METADATA_PATH};
 use super::{HTTP_PATH, McpServer, ServeOptions, shutdown_signal, tls};
 use crate::agents;
 use crate::ids::{SessionId, TenantId};
@@ -29,6 +30,10 @@ use tokio_util::sync::CancellationToken;
 /// that every host of a fleet answers alike.
 struct Gate {
     runtime: Arc<Runtime>,
+    /// Bearer JWTs naming tenants (`[auth]`), as the config in effect has it.
+    jwt: Arc<arc_swap::ArcSwapOption<Jwt>>,
+    /// `http` or `https`.
+    scheme: &'static str,
     /// The MCP sessions this server opened that have not ended, by id: ended when it
     /// shuts down, unless the session table is a fleet's (its other hosts go on).
     opened: Mutex<HashMap<String, TenantId>>,
@@ -37,12 +42,20 @@ struct Gate {
 }
 
 impl Gate {
+    /// Whether requests must authenticate: tenants have tokens, or JWTs are configured.
+    fn authenticates(&self) -> bool {
+        self.jwt.load().is_some() || !self.runtime.sessions().tenants().tokens().is_empty()
+    }
+
     /// The tenant whose token the request presents, among the tenants in effect (a reload
-    /// may change them). Every token is compared, in constant time, so timing tells nothing
-    /// about which one nearly matched.
-    fn tenant(&self, headers: &HeaderMap) -> Option<TenantId> {
-        let tokens = self.runtime.sessions().tenants().tokens();
-        if tokens.is_empty() {
+    /// may change them): a tenant's own token, else a JWT naming it (see [`jwt`]). Every
+    /// tenant's token is compared, in constant time, so timing tells nothing about which
+    /// one nearly matched.
+    async fn tenant(&self, headers: &HeaderMap) -> Option<TenantId> {
+        let tenants = self.runtime.sessions().tenants();
+        let tokens = tenants.tokens();
+        let jwt = self.jwt.load_full();
+        if tokens.is_empty() && jwt.is_none() {
             return Some(TenantId::default_tenant());
         }
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -50,15 +63,58 @@ impl Gate {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return None;
         }
+        let presented = presented.trim();
         // The presented token is hashed once, then compared with every tenant's digest.
-        let presented = TokenDigest::of(presented.trim().as_bytes());
+        let digest = TokenDigest::of(presented.as_bytes());
         let mut found = None;
         for (token, tenant) in &tokens {
-            if token.matches(&presented) {
+            if token.matches(&digest) {
                 found = Some(tenant.clone());
             }
         }
-        found
+        if found.is_some() {
+            return found;
+        }
+        match jwt?.tenant(presented, &tenants).await {
+            Ok(tenant) => Some(tenant),
+            Err(e) => {
+                tracing::debug!(error = %e, "bearer JWT refused");
+                None
+            }
+        }
+    }
+
+    /// This server's MCP endpoint as a client reaches it: `[auth] resource`, else from
+    /// the request's `Host`.
+    fn resource(&self, jwt: &Jwt, headers: &HeaderMap) -> String {
+        if let Some(resource) = &jwt.plan().resource {
+            return resource.clone();
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost");
+        format!("{}://{host}{HTTP_PATH}", self.scheme)
+    }
+
+    /// The answer to a request without a valid token: 401, saying where a client that
+    /// speaks OAuth finds how to get one (RFC 9728) when JWTs are configured.
+    fn unauthorized(&self, headers: &HeaderMap) -> Response {
+        let challenge = match self.jwt.load_full() {
+            Some(jwt) => {
+                let resource = self.resource(&jwt, headers);
+                let origin = resource.strip_suffix(HTTP_PATH).unwrap_or(&resource);
+                format!("Bearer resource_metadata=\"{origin}{METADATA_PATH}{HTTP_PATH}\"")
+            }
+            None => "Bearer".to_string(),
+        };
+        let challenge = header::HeaderValue::try_from(challenge)
+            .unwrap_or_else(|_| header::HeaderValue::from_static("Bearer"));
+        answer_unread((
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, challenge)],
+            "a valid bearer token is required\n",
+        ))
     }
 
     fn opened(&self) -> std::sync::MutexGuard<'_, HashMap<String, TenantId>> {
@@ -174,12 +230,8 @@ fn answer_unread(response: impl IntoResponse) -> Response {
 /// malformed body with a JSON-RPC parse error, makes the hookhost session at `initialize`,
 /// keeps a session alive on each of its requests, and ends it on `DELETE`.
 async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let Some(tenant) = gate.tenant(request.headers()) else {
-        return answer_unread((
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "a valid bearer token is required\n",
-        ));
+    let Some(tenant) = gate.tenant(request.headers()).await else {
+        return gate.unauthorized(request.headers());
     };
     let session = request
         .headers()
@@ -290,6 +342,15 @@ async fn open_new_session(
     }
 }
 
+/// `GET /.well-known/oauth-protected-resource[/mcp]`: the protected-resource metadata
+/// (RFC 9728) when JWTs are configured, else 404.
+async fn resource_metadata(State(gate): State<Arc<Gate>>, headers: HeaderMap) -> Response {
+    match gate.jwt.load_full() {
+        Some(jwt) => axum::Json(jwt.metadata(&gate.resource(&jwt, &headers))).into_response(),
+        None => (StatusCode::NOT_FOUND, "no [auth] configured\n").into_response(),
+    }
+}
+
 /// `/healthz`: 200 with the upstream servers' states.
 async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
     let upstreams: serde_json::Map<String, serde_json::Value> = gate
@@ -339,13 +400,8 @@ async fn agent_hook(
         return (StatusCode::NOT_FOUND, "no such agent or event\n").into_response();
     };
     // The token before the body: nobody unauthenticated gets a body read.
-    let Some(tenant) = gate.tenant(request.headers()) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "a valid bearer token is required\n",
-        )
-            .into_response();
+    let Some(tenant) = gate.tenant(request.headers()).await else {
+        return gate.unauthorized(request.headers());
     };
     // As large as `hookhost hook` reads from stdin (axum's default of 2 MB would refuse a
     // post-tool event with a large output, the one offload is for).
@@ -356,7 +412,7 @@ async fn agent_hook(
                 tenant,
                 options: agents::protocol::Options::default(),
                 // Only a server of one user (no tenants' tokens) takes the agent's directory.
-                trust_cwd: gate.runtime.sessions().tenants().tokens().is_empty(),
+                trust_cwd: !gate.authenticates(),
             };
             let runtime = gate.runtime.clone();
             agents::answer(
@@ -455,6 +511,8 @@ pub struct HttpOptions {
     pub unauthenticated_bash: bool,
     /// Serve over TLS with this certificate and key (`[serve] tls_cert`, `tls_key`).
     pub tls: Option<crate::config::TlsFiles>,
+    /// Accept bearer JWTs naming tenants (`[auth]`).
+    pub jwt: Option<crate::config::JwtPlan>,
 }
 
 /// Serves MCP over Streamable HTTP (path [`HTTP_PATH`]) until a shutdown signal, then ends
@@ -474,16 +532,19 @@ pub async fn serve_http(
     options: ServeOptions,
 ) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
-    let has_tokens = !runtime.sessions().tenants().tokens().is_empty();
+    let has_tokens = !runtime.sessions().tenants().tokens().is_empty() || http.jwt.is_some();
     let (listener, addr, local) = bind(&http, has_tokens, runtime.has_tool("bash")).await?;
     let tls: Option<tls::Current> = match &http.tls {
         Some(files) => Some(Arc::new(arc_swap::ArcSwap::new(tls::load(files)?))),
         None => None,
     };
+    let jwt = Arc::new(arc_swap::ArcSwapOption::new(
+        http.jwt.clone().map(|plan| Arc::new(Jwt::new(plan))),
+    ));
     let reloader = Arc::new(super::Reloader::new(
         runtime.clone(),
         options.config.clone(),
-        prepare_reload(addr, &http, tls.clone()),
+        prepare_reload(addr, &http, tls.clone(), jwt.clone()),
     ));
     reloader.on_sighup()?;
     let mut manager = LocalSessionManager::default();
@@ -491,6 +552,8 @@ pub async fn serve_http(
     let sessions = Arc::new(manager);
     let gate = Arc::new(Gate {
         runtime: runtime.clone(),
+        jwt,
+        scheme: if tls.is_some() { "https" } else { "http" },
         opened: Mutex::new(HashMap::new()),
         sessions: sessions.clone(),
         options,
@@ -574,31 +637,42 @@ pub async fn serve_http(
 }
 
 /// This server's part of a reload (see [`super::reload::Prepare`]): the new config must be
-/// as safe to serve at `addr` as the first one, and its TLS certificate and key (read
-/// again, so a renewed certificate needs no restart) are put in effect with it. Turning
-/// TLS on or off needs a restart.
+/// as safe to serve at `addr` as the first one; its TLS certificate and key (read again,
+/// so a renewed certificate needs no restart) and its `[auth]` are put in effect with it.
+/// Turning TLS on or off needs a restart.
 fn prepare_reload(
     addr: std::net::SocketAddr,
     http: &HttpOptions,
     tls: Option<tls::Current>,
+    jwt: Arc<arc_swap::ArcSwapOption<Jwt>>,
 ) -> super::reload::Prepare {
     let unauthenticated_bash = http.unauthenticated_bash;
     Box::new(move |plan| {
-        let has_tokens = plan.tenants.values().any(|t| t.token.is_some());
+        let has_tokens = plan.tenants.values().any(|t| t.token.is_some()) || plan.jwt.is_some();
         if let Some(why) =
             unsafe_to_serve(addr, has_tokens, plan.bash.is_some(), unauthenticated_bash)
         {
             return Err(why);
         }
-        match (&tls, &plan.tls) {
-            (None, None) => Ok(Box::new(|| ())),
+        let renewed = match (&tls, &plan.tls) {
+            (None, None) => None,
             (Some(current), Some(files)) => {
-                let renewed = tls::load(files).map_err(|e| e.to_string())?;
-                let current = current.clone();
-                Ok(Box::new(move || current.store(renewed)))
+                Some((current.clone(), tls::load(files).map_err(|e| e.to_string())?))
             }
-            _ => Err("[serve] tls_cert changed between TLS and plain HTTP: only a restart puts that in effect".into()),
-        }
+            _ => return Err("[serve] tls_cert changed between TLS and plain HTTP: only a restart puts that in effect".into()),
+        };
+        // The keys fetched so far are kept while `[auth]` stays the same.
+        let same_auth = jwt.load().as_ref().map(|j| j.plan()) == plan.jwt.as_ref();
+        let auth = (!same_auth).then(|| plan.jwt.clone().map(|p| Arc::new(Jwt::new(p))));
+        let jwt = jwt.clone();
+        Ok(Box::new(move || {
+            if let Some((current, renewed)) = renewed {
+                current.store(renewed);
+            }
+            if let Some(auth) = auth {
+                jwt.store(auth);
+            }
+        }))
     })
 }
 
@@ -692,6 +766,14 @@ fn router(
         .route(
             "/readyz",
             axum::routing::get(readyz).with_state(gate.clone()),
+        )
+        .route(
+            METADATA_PATH,
+            axum::routing::get(resource_metadata).with_state(gate.clone()),
+        )
+        .route(
+            &format!("{METADATA_PATH}{HTTP_PATH}"),
+            axum::routing::get(resource_metadata).with_state(gate.clone()),
         )
         .route(
             "/hooks/{agent}/{event}",

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 mod admin;
 mod http;
+pub mod jwt;
 pub mod reload;
 mod stdio;
 pub mod tls;

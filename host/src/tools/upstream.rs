@@ -484,6 +484,7 @@ pub struct UpstreamTool {
 /// [`UpstreamError`] when it cannot be started, does not answer in time, or its tools
 /// cannot be listed.
 pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Running, UpstreamError> {
+    crate::install_crypto_provider();
     let upstream = Arc::new(Upstream {
         name: name.to_string(),
         spec: spec.clone(),
