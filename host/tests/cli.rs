@@ -995,6 +995,7 @@ fn secrets_come_from_the_environment_and_files_and_are_never_shown() {
     let token_b = "token-b-from-a-mounted-file-0123456789";
     let token_c = "token-c-known-by-its-digest-0123456789";
     let password = "pg-password-never-shown-4321";
+    let admin = "admin-token-from-the-environment-0123";
     let secret_file = data.path().join("token-b");
     std::fs::write(&secret_file, format!("{token_b}\n")).unwrap();
     let digest_c: String = {
@@ -1007,12 +1008,15 @@ fn secrets_come_from_the_environment_and_files_and_are_never_shown() {
     let tenants = format!(
         "{}\n[tenants.a]\ntoken = \"${{HOOKHOST_TEST_TOKEN_A}}\"\n\
          [tenants.b]\ntoken = \"${{file:{}}}\"\n[tenants.c]\ntoken_sha256 = \"{digest_c}\"\n",
-        hookhost::config::DEFAULT_CONFIG,
+        hookhost::config::DEFAULT_CONFIG.replace(
+            "[serve]\n",
+            "[serve]\nadmin_token = \"${HOOKHOST_TEST_ADMIN}\"\n"
+        ),
         secret_file.display()
     );
     let config = data.path().join("secrets.toml");
     std::fs::write(&config, &tenants).unwrap();
-    let secrets = [token_a, token_b, token_c, password];
+    let secrets = [token_a, token_b, token_c, password, admin];
     let mut said = String::new();
     let run = |args: &[&str], store: Option<&Path>| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
@@ -1023,6 +1027,7 @@ fn secrets_come_from_the_environment_and_files_and_are_never_shown() {
             .arg(store.unwrap_or(&config))
             .args(args)
             .env("HOOKHOST_TEST_TOKEN_A", token_a)
+            .env("HOOKHOST_TEST_ADMIN", admin)
             .env(
                 "HOOKHOST_TEST_STORE",
                 format!("postgres://hookhost:{password}@127.0.0.1:1/hookhost"),
@@ -1050,6 +1055,7 @@ fn secrets_come_from_the_environment_and_files_and_are_never_shown() {
         "\n  a\ttoken: set\ttools: all",
         "\n  c\ttoken: set",
         "\nsessions: SQLite ",
+        "\n  admin page: /admin (token set)",
     ] {
         assert!(stdout(&out).contains(line), "{line:?}: {}", stdout(&out));
     }

@@ -1,7 +1,7 @@
 //! `hookhost config …`: the built-in config, and a config checked as it will run.
 
 use anyhow::{Context, Result};
-use hookhost::config::{Config, Loaded};
+use hookhost::config::{Config, Loaded, Plan};
 use hookhost::{Runtime, TenantId};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -124,6 +124,10 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
     for (id, tenant) in &plan.tenants {
         println!("  {id}\t{}", tenant_text(tenant));
     }
+    println!("\nserve --http:");
+    for line in serve_lines(&plan) {
+        println!("  {line}");
+    }
     if let Some(Err(unavailable)) = runtime.bash_readiness().await {
         eprintln!("hookhost: error: {name}: {unavailable}");
         return Ok(ExitCode::FAILURE);
@@ -187,6 +191,30 @@ fn tenant_text(tenant: &hookhost::sessions::Tenant) -> String {
 }
 
 /// What `config check` says of `bash`: where it runs, and how it is confined.
+/// What `serve --http` does beside MCP: TLS, JWTs, the admin page (never a secret).
+fn serve_lines(plan: &Plan) -> Vec<String> {
+    let tls = match &plan.tls {
+        Some(files) => format!(
+            "TLS: {} (key {})",
+            files.cert.display(),
+            files.key.display()
+        ),
+        None => "TLS: off (plain HTTP)".into(),
+    };
+    let jwt = match &plan.jwt {
+        Some(jwt) => format!(
+            "JWTs: from {} (keys {}), audience {}, tenant in claim {:?}",
+            jwt.issuer, jwt.jwks, jwt.audience, jwt.tenant_claim
+        ),
+        None => "JWTs: off (tenants' tokens only)".into(),
+    };
+    let admin = match plan.admin_token {
+        Some(_) => "admin page: /admin (token set)",
+        None => "admin page: off (no [serve] admin_token)",
+    };
+    vec![tls, jwt, admin.into()]
+}
+
 fn bash_text(
     bash: &hookhost::config::BashPlan,
     tenants: &BTreeMap<TenantId, hookhost::sessions::Tenant>,
