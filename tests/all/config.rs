@@ -46,13 +46,8 @@ async fn the_agent_example_runs_offload_audit_and_plan_writer_in_order() {
     )
     .unwrap();
     let host = TestHost::new(&text).await;
-    let names: Vec<&str> = host
-        .runtime
-        .chain(&hookhost::TenantId::default_tenant())
-        .layers()
-        .iter()
-        .map(|l| l.name.as_str())
-        .collect();
+    let chain = host.runtime.chain(&hookhost::TenantId::default_tenant());
+    let names: Vec<&str> = chain.layers().iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, ["offload", "audit", "plan-writer"]);
     let mut tools: Vec<String> = host
         .runtime
