@@ -916,6 +916,55 @@ fn two_hosts_on_one_postgres_database_serve_and_collect_the_same_sessions() {
     );
 }
 
+/// The session store over TLS (the URL's `sslmode`, rustls), to a server that takes TCP
+/// connections over TLS only, with a certificate signed by a CA the test made: verified
+/// against `sslrootcert` it connects; the system's roots do not know that CA, so
+/// `require` without it is refused, as is `disable`.
+#[test]
+fn the_session_store_is_reached_over_tls_with_its_certificate_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    common::leaf_certificate(dir.path(), "db");
+    let pg = postgres::PgServer::start_tls(&dir.path().join("db.pem"), &dir.path().join("db.key"));
+    let url = pg.database("tls");
+    let ca = dir.path().join("ca.pem");
+    let session = |query: &str, args: &[&str]| {
+        let config = dir.path().join("hookhost.toml");
+        std::fs::write(&config, format!("[sessions]\nstore = \"{url}?{query}\"\n")).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let verified = format!("sslmode=verify-full&sslrootcert={}", ca.display());
+    let made = session(&verified, &["session", "new"]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let id = String::from_utf8_lossy(&made.stdout).trim().to_string();
+    let listed = session(&verified, &["session", "list"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
+    assert_eq!(
+        pg.query("tls", "SELECT count(*) FROM hookhost_sessions"),
+        "1"
+    );
+
+    for (query, why) in [
+        ("sslmode=disable", "no encryption"),
+        ("sslmode=require", "certificate"),
+    ] {
+        let refused = session(query, &["session", "list"]);
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{query}: {said}");
+        assert!(said.contains(why), "{query}: {said}");
+    }
+}
+
 /// A fleet host's `/readyz` says ready while its session store answers, and fails, naming
 /// the store, once the database is gone: a balancer's probe takes the host out.
 #[test]

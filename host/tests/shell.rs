@@ -587,91 +587,6 @@ fn jwts_name_tenants_and_an_oauth_client_finds_where_to_get_one() {
     assert!(said.contains("oauth ok"), "{said}");
 }
 
-/// `openssl`, run in `dir`; it must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        text(&out.stderr)
-    );
-}
-
-/// A certificate for localhost and 127.0.0.1, `NAME.pem` with its key `NAME.key`, signed
-/// by the CA `ca.pem` (made first).
-fn leaf_certificate(dir: &Path, name: &str) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    if !dir.join("ca.pem").exists() {
-        openssl(
-            dir,
-            &[
-                &["req", "-x509"][..],
-                &ec,
-                &[
-                    "-keyout",
-                    "ca.key",
-                    "-out",
-                    "ca.pem",
-                    "-subj",
-                    "/CN=hookhost test CA",
-                    "-days",
-                    "2",
-                ],
-            ]
-            .concat(),
-        );
-    }
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    let (key, csr, pem) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.pem"),
-    );
-    openssl(
-        dir,
-        &[
-            &["req"][..],
-            &ec,
-            &["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"],
-        ]
-        .concat(),
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            &pem,
-            "-days",
-            "1",
-            "-extfile",
-            "san.ext",
-        ],
-    );
-}
-
 /// `serve --http` over TLS, with a certificate the test made, through the Python MCP SDK
 /// (see `tls` in tests/mcp/client.py): served, renewed by a reload, a broken key refused.
 #[test]
@@ -679,8 +594,8 @@ fn tls_serves_mcp_and_a_reload_picks_up_a_renewed_certificate() {
     let host = Host::new("");
     let certs = host.data().join("certs");
     std::fs::create_dir(&certs).unwrap();
-    leaf_certificate(&certs, "first");
-    leaf_certificate(&certs, "renewed");
+    common::leaf_certificate(&certs, "first");
+    common::leaf_certificate(&certs, "renewed");
     let (cert, key) = (certs.join("served.pem"), certs.join("served.key"));
     std::fs::copy(certs.join("first.pem"), &cert).unwrap();
     std::fs::copy(certs.join("first.key"), &key).unwrap();

@@ -7,7 +7,7 @@
 //! path in `host/tests/fleet.rs` as well, so it uses only `std` and `libc`.
 
 use std::net::TcpListener;
-use std::os::unix::fs::chown;
+use std::os::unix::fs::{PermissionsExt, chown};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -75,6 +75,16 @@ impl PgServer {
     ///
     /// When the binaries are missing or the server does not start within a minute.
     pub fn start() -> PgServer {
+        PgServer::start_with(None)
+    }
+
+    /// As [`PgServer::start`], a server that takes TCP connections over TLS only, with
+    /// the certificate `cert` and its key `key` (PEM files).
+    pub fn start_tls(cert: &Path, key: &Path) -> PgServer {
+        PgServer::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(&Path, &Path)>) -> PgServer {
         let bin = bin_dir();
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
@@ -97,13 +107,36 @@ impl PgServer {
             "initdb failed: {}",
             String::from_utf8_lossy(&init.stderr)
         );
+        let mut settings = vec!["fsync=off".to_string(), "max_connections=200".to_string()];
+        if let Some((cert, key)) = tls {
+            // The key must be the server's own and private; TCP only with TLS.
+            for (from, to) in [(cert, "server.crt"), (key, "server.key")] {
+                let to = data.join(to);
+                std::fs::copy(from, &to).unwrap();
+                std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600)).unwrap();
+                if is_root() {
+                    let (uid, gid) = postgres_user();
+                    chown(&to, Some(uid), Some(gid)).unwrap();
+                }
+            }
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+            )
+            .unwrap();
+            settings.push("ssl=on".into());
+        }
         let port = free_port();
-        let child = pg_command(&bin, "postgres", dir.path())
+        let mut postgres = pg_command(&bin, "postgres", dir.path());
+        postgres
             .arg("-D")
             .arg(&data)
             .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-k"])
-            .arg(&socket)
-            .args(["-c", "fsync=off", "-c", "max_connections=200"])
+            .arg(&socket);
+        for setting in &settings {
+            postgres.args(["-c", setting]);
+        }
+        let child = postgres
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

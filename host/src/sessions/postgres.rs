@@ -7,8 +7,13 @@
 //! instant (see [`SessionTable::delete_if_idle`]). The schema is made at connection,
 //! under an advisory lock, so hosts starting together do not race.
 //!
-//! Connections are pooled ([`deadpool_postgres`], at most [`PG_POOL_SIZE`]) and not
-//! encrypted: the database is expected on a private network or a local socket.
+//! Connections are pooled ([`deadpool_postgres`], at most [`PG_POOL_SIZE`]). TLS is the
+//! URL's `sslmode`, as libpq reads it, with rustls: `disable`; `prefer` (the default: TLS
+//! when the server offers it); `require`, `verify-ca` and `verify-full` (TLS or no
+//! connection). Whenever TLS is used the server's certificate is verified, chain and name,
+//! against `sslrootcert` (a PEM file of CAs, in the URL) or else the system's roots:
+//! hookhost never talks TLS to a server it has not verified, even where libpq's `require`
+//! would.
 
 use super::table::{Owner, Row, SessionError, SessionRecord, SessionTable, created, millis};
 use crate::ids::{SessionId, TenantId};
@@ -41,10 +46,76 @@ const SCHEMA: &str = "
 
 const COLUMNS: &str = "tenant, id, created, last_active, workdir, owner";
 
+/// The URL's TLS settings that `tokio_postgres` does not read, taken out of it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct TlsParams {
+    /// `sslrootcert`: the CAs to verify the server with.
+    root_cert: Option<std::path::PathBuf>,
+    /// `sslmode=verify-ca` or `verify-full` (read as `require`: certificates are always
+    /// verified).
+    verify: bool,
+}
+
+/// `url` as `tokio_postgres` reads it, and the TLS settings it does not.
+fn parse(url: &str) -> Result<(tokio_postgres::Config, TlsParams), tokio_postgres::Error> {
+    let mut params = TlsParams::default();
+    let rewritten = match url.split_once('?') {
+        None => url.to_string(),
+        Some((base, query)) => {
+            let kept: Vec<String> = query
+                .split('&')
+                .filter_map(|pair| match pair.split_once('=') {
+                    Some(("sslrootcert", path)) => {
+                        params.root_cert = Some(path.into());
+                        None
+                    }
+                    Some(("sslmode", "verify-ca" | "verify-full")) => {
+                        params.verify = true;
+                        Some("sslmode=require".to_string())
+                    }
+                    _ => Some(pair.to_string()),
+                })
+                .collect();
+            match kept.is_empty() {
+                true => base.to_string(),
+                false => format!("{base}?{}", kept.join("&")),
+            }
+        }
+    };
+    Ok((rewritten.parse()?, params))
+}
+
+/// The rustls connector for `params`: verifying against `sslrootcert`, else the system's
+/// roots.
+fn tls_connector(
+    params: &TlsParams,
+) -> Result<tokio_postgres_rustls::MakeRustlsConnect, SessionError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    crate::install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    match &params.root_cert {
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| SessionError::Pool(format!("sslrootcert {}: {e}", path.display())))?;
+            roots.add_parsable_certificates(certs);
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+        }
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
 /// Where the database of `url` is, for people: `user@host:port/database` and the TLS mode,
 /// never the password.
 pub fn store_address(url: &str) -> String {
-    let Ok(config) = url.parse::<tokio_postgres::Config>() else {
+    let Ok((config, tls)) = parse(url) else {
         return "an unreadable URL".into();
     };
     let hosts: Vec<String> = config
@@ -56,7 +127,10 @@ pub fn store_address(url: &str) -> String {
             tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
         })
         .collect();
-    let sslmode = format!("{:?}", config.get_ssl_mode()).to_lowercase();
+    let sslmode = match (config.get_ssl_mode(), tls.verify) {
+        (_, true) => "verify-full".to_string(),
+        (mode, false) => format!("{mode:?}").to_lowercase(),
+    };
     format!(
         "{}@{}/{} (sslmode {sslmode})",
         config.get_user().unwrap_or("?"),
@@ -94,14 +168,16 @@ impl PgTable {
     }
 
     async fn open(url: &str, at: String) -> Result<PgTable, SessionError> {
-        let config: tokio_postgres::Config = url.parse()?;
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let (config, tls) = parse(url)?;
+        let recycling = || ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match config.get_ssl_mode() {
+            tokio_postgres::config::SslMode::Disable => {
+                Manager::from_config(config, NoTls, recycling())
+            }
+            _ => Manager::from_config(config, tls_connector(&tls)?, recycling()),
+        };
         let pool = Pool::builder(manager)
             .max_size(PG_POOL_SIZE)
             .build()

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -139,4 +139,89 @@ pub fn http_get(base: &str, path: &str, token: Option<&str>) -> (u16, String) {
         .map_or("", |(_, body)| body)
         .to_string();
     (status, body)
+}
+
+/// `openssl`, run in `dir`; it must succeed.
+pub fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A certificate for localhost and 127.0.0.1, `NAME.pem` with its key `NAME.key`, signed
+/// by the CA `ca.pem` (made first).
+pub fn leaf_certificate(dir: &Path, name: &str) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    if !dir.join("ca.pem").exists() {
+        openssl(
+            dir,
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-subj",
+                    "/CN=hookhost test CA",
+                    "-days",
+                    "2",
+                ],
+            ]
+            .concat(),
+        );
+    }
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    let (key, csr, pem) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+    );
+    openssl(
+        dir,
+        &[
+            &["req"][..],
+            &ec,
+            &["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"],
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+        ],
+    );
 }
