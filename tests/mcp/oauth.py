@@ -243,11 +243,12 @@ async def checks(url, provider, data, static_token):
 def main(hookhost, data, config, static_token):
     provider = Provider()
     with open(config, "a") as f:
-        f.write(f'\n[auth]\njwks = "{provider.issuer}/jwks.json"\nissuer = "{provider.issuer}"\n'
+        # The JWKS from the environment, as a secret may be.
+        f.write(f'\n[auth]\njwks = "${{HOOKHOST_TEST_JWKS}}"\nissuer = "{provider.issuer}"\n'
                 f'audience = "{AUDIENCE}"\n')
     server = subprocess.Popen([hookhost, "--data", data, "--config", config, "serve", "--http", "127.0.0.1:0"],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True)
+                              text=True, env={**os.environ, "HOOKHOST_TEST_JWKS": f"{provider.issuer}/jwks.json"})
     try:
         url = None
         for line in server.stderr:

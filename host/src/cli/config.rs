@@ -204,7 +204,7 @@ fn serve_lines(plan: &Plan) -> Vec<String> {
     let jwt = match &plan.jwt {
         Some(jwt) => format!(
             "JWTs: from {} (keys {}), audience {}, tenant in claim {:?}",
-            jwt.issuer, jwt.jwks, jwt.audience, jwt.tenant_claim
+            jwt.issuer, jwt.jwks_written, jwt.audience, jwt.tenant_claim
         ),
         None => "JWTs: off (tenants' tokens only)".into(),
     };

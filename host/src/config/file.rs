@@ -107,8 +107,8 @@ fn default_diff_bytes() -> usize {
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// Where the provider's signing keys are: a JWKS URL (`https://idp/.well-known/jwks.json`)
-    /// or file.
-    pub jwks: Spanned<String>,
+    /// or file; it may name host variables or secret files (`${NAME}`, `${file:PATH}`).
+    pub jwks: Spanned<Secret>,
     /// The `iss` every token must carry.
     pub issuer: String,
     /// The `aud` every token must carry (this server's name at the provider).

@@ -116,8 +116,10 @@ impl Plan {
 /// `[auth]`: how bearer JWTs are checked (see `mcp::jwt`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtPlan {
-    /// A JWKS URL (`http://`, `https://`) or file.
-    pub jwks: String,
+    /// A JWKS URL (`http://`, `https://`) or file, resolved: it may hold a secret.
+    pub jwks: Secret,
+    /// The same as the config writes it (`${…}` unresolved): what messages show.
+    pub jwks_written: String,
     pub issuer: String,
     pub audience: String,
     pub tenant_claim: String,

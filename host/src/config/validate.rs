@@ -189,9 +189,12 @@ impl Config {
         let Some(auth) = &self.auth else {
             return Ok(None);
         };
-        let jwks = auth.jwks.get_ref();
-        let url = jwks.starts_with("https://") || jwks.starts_with("http://");
-        if !url && !jwks.starts_with('/') {
+        let written = auth.jwks.get_ref();
+        let jwks = written
+            .resolved()
+            .map_err(|why| Invalid::at(auth.jwks.span(), format!("auth.jwks: {why}")))?;
+        let url = jwks.expose().starts_with("https://") || jwks.expose().starts_with("http://");
+        if !url && !jwks.expose().starts_with('/') {
             return Err(Invalid::at(
                 auth.jwks.span(),
                 "auth.jwks: a URL (https://…) or an absolute file path".into(),
@@ -204,7 +207,8 @@ impl Config {
             ));
         }
         Ok(Some(JwtPlan {
-            jwks: jwks.clone(),
+            jwks,
+            jwks_written: written.expose().to_string(),
             issuer: auth.issuer.clone(),
             audience: auth.audience.clone(),
             tenant_claim: auth.tenant_claim.clone(),

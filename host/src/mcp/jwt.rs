@@ -170,16 +170,17 @@ impl Jwt {
         let set = self.fetch().await.inspect_err(|e| {
             tracing::warn!(error = %e, "cannot fetch the JWKS");
         })?;
-        tracing::info!(keys = set.keys.len(), jwks = %self.plan.jwks, "JWKS fetched");
+        tracing::info!(keys = set.keys.len(), jwks = %self.plan.jwks_written, "JWKS fetched");
         self.keys().set = set;
         Ok(())
     }
 
     async fn fetch(&self) -> Result<JwkSet, JwtError> {
-        let source = &self.plan.jwks;
+        // Messages name the JWKS as written: resolved, it may hold a secret.
+        let source = self.plan.jwks.expose();
         let fail = |why: String| JwtError::Jwks {
-            jwks: source.clone(),
-            why,
+            jwks: self.plan.jwks_written.clone(),
+            why: why.replace(source, &self.plan.jwks_written),
         };
         let bytes = if source.starts_with("https://") || source.starts_with("http://") {
             let response = self
