@@ -463,6 +463,22 @@ impl ComponentLoader {
         }
     }
 
+    /// Whether `component` is what this loader loaded under its name: a built-in always
+    /// is; a file is when its bytes hash as they did (a rebuilt hook is not).
+    pub fn unchanged(&self, component: &ComponentRef) -> bool {
+        let ComponentRef::File(path) = component else {
+            return true;
+        };
+        let loaded = self
+            .digests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&component.to_string())
+            .copied();
+        let now = std::fs::read(path).map(|bytes| <[u8; 32]>::from(Sha256::digest(&bytes)));
+        matches!((loaded, now), (Some(loaded), Ok(now)) if loaded == now)
+    }
+
     fn settings_file(&self, component: &ComponentRef) -> Option<PathBuf> {
         let dir = self.cache_dir.as_ref()?;
         let digests = self.digests.lock().unwrap_or_else(|e| e.into_inner());

@@ -111,7 +111,8 @@ async fn check_declared_settings(
 }
 
 /// The tool components of `specs`, loaded and asked to describe themselves, with the plan
-/// each was loaded from; one whose plan is among `kept`'s is taken from there.
+/// each was loaded from; one whose plan is among `kept`'s, and whose file is unchanged, is
+/// taken from there.
 async fn load_tools(
     specs: &[ComponentPlan],
     kept: &[(ComponentPlan, Arc<dyn Tool>)],
@@ -120,7 +121,9 @@ async fn load_tools(
 ) -> Result<Vec<(ComponentPlan, Arc<dyn Tool>)>, StartError> {
     let mut tools = Vec::with_capacity(specs.len());
     for spec in specs {
-        if let Some(same) = kept.iter().find(|(plan, _)| plan == spec) {
+        if let Some(same) = kept.iter().find(|(plan, _)| plan == spec)
+            && loader.unchanged(&spec.component)
+        {
             tools.push(same.clone());
             continue;
         }
@@ -195,8 +198,8 @@ async fn connect_upstreams(
 
 /// The hook components of `hooks`, loaded, and the settings of those that describe
 /// themselves checked against their description: the chain's layers, outermost first,
-/// with the plan each was loaded from. One whose plan is among `kept`'s is taken from
-/// there, with the instances it keeps.
+/// with the plan each was loaded from. One whose plan is among `kept`'s, and whose file is
+/// unchanged, is taken from there, with the instances it keeps.
 async fn load_hooks(
     source: &str,
     hooks: Vec<HookPlan>,
@@ -206,7 +209,9 @@ async fn load_hooks(
 ) -> Result<Vec<(HookPlan, Arc<HookLayer>)>, StartError> {
     let mut layers = Vec::with_capacity(hooks.len());
     for hook in hooks {
-        if let Some(same) = kept.iter().find(|(plan, _)| *plan == hook) {
+        if let Some(same) = kept.iter().find(|(plan, _)| *plan == hook)
+            && loader.unchanged(&hook.component.component)
+        {
             layers.push(same.clone());
             continue;
         }
@@ -550,25 +555,32 @@ pub struct Reloaded {
 
 impl Reloaded {
     fn between(old: &Served, old_tenants: &Tenants, new: &Served, new_tenants: &Tenants) -> Self {
-        let hooks = |s: &Served| -> Vec<(String, HookPlan)> {
+        // A layer loaded anew (its component rebuilt, or another engine) changed too.
+        let hooks = |s: &Served| -> Vec<(String, (HookPlan, usize))> {
             s.hooks
                 .iter()
-                .map(|(plan, layer)| (layer.name.clone(), plan.clone()))
+                .map(|(plan, layer)| {
+                    let loaded = Arc::as_ptr(layer) as usize;
+                    (layer.name.clone(), (plan.clone(), loaded))
+                })
                 .collect()
         };
         let (old_hooks, new_hooks) = (hooks(old), hooks(new));
-        let tools = |s: &Served| -> Vec<(String, Option<ComponentPlan>, Option<BashPlan>)> {
+        type ToolState = (Option<ComponentPlan>, Option<BashPlan>, usize);
+        let tools = |s: &Served| -> Vec<(String, ToolState)> {
             s.tools
                 .iter()
                 .map(|tool| {
                     let name = tool.descriptor().name.clone();
                     let component = s.guest_tools.iter().find(|(p, _)| p.name == name);
                     let bash = s.bash.as_ref().filter(|(_, b)| b.descriptor().name == name);
-                    (
-                        name,
+                    let loaded = Arc::as_ptr(tool) as *const () as usize;
+                    let state = (
                         component.map(|c| c.0.clone()),
                         bash.map(|b| b.0.clone()),
-                    )
+                        loaded,
+                    );
+                    (name, state)
                 })
                 .collect()
         };
@@ -586,8 +598,8 @@ impl Reloaded {
                 new_hooks.iter().map(|(n, p)| (n.as_str(), p)),
             ),
             tools: Changes::between(
-                old_tools.iter().map(|(n, c, b)| (n.as_str(), (c, b))),
-                new_tools.iter().map(|(n, c, b)| (n.as_str(), (c, b))),
+                old_tools.iter().map(|(n, state)| (n.as_str(), state)),
+                new_tools.iter().map(|(n, state)| (n.as_str(), state)),
             ),
             upstreams: Changes::between(
                 old.upstreams.iter().map(|(n, spec, _)| (n.as_str(), spec)),

@@ -172,3 +172,42 @@ async fn a_component_of_the_wrong_world_fails_to_load_naming_it() {
         "{e}"
     );
 }
+
+/// A reload keeps a hook whose settings and file are unchanged (the same layer, with the
+/// instances it keeps), and loads anew one whose file was rebuilt, saying so.
+#[tokio::test]
+async fn a_reload_keeps_unchanged_hooks_and_loads_rebuilt_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("hook.wasm");
+    std::fs::copy(fixtures::PROBE_HOOK, &hook).unwrap();
+    let text =
+        format!("[[hooks]]\nname = \"h\"\ncomponent = {hook:?}\ninstance = \"per-session\"\n");
+    let plan = || Config::parse(&text, "test.toml").unwrap().plan;
+    let host = TestHost::new(&text).await;
+    let tenant = hookhost::TenantId::default_tenant();
+    let first = host.runtime.chain(&tenant).layers()[0].clone();
+
+    let same = host.runtime.reload(plan()).await.unwrap();
+    assert_eq!(same.to_string(), "nothing changed");
+    assert!(std::sync::Arc::ptr_eq(
+        &first,
+        &host.runtime.chain(&tenant).layers()[0]
+    ));
+
+    std::fs::copy(fixtures::OUTCOME_HOOK, &hook).unwrap();
+    let rebuilt = host.runtime.reload(plan()).await.unwrap();
+    assert_eq!(rebuilt.hooks.changed, ["h"], "{rebuilt}");
+    assert!(!std::sync::Arc::ptr_eq(
+        &first,
+        &host.runtime.chain(&tenant).layers()[0]
+    ));
+    // The rebuilt hook (the outcome hook, which says what it saw) runs around the
+    // embedder's tool, which stays through reloads.
+    let s = host.session().await;
+    let echoed = host.call(&s, "echo", json!({"output": "kept"})).await;
+    assert!(
+        echoed.output.starts_with("kept[outcome: done"),
+        "{}",
+        echoed.output
+    );
+}
