@@ -23,7 +23,8 @@
 //!
 //! `mod.rs` is the MCP server one session sees ([`McpServer`]); `stdio.rs` and `http.rs`
 //! are the two transports, HTTP with its gate (tokens, sessions opened, the agents' hook
-//! endpoint, health and metrics).
+//! endpoint, health and metrics), [`tls`] its TLS and [`jwt`] its bearer JWTs; `admin.rs`
+//! is the admin page; [`reload`] puts a config read again in effect.
 
 use crate::ids::TenantId;
 use crate::limits::MCP_PEER_CHECK;
