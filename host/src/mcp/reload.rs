@@ -38,6 +38,9 @@ pub struct Reloader {
     runtime: Arc<Runtime>,
     source: ConfigSource,
     prepare: Prepare,
+    /// One reload at a time, its server's part included (SIGHUP and the admin page may
+    /// come together): the last one read is the one in effect.
+    one_at_a_time: tokio::sync::Mutex<()>,
 }
 
 impl Reloader {
@@ -46,6 +49,7 @@ impl Reloader {
             runtime,
             source,
             prepare,
+            one_at_a_time: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -67,6 +71,7 @@ impl Reloader {
     }
 
     async fn try_reload(&self) -> Result<Reloaded, ReloadError> {
+        let _one = self.one_at_a_time.lock().await;
         let loaded = match &self.source.file {
             Some(file) => Config::load(file)?,
             None => Config::builtin(),
