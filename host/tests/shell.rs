@@ -574,16 +574,11 @@ fn a_reload_puts_a_new_config_in_effect_while_sessions_stay_open() {
 #[test]
 fn jwts_name_tenants_and_an_oauth_client_finds_where_to_get_one() {
     let host = Host::new("");
-    let out = Command::new(python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/oauth.py"))
-        .arg(env!("CARGO_BIN_EXE_hookhost"))
-        .arg(host.data())
-        .arg(&host.config)
-        .arg(ALPHA)
-        .output()
-        .expect("the Python MCP client runs (bash .ci/run installs it)");
-    let said = text(&out.stdout);
-    assert!(out.status.success(), "{said}\n{}", text(&out.stderr));
+    let hookhost = Path::new(env!("CARGO_BIN_EXE_hookhost"));
+    let said = python_script(
+        "tests/mcp/oauth.py",
+        &[hookhost, host.data(), &host.config, Path::new(ALPHA)],
+    );
     assert!(said.contains("oauth ok"), "{said}");
 }
 
@@ -645,15 +640,11 @@ fn the_admin_page_shows_a_sessions_timeline_and_deletes_it_in_a_browser() {
     let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
     let url = common::announced_url(&mut server);
     let chromium = std::env::var("HOOKHOST_TEST_CHROMIUM").unwrap_or("/usr/bin/chromium".into());
-    let out = Command::new(python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/admin/browser.py"))
-        .args([&url, ADMIN, "alpha", ALPHA])
-        .arg(host.data())
-        .arg(chromium)
-        .output()
-        .expect("the browser test runs (bash .ci/run installs Playwright and Chromium)");
-    let said = text(&out.stdout);
-    assert!(out.status.success(), "{said}\n{}", text(&out.stderr));
+    let data = host.data().to_str().unwrap();
+    let said = python_script(
+        "tests/admin/browser.py",
+        &[url.as_str(), ADMIN, "alpha", ALPHA, data, &chromium],
+    );
     assert!(said.contains("admin page ok"), "{said}");
 }
 
@@ -723,11 +714,21 @@ fn python() -> PathBuf {
 /// Runs `tests/mcp/client.py` (the Python MCP SDK) with `args`: what it printed, once it
 /// succeeded.
 fn python_client(args: &[&str]) -> String {
+    python_script("tests/mcp/client.py", args)
+}
+
+/// Runs the Python script `script` (a path in the repository) with `args`: what it
+/// printed, once it succeeded.
+fn python_script<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> String {
     let out = Command::new(python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/client.py"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(script),
+        )
         .args(args)
         .output()
-        .expect("the Python MCP client runs (bash .ci/run installs it)");
+        .expect("the Python test peers run (bash .ci/run installs them)");
     let said = text(&out.stdout);
     assert!(out.status.success(), "{said}\n{}", text(&out.stderr));
     said
