@@ -109,13 +109,8 @@ async fn authorized(State(admin): State<Arc<Admin>>, request: Request, next: Nex
     let Some(token) = admin.runtime.admin_token() else {
         return not_found();
     };
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| TokenDigest::of(token.trim().as_bytes()));
+    let presented =
+        super::http::bearer(request.headers()).map(|token| TokenDigest::of(token.as_bytes()));
     match presented {
         Some(presented) if token.matches(&presented) => next.run(request).await,
         _ => (

@@ -58,12 +58,7 @@ impl Gate {
         if tokens.is_empty() && jwt.is_none() {
             return Some(TenantId::default_tenant());
         }
-        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let (scheme, presented) = value.split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return None;
-        }
-        let presented = presented.trim();
+        let presented = bearer(headers)?;
         // The presented token is hashed once, then compared with every tenant's digest.
         let digest = TokenDigest::of(presented.as_bytes());
         let mut found = None;
@@ -204,6 +199,15 @@ impl SessionStore for McpStates {
     async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
         Ok(self.0.sessions().forget_mcp_state(id).await?)
     }
+}
+
+/// The bearer token `headers` present (`Authorization: Bearer TOKEN`, any case).
+pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// A JSON-RPC error as the whole HTTP answer.
