@@ -501,6 +501,11 @@ pub const UPSTREAM_PROGRESS_QUEUE: usize = 256;
 /// the upstream sent before its answer to reach the client.
 pub const UPSTREAM_PROGRESS_SETTLE: Duration = Duration::from_millis(500);
 
+/// How many resource updates and list changes of the upstream servers an MCP client may
+/// be behind before it misses some (it is then told that the lists changed, so it reads
+/// them again).
+pub const UPSTREAM_NOTICE_QUEUE: usize = 1024;
+
 /// How often an unsandboxed command's guard looks whether what the command left running
 /// has ended (it notices the host going at once).
 pub const GUARD_REAP_INTERVAL: Duration = Duration::from_secs(1);

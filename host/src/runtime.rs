@@ -31,7 +31,7 @@ use crate::tools::upstream;
 use crate::tools::{Callee, Extras, Tool, ToolRegistry};
 use crate::trace::{TraceSettings, Tracer};
 use arc_swap::ArcSwap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use tracing::Instrument;
@@ -56,6 +56,14 @@ pub enum StartError {
     Settings(String),
     #[error("tools.{tool}: the name is taken by another tool")]
     DuplicateTool { tool: String },
+    #[error(
+        "{second}: serves a tool named {name:?}, as {first} does (give one a `prefix`, or leave it out for `NAME__`)"
+    )]
+    ToolClash {
+        name: String,
+        first: String,
+        second: String,
+    },
     #[error("{0}")]
     Sessions(#[from] SessionError),
     #[error("{0}")]
@@ -151,6 +159,24 @@ async fn load_tools(
     Ok(tools)
 }
 
+/// What the upstream servers tell every MCP client: the tools changed (an upstream came
+/// back with others, or a reload), and their resources and prompts changed.
+pub struct Signals {
+    /// Ticks when the tools served change.
+    tools_changed: tokio::sync::watch::Sender<u64>,
+    /// Resource updates and list changes, as they come.
+    notices: tokio::sync::broadcast::Sender<upstream::Notice>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            tools_changed: tokio::sync::watch::channel(0).0,
+            notices: tokio::sync::broadcast::channel(crate::limits::UPSTREAM_NOTICE_QUEUE).0,
+        }
+    }
+}
+
 /// An upstream server as a config lists it: `None` when it did not start (its tools stay
 /// unlisted; the rest of the host serves on).
 type UpstreamEntry = (String, UpstreamConfig, Option<Arc<upstream::Running>>);
@@ -161,7 +187,7 @@ type UpstreamEntry = (String, UpstreamConfig, Option<Arc<upstream::Running>>);
 async fn connect_upstreams(
     specs: &[(String, UpstreamConfig)],
     kept: &[UpstreamEntry],
-    tools_changed: &tokio::sync::watch::Sender<u64>,
+    signals: &Signals,
 ) -> Vec<UpstreamEntry> {
     let mut upstreams = Vec::new();
     for (name, spec) in specs {
@@ -174,11 +200,11 @@ async fn connect_upstreams(
             upstreams.push((name.clone(), spec.clone(), Some(running.clone())));
             continue;
         }
-        match upstream::connect(name, spec).await {
+        match upstream::connect(name, spec, &signals.notices).await {
             Ok(server) => {
                 // One signal for all upstreams: any change of their tools.
                 let mut changes = server.changes();
-                let all = tools_changed.clone();
+                let all = signals.tools_changed.clone();
                 tokio::spawn(async move {
                     while changes.changed().await.is_ok() {
                         all.send_modify(|n| *n += 1);
@@ -339,7 +365,7 @@ impl Served {
         dirs: &Arc<MountDirs>,
         embedded: &[Arc<dyn Tool>],
         kept: Option<&Served>,
-        tools_changed: &tokio::sync::watch::Sender<u64>,
+        signals: &Signals,
     ) -> Result<(Served, Vec<Weak<dyn SessionHolder>>), StartError> {
         let engine = EngineOptions {
             fuel: plan.fuel,
@@ -406,7 +432,7 @@ impl Served {
         let upstreams = connect_upstreams(
             &plan.upstreams,
             kept.map_or(&[][..], |k| &k.upstreams),
-            tools_changed,
+            signals,
         )
         .await;
         let served = Served {
@@ -423,6 +449,13 @@ impl Served {
             config_file: plan.source,
             admin_token: plan.admin_token,
         };
+        if let Some((name, first, second)) = served.clashes().into_iter().next() {
+            return Err(StartError::ToolClash {
+                name,
+                first,
+                second,
+            });
+        }
         // What holds session state and was made now: the rest is registered already.
         let kept_holders = kept.map(Served::holders).unwrap_or_default();
         let fresh = served
@@ -460,19 +493,64 @@ impl Served {
             .filter_map(|(_, _, running)| running.as_ref())
     }
 
-    /// The tools of the upstream servers, as last listed.
-    fn upstream_listing(&self) -> impl Iterator<Item = rmcp::model::Tool> + '_ {
-        self.running_upstreams().flat_map(|server| server.listing())
+    /// The tools of the upstream servers, as last listed: a name a host tool or an
+    /// upstream before in the config serves is left out (see [`Served::clashes`]).
+    fn upstream_listing(&self) -> Vec<rmcp::model::Tool> {
+        let mut seen: HashSet<String> = self
+            .tools
+            .iter()
+            .map(|t| t.descriptor().name.clone())
+            .collect();
+        let mut listed = Vec::new();
+        for server in self.running_upstreams() {
+            for tool in server.listing() {
+                if seen.insert(tool.name.to_string()) {
+                    listed.push(tool);
+                } else {
+                    tracing::error!(upstream = server.name(), tool = %tool.name, "a tool another serves under the same name is not served");
+                }
+            }
+        }
+        listed
     }
 
-    /// The tool called `name`: a configured one, or an upstream server's.
+    /// The names two of the tools served would share: `(name, first, second)`, the first
+    /// being the one that serves it.
+    fn clashes(&self) -> Vec<(String, String, String)> {
+        let mut owners: HashMap<String, String> = self
+            .tools
+            .iter()
+            .map(|t| {
+                (
+                    t.descriptor().name.clone(),
+                    format!("tools.{}", t.descriptor().name),
+                )
+            })
+            .collect();
+        let mut clashes = Vec::new();
+        for server in self.running_upstreams() {
+            for tool in server.listing() {
+                let owner = format!("upstreams.{}", server.name());
+                match owners.get(tool.name.as_ref()) {
+                    Some(first) => clashes.push((tool.name.to_string(), first.clone(), owner)),
+                    None => {
+                        owners.insert(tool.name.to_string(), owner);
+                    }
+                }
+            }
+        }
+        clashes
+    }
+
+    /// The tool called `name`: a configured one, or the first upstream server's that
+    /// lists it.
     fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
         if let Some(tool) = self.tools.get(name) {
             return Some(tool.clone());
         }
-        let (server, _) = name.split_once(upstream::SEPARATOR)?;
-        let (_, _, running) = self.upstreams.iter().find(|(n, _, _)| n == server)?;
-        Some(Arc::new(running.as_ref()?.tool(name)?))
+        self.running_upstreams()
+            .find_map(|server| server.tool(name))
+            .map(|tool| Arc::new(tool) as Arc<dyn Tool>)
     }
 }
 
@@ -644,8 +722,8 @@ pub struct Runtime {
     embedded: Vec<Arc<dyn Tool>>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
-    /// Ticks when the tools served change: an upstream came back with others, or a reload.
-    tools_changed: tokio::sync::watch::Sender<u64>,
+    /// What the upstream servers tell every MCP client.
+    signals: Signals,
     sessions: Sessions,
     data_root: PathBuf,
     /// Traces, metrics and spans of every call.
@@ -670,9 +748,9 @@ impl Runtime {
         )
         .await?;
         let dirs = sessions.dirs().clone();
-        let (tools_changed, _) = tokio::sync::watch::channel(0u64);
+        let signals = Signals::default();
         let (served, holders) =
-            Served::build(plan, &sessions.tenants(), &dirs, &[], None, &tools_changed).await?;
+            Served::build(plan, &sessions.tenants(), &dirs, &[], None, &signals).await?;
         sessions.measure_quotas().await?;
         for holder in holders {
             sessions.hold(holder);
@@ -688,7 +766,7 @@ impl Runtime {
             fixed,
             embedded: Vec::new(),
             reloading: tokio::sync::Mutex::new(()),
-            tools_changed,
+            signals,
             data_root: dirs.data_root().to_path_buf(),
             sessions,
             tracer,
@@ -719,7 +797,7 @@ impl Runtime {
             self.sessions.dirs(),
             &self.embedded,
             Some(&kept),
-            &self.tools_changed,
+            &self.signals,
         )
         .await?;
         if let Some((_, bash)) = &served.bash
@@ -740,7 +818,12 @@ impl Runtime {
         if let Err(e) = self.sessions.measure_quotas().await {
             tracing::warn!(error = %e, "measuring tenants' disk use after a reload failed");
         }
-        self.tools_changed.send_modify(|n| *n += 1);
+        self.signals.tools_changed.send_modify(|n| *n += 1);
+        let _ = self
+            .signals
+            .notices
+            .send(upstream::Notice::ResourcesChanged);
+        let _ = self.signals.notices.send(upstream::Notice::PromptsChanged);
         Ok(reloaded)
     }
 
@@ -856,7 +939,7 @@ impl Runtime {
             .tools
             .descriptors()
             .cloned()
-            .chain(served.upstream_listing().map(|t| upstream::descriptor(&t)))
+            .chain(served.upstream_listing().iter().map(upstream::descriptor))
             .collect()
     }
 
@@ -877,6 +960,22 @@ impl Runtime {
             .collect()
     }
 
+    /// The upstream server that serves the tool `name`, and its own name for it.
+    pub fn upstream_of(&self, name: &str) -> Option<(String, String)> {
+        let served = self.served.load();
+        if served.tools.get(name).is_some() {
+            return None;
+        }
+        served.running_upstreams().find_map(|server| {
+            let remote = name.strip_prefix(&server.prefix())?;
+            server
+                .listing()
+                .iter()
+                .any(|t| t.name == name)
+                .then(|| (server.name().to_string(), remote.to_string()))
+        })
+    }
+
     /// Whether a tool of that name is served.
     pub fn has_tool(&self, name: &str) -> bool {
         self.served.load().tool(name).is_some()
@@ -885,7 +984,18 @@ impl Runtime {
     /// Ticks when the tools served change (an upstream came back with other tools, or a
     /// reload).
     pub fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.tools_changed.subscribe()
+        self.signals.tools_changed.subscribe()
+    }
+
+    /// What the upstream servers tell every client from now on: resource updates and
+    /// changes of their resources and prompts.
+    pub fn upstream_notices(&self) -> tokio::sync::broadcast::Receiver<upstream::Notice> {
+        self.signals.notices.subscribe()
+    }
+
+    /// The upstream servers that started, by name, as the config in effect has them.
+    pub fn upstreams(&self) -> Vec<Arc<upstream::Running>> {
+        self.served.load().running_upstreams().cloned().collect()
     }
 
     /// Each upstream server by name: `up`, `down` (it died; its tools answer with an
@@ -980,6 +1090,39 @@ impl Runtime {
                         .join(", "),
                 }
             })?;
+        self.run_call(&served, session, tool, arguments, target.as_ref())
+            .await
+    }
+
+    /// Runs `target` as the call `tool` of `session` through the chain, as
+    /// [`Runtime::call_with_extras`] does: an upstream's resource read or prompt served
+    /// as a call (`resources.read`, `prompts.get`), so that hooks see it too.
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::call`].
+    pub async fn call_as(
+        &self,
+        session: &Session,
+        tool: &str,
+        arguments: &str,
+        target: &dyn Tool,
+    ) -> Result<(ToolResult, Option<Extras>), CallError> {
+        let served = self.served.load_full();
+        let redeclared = self.sessions.redeclared(session)?;
+        let session = redeclared.as_ref().unwrap_or(session);
+        self.run_call(&served, session, tool, arguments, target)
+            .await
+    }
+
+    async fn run_call(
+        &self,
+        served: &Served,
+        session: &Session,
+        tool: &str,
+        arguments: &str,
+        target: &dyn Tool,
+    ) -> Result<(ToolResult, Option<Extras>), CallError> {
         chain::validate_arguments(arguments).map_err(|why| CallError::BadArguments {
             tool: tool.to_string(),
             why,
@@ -1034,13 +1177,13 @@ impl Runtime {
             Err(refused) => (ToolResult::error(refused), "failed"),
             Ok(None) => {
                 chain
-                    .run(session, ctx, call, target.as_ref(), &mut trace)
+                    .run(session, ctx, call, target, &mut trace)
                     .instrument(span.clone())
                     .await
             }
             Ok(Some(quota)) => {
                 let bounded = WithinQuota {
-                    tool: target.as_ref(),
+                    tool: target,
                     quota: &quota,
                 };
                 let run = chain

@@ -72,10 +72,8 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
     }
     println!("\ntools:");
     for tool in runtime.tools() {
-        let upstream = tool
-            .name
-            .split_once(hookhost::tools::upstream::SEPARATOR)
-            .filter(|(u, _)| plan.upstreams.iter().any(|(name, _)| name == u));
+        let upstream = runtime.upstream_of(&tool.name);
+        let upstream = upstream.as_ref().map(|(u, r)| (u.as_str(), r.as_str()));
         let configured = plan.tools.iter().find(|t| t.name == tool.name);
         let detail = match (configured, upstream, &plan.bash) {
             (Some(spec), _, _) => format!(

@@ -228,6 +228,13 @@ pub struct UpstreamConfig {
     /// values may name host variables as in `env`.
     #[serde(default)]
     pub headers: BTreeMap<String, Secret>,
+    /// What its tools' and prompts' names are served with in front: `NAME__` when left
+    /// out; `""` serves them under their own names. A name two servers (or a server and a
+    /// host tool) would both serve stops the start; one that appears later (a server
+    /// restarted with other tools) is served by the first in the config, host tools
+    /// first, and the other's is not served (logged as an error).
+    #[serde(default)]
+    pub prefix: Option<String>,
 }
 
 /// A `[tenants.ID]` table.
@@ -270,6 +277,14 @@ pub struct TenantConfig {
     /// every tool when left out. Others are unknown to it and missing from its list.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// The upstream servers' resources it may list and read, URIs with wildcards
+    /// (`["file:///docs/*"]`); every one when left out.
+    #[serde(default)]
+    pub resources: Option<Vec<String>>,
+    /// The upstream servers' prompts it may list and get, names as served with wildcards;
+    /// every one when left out.
+    #[serde(default)]
+    pub prompts: Option<Vec<String>>,
     /// The working directory of its sessions made by `serve`, over `[serve] workdir`: a
     /// [`crate::sessions::WorkdirTemplate`]. The operator chooses it; a client never does.
     #[serde(default)]

@@ -339,6 +339,8 @@ impl Config {
                         .as_ref()
                         .map(|names| names.iter().map(|n| n.get_ref().clone()).collect()),
                     tools: tenant.tools.as_deref().map(ToolMatch::new),
+                    resources: tenant.resources.as_deref().map(ToolMatch::new),
+                    prompts: tenant.prompts.as_deref().map(ToolMatch::new),
                     trace: tenant.trace,
                     shell_network: tenant.bash.network,
                     shell_limits: *tenant.bash.limits,
@@ -359,6 +361,15 @@ impl Config {
                 return Err(Invalid::at(
                     name.span(),
                     format!("{owner}: a name is letters, digits, '_' and '-', without '__'"),
+                ));
+            }
+            if let Some(prefix) = &upstream.prefix
+                && !prefix.is_empty()
+                && !is_tool_name(prefix)
+            {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: a prefix is letters, digits, '_' and '-'"),
                 ));
             }
             if upstream.command.is_some() == upstream.url.is_some() {

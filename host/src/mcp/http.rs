@@ -755,6 +755,7 @@ fn router(
                 tenant: TenantId::default_tenant(),
                 // An HTTP client's disconnect cancels its requests (rmcp's `ct`).
                 gone: CancellationToken::new(),
+                subscriptions: Default::default(),
             })
         },
         sessions,

@@ -30,11 +30,15 @@ use crate::ids::TenantId;
 use crate::limits::MCP_PEER_CHECK;
 use crate::runtime::{CallError, Runtime};
 use crate::sessions::{Session, SessionError};
-use crate::tools::upstream;
+use crate::tools::upstream::Notice;
+#[allow(deprecated, reason = "MCP 2025-11-25 has logging; hookhost serves it")]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -44,6 +48,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 mod admin;
+pub mod gateway;
 mod http;
 pub mod jwt;
 pub mod reload;
@@ -99,6 +104,8 @@ pub struct McpServer {
     /// Cancelled when the client is gone (stdin reached its end): the calls still running
     /// stop at once, as if each had been cancelled, since no one can read their answers.
     gone: CancellationToken,
+    /// The upstream resources this client subscribed to.
+    subscriptions: Arc<gateway::Subscriptions>,
 }
 
 /// The HTTP request behind an MCP request, with the tenant the gate authenticated.
@@ -136,10 +143,7 @@ impl McpServer {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+        let capabilities = gateway::capabilities(&self.runtime.upstreams());
         let info = InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("hookhost", env!("CARGO_PKG_VERSION")));
         if self.runtime.offloads(&self.tenant) {
@@ -172,14 +176,41 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Tell this client when the tools change, for as long as it is connected.
+        // Tell this client when the tools change, what its upstreams tell every client,
+        // and the updates of the resources it subscribed to, for as long as it is
+        // connected.
         let mut changes = self.runtime.tools_changed();
+        let mut notices = self.runtime.upstream_notices();
+        let subscriptions = self.subscriptions.clone();
         tokio::spawn(async move {
             let mut check = tokio::time::interval(MCP_PEER_CHECK);
+            let peer = &context.peer;
             loop {
                 tokio::select! {
                     changed = changes.changed() => {
-                        if changed.is_err() || context.peer.notify_tool_list_changed().await.is_err() {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    notice = notices.recv() => {
+                        #[allow(deprecated, reason = "MCP 2025-11-25 has resources/subscribe")]
+                        let sent = match notice {
+                            Ok(Notice::ResourceUpdated(uri)) if subscriptions.contains(&uri) => {
+                                peer.notify_resource_updated(
+                                    rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                                )
+                                .await
+                            }
+                            Ok(Notice::ResourceUpdated(_)) => Ok(()),
+                            Ok(Notice::PromptsChanged) => peer.notify_prompt_list_changed().await,
+                            // Missed some: the lists are read again.
+                            Ok(Notice::ResourcesChanged)
+                            | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                peer.notify_resource_list_changed().await
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        };
+                        if sent.is_err() {
                             return;
                         }
                     }
@@ -202,6 +233,87 @@ impl ServerHandler for McpServer {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.list_upstream_resources(&context).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.list_upstream_templates(&context).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        Ok(self.read_upstream_resource(request, &context).await?.into())
+    }
+
+    #[allow(
+        deprecated,
+        reason = "MCP 2025-11-25 has resources/subscribe; hookhost serves it"
+    )]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_upstream(request.uri, true, &context).await
+    }
+
+    #[allow(
+        deprecated,
+        reason = "MCP 2025-11-25 has resources/unsubscribe; hookhost serves it"
+    )]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_upstream(request.uri, false, &context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        self.list_upstream_prompts(&context).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        Ok(self.get_upstream_prompt(request, &context).await?.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.complete_upstream(request, &context).await
+    }
+
+    #[allow(deprecated, reason = "MCP 2025-11-25 has logging; hookhost serves it")]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.set_upstream_level(request, &context).await
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -210,13 +322,11 @@ impl ServerHandler for McpServer {
         let session = self.session_for(&context)?;
         let arguments =
             serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
-        // An upstream's progress goes to this client, under its own token.
-        let progress = context
-            .meta
-            .get_progress_token()
-            .map(|token| (context.peer.clone(), token));
-        let call = upstream::PROGRESS.scope(
-            progress,
+        // What an upstream sends meanwhile (progress, logs, elicitation) goes to this
+        // client.
+        let call = self.as_client(
+            &session,
+            &context,
             self.runtime
                 .call_with_extras(&session, &request.name, &arguments),
         );
@@ -237,13 +347,7 @@ impl ServerHandler for McpServer {
             Err(e @ (CallError::UnknownTool { .. } | CallError::NoTools { .. })) => {
                 return Err(McpError::invalid_params(e.to_string(), None));
             }
-            Err(CallError::RateLimited(refused)) => {
-                let data = serde_json::json!({
-                    "limit": refused.reason(),
-                    "retry_after_ms": refused.retry_after().map(|d| d.as_millis() as u64),
-                });
-                return Err(McpError::new(RATE_LIMITED, refused.to_string(), Some(data)));
-            }
+            Err(e @ CallError::RateLimited(_)) => return Err(refused(e)),
             Err(e @ (CallError::BadArguments { .. } | CallError::Session(_))) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());
             }
@@ -259,6 +363,18 @@ impl ServerHandler for McpServer {
         answer.structured_content = extras.structured;
         Ok(answer.into())
     }
+}
+
+/// The answer to a request its tenant's rate limits refused (see [`RATE_LIMITED`]).
+fn refused(error: CallError) -> McpError {
+    let CallError::RateLimited(refused) = error else {
+        return McpError::internal_error(error.to_string(), None);
+    };
+    let data = serde_json::json!({
+        "limit": refused.reason(),
+        "retry_after_ms": refused.retry_after().map(|d| d.as_millis() as u64),
+    });
+    McpError::new(RATE_LIMITED, refused.to_string(), Some(data))
 }
 
 /// Resolves on SIGTERM or SIGINT with the signal's name. The handlers are installed when

@@ -41,6 +41,7 @@ pub async fn serve_stdio(
         session: Some(session.clone()),
         tenant,
         gone: gone.clone(),
+        subscriptions: Default::default(),
     };
     let served = async {
         let stdin = UntilEnd {

@@ -34,6 +34,11 @@ pub struct Tenant {
     pub hooks: Option<Vec<String>>,
     /// The tools it may call; every tool when `None`.
     pub tools: Option<ToolMatch>,
+    /// The upstream servers' resources it may list and read, by URI; every one when `None`.
+    pub resources: Option<ToolMatch>,
+    /// The upstream servers' prompts it may list and get, by name as served; every one
+    /// when `None`.
+    pub prompts: Option<ToolMatch>,
     /// Whether its sessions are traced; `[trace] enabled` when `None`.
     pub trace: Option<bool>,
     /// `[tenants.ID.bash] network`, over `[bash]`'s.
@@ -100,6 +105,20 @@ impl Tenants {
     /// Whether `tenant` may call `tool` (an undeclared one may call every tool).
     pub fn may_call(&self, tenant: &TenantId, tool: &str) -> bool {
         self.declared.get(tenant).is_none_or(|t| t.may_call(tool))
+    }
+
+    /// Whether `tenant` may list and read the resource `uri`.
+    pub fn may_read(&self, tenant: &TenantId, uri: &str) -> bool {
+        self.declared
+            .get(tenant)
+            .is_none_or(|t| t.resources.as_ref().is_none_or(|m| m.matches(uri)))
+    }
+
+    /// Whether `tenant` may list and get the prompt `name`.
+    pub fn may_prompt(&self, tenant: &TenantId, name: &str) -> bool {
+        self.declared
+            .get(tenant)
+            .is_none_or(|t| t.prompts.as_ref().is_none_or(|m| m.matches(name)))
     }
 
     /// `tenant`'s quota (none when undeclared).

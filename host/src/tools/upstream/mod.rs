@@ -15,40 +15,40 @@
 //! upstream gets only the operator's `headers`. Its stderr goes to the host's log, never
 //! to the output of a command.
 
+mod relay;
+
+pub use relay::{CLIENT, Client, Notice};
+
 use super::{Callee, Extras, Tool};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, is_tool_name};
 use crate::failure::Failure;
-use crate::limits::{
-    DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER,
-    UPSTREAM_PROGRESS_QUEUE, UPSTREAM_PROGRESS_SETTLE,
-};
+use crate::limits::{DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER};
 use crate::secret::{Secret, expand};
 use crate::sessions::{Session, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
+use relay::Relay;
+#[allow(
+    deprecated,
+    reason = "MCP 2025-11-25 has resources/subscribe; hookhost serves it"
+)]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
-    JsonObject, JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification,
-    ServerResult, Tool as McpTool,
+    JsonObject, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
+    SubscribeRequest, SubscribeRequestParams, Tool as McpTool, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RunningService};
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
-use rmcp::{ClientHandler, RoleClient, RoleServer, ServiceExt};
-use std::collections::{HashMap, VecDeque};
+use rmcp::{ErrorData as McpError, RoleClient, ServiceError, ServiceExt};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 /// Separates an upstream's name from its tool's in the names agents see.
 pub const SEPARATOR: &str = "__";
-
-tokio::task_local! {
-    /// The MCP client's peer and progress token of the call running in this task, so an
-    /// upstream's progress reaches the client that asked.
-    pub static PROGRESS: Option<(Peer<RoleServer>, ProgressToken)>;
-}
 
 /// Why an upstream could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +70,8 @@ pub struct Upstream {
     /// Ticks each time the tools listed change.
     changes: watch::Sender<u64>,
     relay: Relay,
+    /// How many clients subscribe to each resource URI (see [`Upstream::subscription`]).
+    subscribed: Mutex<HashMap<String, usize>>,
     /// Cancelled when no config lists it any more (see [`Running`]): its connection is
     /// closed, its process killed, and it is not restarted.
     stop: tokio_util::sync::CancellationToken,
@@ -93,168 +95,6 @@ impl Drop for Running {
         self.0.stop.cancel();
     }
 }
-
-/// The client side of an upstream connection, and where its progress notifications go.
-///
-/// They are taken off the connection as they are read (see [`Routed`]), so in the order
-/// the upstream sent them and before the answer that follows them: rmcp would hand each
-/// to a task of its own, and a fast upstream's answer, or its next notification, could
-/// overtake it. Each watched call gets a queue, drained in order by a task that sends to
-/// the MCP client; the call waits for its queue to drain before it answers.
-#[derive(Clone, Default)]
-struct Relay(Arc<Mutex<Routes>>);
-
-#[derive(Default)]
-struct Routes {
-    /// Token sent upstream → the queue of the call that sent it.
-    watched: HashMap<ProgressToken, Route>,
-    /// Notifications that came before their request was watched (rmcp picks the token as
-    /// it sends the request, so an upstream may report before [`Relay::watch`] runs); at
-    /// most [`UPSTREAM_PROGRESS_QUEUE`], oldest dropped first.
-    early: VecDeque<ProgressNotificationParam>,
-}
-
-/// One call's progress on its way to the client.
-struct Route {
-    queue: mpsc::Sender<ProgressNotificationParam>,
-    /// How many are queued and not yet sent.
-    unsent: Arc<watch::Sender<usize>>,
-}
-
-impl Route {
-    /// Queues a notification; dropped if the client is [`UPSTREAM_PROGRESS_QUEUE`] behind.
-    fn push(&self, params: ProgressNotificationParam) {
-        if self.queue.try_send(params).is_ok() {
-            self.unsent.send_modify(|n| *n += 1);
-        }
-    }
-}
-
-impl Relay {
-    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Routes a notification read off the connection.
-    fn route(&self, params: ProgressNotificationParam) {
-        let mut routes = self.routes();
-        match routes.watched.get(&params.progress_token) {
-            Some(route) => route.push(params),
-            None => {
-                if routes.early.len() == UPSTREAM_PROGRESS_QUEUE {
-                    routes.early.pop_front();
-                }
-                routes.early.push_back(params);
-            }
-        }
-    }
-
-    /// Relays progress notifications carrying `token` to the client's `peer`, under the
-    /// client's own token, until the guard drops; those that came early go first.
-    fn watch(&self, token: ProgressToken, client: (Peer<RoleServer>, ProgressToken)) -> Watch {
-        let (queue, queued) = mpsc::channel(UPSTREAM_PROGRESS_QUEUE);
-        let unsent = Arc::new(watch::Sender::new(0));
-        tokio::spawn(forward(client, queued, unsent.clone()));
-        let route = Route {
-            queue,
-            unsent: unsent.clone(),
-        };
-        let mut routes = self.routes();
-        let early = std::mem::take(&mut routes.early);
-        let (mine, others) = early.into_iter().partition(|p| p.progress_token == token);
-        routes.early = others;
-        mine.into_iter().for_each(|params| route.push(params));
-        routes.watched.insert(token.clone(), route);
-        Watch {
-            relay: self.clone(),
-            token,
-            unsent: unsent.subscribe(),
-        }
-    }
-}
-
-/// Sends a call's progress to the client in the order queued; a notification that does
-/// not advance the progress is dropped (what the client sees only increases, as MCP
-/// requires, whatever the upstream sends).
-async fn forward(
-    (peer, token): (Peer<RoleServer>, ProgressToken),
-    mut queued: mpsc::Receiver<ProgressNotificationParam>,
-    unsent: Arc<watch::Sender<usize>>,
-) {
-    let mut last = None;
-    while let Some(params) = queued.recv().await {
-        if last.is_none_or(|last| params.progress > last) {
-            last = Some(params.progress);
-            let mut relayed = ProgressNotificationParam::new(token.clone(), params.progress);
-            relayed.total = params.total;
-            relayed.message = params.message;
-            let _ = peer.notify_progress(relayed).await;
-        }
-        unsent.send_modify(|n| *n -= 1);
-    }
-}
-
-/// A call's progress being relayed; dropped, the relay stops (the call answered or was
-/// dropped).
-struct Watch {
-    relay: Relay,
-    token: ProgressToken,
-    unsent: watch::Receiver<usize>,
-}
-
-impl Watch {
-    /// Waits, at most [`UPSTREAM_PROGRESS_SETTLE`], until what the upstream reported
-    /// before its answer has reached the client, so the client sees progress first.
-    async fn settle(mut self) {
-        let drained = self.unsent.wait_for(|unsent| *unsent == 0);
-        if tokio::time::timeout(UPSTREAM_PROGRESS_SETTLE, drained)
-            .await
-            .is_err()
-        {
-            tracing::debug!(token = ?self.token, "an upstream's progress still unsent at its answer");
-        }
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.relay.routes().watched.remove(&self.token);
-    }
-}
-
-/// An upstream's connection, with its progress notifications routed as they are read.
-struct Routed<T> {
-    inner: T,
-    relay: Relay,
-}
-
-impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
-    type Error = T::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await?;
-        if let JsonRpcMessage::Notification(n) = &message
-            && let ServerNotification::ProgressNotification(progress) = &n.notification
-        {
-            self.relay.route(progress.params.clone());
-        }
-        Some(message)
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
-    }
-}
-
-/// Progress is routed by [`Routed`]; rmcp's own handling of it is left a no-op.
-impl ClientHandler for Relay {}
 
 type Connection = RunningService<RoleClient, Relay>;
 impl Upstream {
@@ -280,11 +120,20 @@ impl Upstream {
             .clone();
         Some(UpstreamTool {
             descriptor: descriptor(&listing),
-            remote: exposed[self.name.len() + SEPARATOR.len()..].to_string(),
+            remote: exposed[self.prefix().len()..].to_string(),
             listing,
             upstream: self.clone(),
             extras: Mutex::new(None),
         })
+    }
+
+    /// What its tools' and prompts' names are served with in front: `prefix`, else
+    /// `NAME__`.
+    pub fn prefix(&self) -> String {
+        self.spec
+            .prefix
+            .clone()
+            .unwrap_or_else(|| format!("{}{SEPARATOR}", self.name))
     }
 
     /// The settings it was started with.
@@ -297,12 +146,126 @@ impl Upstream {
         self.changes.subscribe()
     }
 
+    /// Its name as configured.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What it declared it serves, in its answer to `initialize`; `None` while it is down.
+    pub fn capabilities(&self) -> Option<ServerCapabilities> {
+        let peer = self.current()?;
+        Some(peer.peer_info()?.capabilities.clone())
+    }
+
+    /// The connection while it is up, or the error saying it is down.
+    fn up(&self) -> Result<Peer<RoleClient>, McpError> {
+        self.current()
+            .filter(|p| !p.is_transport_closed())
+            .ok_or_else(|| {
+                McpError::internal_error(
+                    format!(
+                        "upstream '{}' is down and being restarted; try again shortly",
+                        self.name
+                    ),
+                    None,
+                )
+            })
+    }
+
+    /// What it answered, or MCP's error for what went wrong: its own error as it sent it,
+    /// else one naming it.
+    fn answered<T>(
+        &self,
+        answer: Result<Result<T, ServiceError>, tokio::time::error::Elapsed>,
+    ) -> Result<T, McpError> {
+        match answer {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(ServiceError::McpError(e))) => Err(e),
+            Ok(Err(e)) => Err(McpError::internal_error(
+                format!("upstream '{}' failed: {e}", self.name),
+                None,
+            )),
+            Err(_) => Err(McpError::internal_error(
+                format!(
+                    "upstream '{}' did not answer within {} s",
+                    self.name,
+                    self.timeout.as_secs()
+                ),
+                None,
+            )),
+        }
+    }
+
+    /// Sends `request` on behalf of the client of this task (see [`CLIENT`]): what the
+    /// upstream sends that client meanwhile (progress, logs, elicitation…) reaches it.
+    pub async fn forward(&self, request: ClientRequest) -> Result<ServerResult, McpError> {
+        let peer = self.up()?;
+        let answer =
+            tokio::time::timeout(self.timeout, relay::request(&peer, &self.relay, request)).await;
+        self.answered(answer)
+    }
+
+    /// Its resources, every page of them.
+    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
+        let peer = self.up()?;
+        self.answered(tokio::time::timeout(self.timeout, peer.list_all_resources()).await)
+    }
+
+    /// Its resource templates, every page of them.
+    pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
+        let peer = self.up()?;
+        let listed = peer.list_all_resource_templates();
+        self.answered(tokio::time::timeout(self.timeout, listed).await)
+    }
+
+    /// Its prompts, every page of them.
+    pub async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
+        let peer = self.up()?;
+        self.answered(tokio::time::timeout(self.timeout, peer.list_all_prompts()).await)
+    }
+
+    /// Subscribes to `uri` (`subscribe`) or unsubscribes. Clients' subscriptions are
+    /// counted: the upstream is subscribed when the first client subscribes and
+    /// unsubscribed when the last goes.
+    #[allow(
+        deprecated,
+        reason = "MCP 2025-11-25 has resources/subscribe; hookhost serves it"
+    )]
+    pub async fn subscription(&self, uri: &str, subscribe: bool) -> Result<(), McpError> {
+        let send = {
+            let mut counts = self.subscribed.lock().unwrap_or_else(|e| e.into_inner());
+            let count = counts.entry(uri.to_string()).or_default();
+            let before = *count;
+            *count = if subscribe {
+                before + 1
+            } else {
+                before.saturating_sub(1)
+            };
+            let after = *count;
+            if after == 0 {
+                counts.remove(uri);
+            }
+            (before == 0) != (after == 0)
+        };
+        if !send {
+            return Ok(());
+        }
+        let request = if subscribe {
+            ClientRequest::SubscribeRequest(SubscribeRequest::new(SubscribeRequestParams::new(uri)))
+        } else {
+            ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
+                UnsubscribeRequestParams::new(uri),
+            ))
+        };
+        self.forward(request).await.map(drop)
+    }
+
     fn current(&self) -> Option<Peer<RoleClient>> {
         self.peer.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn routed<T: Transport<RoleClient>>(&self, inner: T) -> Routed<T> {
-        Routed {
+    fn routed<T: Transport<RoleClient>>(&self, inner: T) -> relay::Routed<T> {
+        relay::Routed {
             inner,
             relay: self.relay.clone(),
         }
@@ -328,7 +291,7 @@ impl Upstream {
             .map_err(|e| self.fail(format!("cannot list its tools: {e}")))?;
         let mut tools = Vec::new();
         for mut tool in listed {
-            let exposed = format!("{}{SEPARATOR}{}", self.name, tool.name);
+            let exposed = format!("{}{}", self.prefix(), tool.name);
             if !is_tool_name(&exposed) {
                 tracing::warn!(upstream = %self.name, tool = %tool.name, "skipping a tool whose name cannot be served");
                 continue;
@@ -483,7 +446,11 @@ pub struct UpstreamTool {
 ///
 /// [`UpstreamError`] when it cannot be started, does not answer in time, or its tools
 /// cannot be listed.
-pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Running, UpstreamError> {
+pub async fn connect(
+    name: &str,
+    spec: &UpstreamConfig,
+    notices: &tokio::sync::broadcast::Sender<Notice>,
+) -> Result<Running, UpstreamError> {
     crate::install_crypto_provider();
     let upstream = Arc::new(Upstream {
         name: name.to_string(),
@@ -494,7 +461,8 @@ pub async fn connect(name: &str, spec: &UpstreamConfig) -> Result<Running, Upstr
         peer: RwLock::new(None),
         tools: RwLock::new(Vec::new()),
         changes: watch::channel(0).0,
-        relay: Relay::default(),
+        relay: Relay::new(notices.clone()),
+        subscribed: Mutex::default(),
         stop: tokio_util::sync::CancellationToken::new(),
     });
     let (connection, tools) = upstream.start().await?;
@@ -547,18 +515,7 @@ impl Callee for UpstreamTool {
             upstream.timeout.min(Duration::from_millis(ms))
         });
         let answer = tokio::time::timeout(timeout, async {
-            let handle = peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await?;
-            // Relay the upstream's progress for this request to the client that asked.
-            let target = PROGRESS.try_with(Clone::clone).ok().flatten();
-            let relayed =
-                target.map(|target| upstream.relay.watch(handle.progress_token.clone(), target));
-            let response = handle.await_response().await?;
-            if let Some(relayed) = relayed {
-                relayed.settle().await;
-            }
-            match response {
+            match relay::request(&peer, &upstream.relay, request).await? {
                 ServerResult::CallToolResult(result) => Ok(result),
                 _ => Err(rmcp::ServiceError::UnexpectedResponse),
             }

@@ -1,0 +1,602 @@
+//! What the upstream servers serve beside tools, through hookhost: resources (list,
+//! templates, read, subscribe), prompts (list, get), completions and logging.
+//!
+//! - **Names.** A prompt is served under its upstream's prefix, as its tools are
+//!   (`NAME__PROMPT`, or its own name with `prefix = ""`; the first upstream in the
+//!   config serves a name two would). A resource keeps the URI its upstream made (agents and tool results
+//!   quote URIs, so a renamed URI would break them); a read goes to the upstream that lists
+//!   that URI, else to one whose template matches it, else — when only one upstream serves
+//!   resources — to that one. When two upstreams list the same URI, the first in the
+//!   config serves it and the second's is not listed (a warning says so).
+//! - **Tenants.** `[tenants.ID] resources` (URIs) and `prompts` (names as served) are
+//!   allow-lists as `tools` is: what a tenant may not use is neither listed nor served.
+//! - **Hooks.** A resource read and a prompt get run through the tenant's chain as calls
+//!   named [`READ_RESOURCE`] (`{"uri": …}`) and [`GET_PROMPT`] (`{"name": …,
+//!   "arguments": …}`): hooks see them as they see tool calls (audit records them; offload
+//!   stores a 2 MB resource in the session's artifacts and the client gets the pointer and
+//!   preview as the resource's text). Their output, as hooks see it, is the text contents
+//!   joined, each binary one named by a line; when no hook changed it, the client gets what
+//!   the upstream answered, unchanged.
+//! - **Capabilities.** hookhost declares resources, prompts, completions and logging only
+//!   when an upstream serving them is up when the client initializes.
+//! - **Notices.** `notifications/resources/updated` reaches the sessions subscribed to
+//!   the URI; list changes reach every session. Logging: `logging/setLevel` goes to every
+//!   upstream that offers logging; an upstream's log lines go to the session whose request
+//!   it is serving (see [`crate::tools::upstream`]).
+
+// hookhost speaks MCP 2025-11-25, where logging and resources/subscribe are current; rmcp
+// marks them deprecated by the 2026-07-28 draft.
+#![allow(deprecated)]
+
+use super::McpServer;
+use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+use crate::failure::Failure;
+use crate::runtime::CallError;
+use crate::sessions::{Session, SessionHolder};
+use crate::tools::upstream::{CLIENT, Client, Running};
+use crate::tools::{Callee, Tool};
+use rmcp::model::{
+    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock,
+    GetPromptRequest, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, PromptMessage, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, Reference, ResourceContents, Role,
+    ServerCapabilities, ServerResult, SetLevelRequest, SetLevelRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// The call name hooks see for a resource read.
+pub const READ_RESOURCE: &str = "resources.read";
+/// The call name hooks see for a prompt get.
+pub const GET_PROMPT: &str = "prompts.get";
+
+/// The capabilities the upstreams that are up add to hookhost's own.
+pub(super) fn capabilities(upstreams: &[Arc<Running>]) -> ServerCapabilities {
+    let offered: Vec<ServerCapabilities> =
+        upstreams.iter().filter_map(|u| u.capabilities()).collect();
+    let mut capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .build();
+    if offered.iter().any(|c| c.resources.is_some()) {
+        let mut resources = rmcp::model::ResourcesCapability::default();
+        resources.list_changed = Some(true);
+        resources.subscribe = Some(offered.iter().any(|c| {
+            c.resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
+        }));
+        capabilities.resources = Some(resources);
+    }
+    if offered.iter().any(|c| c.prompts.is_some()) {
+        let mut prompts = rmcp::model::PromptsCapability::default();
+        prompts.list_changed = Some(true);
+        capabilities.prompts = Some(prompts);
+    }
+    if offered.iter().any(|c| c.completions.is_some()) {
+        capabilities.completions = Some(Default::default());
+    }
+    if offered.iter().any(|c| c.logging.is_some()) {
+        capabilities.logging = Some(Default::default());
+    }
+    capabilities
+}
+
+/// The resource URIs a session subscribed to, by upstream.
+#[derive(Default)]
+pub(super) struct Subscriptions(Mutex<HashSet<String>>);
+
+impl Subscriptions {
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn contains(&self, uri: &str) -> bool {
+        self.set().contains(uri)
+    }
+}
+
+/// Whether `uri` is one `template` (RFC 6570, the simple and reserved expansions MCP
+/// servers use) can make.
+fn template_matches(template: &str, uri: &str) -> bool {
+    let mut rest = uri;
+    let mut parts = template.split('{');
+    let Some(first) = parts.next() else {
+        return false;
+    };
+    let Some(after) = rest.strip_prefix(first) else {
+        return false;
+    };
+    rest = after;
+    for part in parts {
+        let Some((expression, literal)) = part.split_once('}') else {
+            return false;
+        };
+        let reserved = expression.starts_with('+') || expression.starts_with('#');
+        // The variable takes what comes before the next literal (at its last place when
+        // it is the end); a simple one takes no `/`.
+        let end = if literal.is_empty() {
+            rest.len()
+        } else {
+            match rest.find(literal) {
+                Some(end) => end,
+                None => return false,
+            }
+        };
+        let value = &rest[..end];
+        if !reserved && value.contains('/') {
+            return false;
+        }
+        rest = &rest[end + literal.len()..];
+    }
+    rest.is_empty()
+}
+
+/// An upstream's resource read or prompt get as a call through the chain.
+struct Forwarded {
+    descriptor: ToolDescriptor,
+    upstream: Arc<Running>,
+    request: ClientRequest,
+    /// What the upstream answered, and the text hooks saw of it.
+    answered: Mutex<Option<(Result<ServerResult, McpError>, String)>>,
+}
+
+impl Forwarded {
+    fn new(name: &str, upstream: Arc<Running>, request: ClientRequest) -> Forwarded {
+        Forwarded {
+            descriptor: ToolDescriptor {
+                name: name.to_string(),
+                description: String::new(),
+                input_schema: r#"{"type":"object"}"#.into(),
+            },
+            upstream,
+            request,
+            answered: Mutex::new(None),
+        }
+    }
+
+    /// Runs through `session`'s chain; returns the upstream's answer when no hook changed
+    /// what it saw of it, else `Err` with the output the hooks left.
+    async fn run(
+        &self,
+        server: &McpServer,
+        session: &Session,
+        arguments: serde_json::Value,
+    ) -> Result<Result<ServerResult, String>, McpError> {
+        let name = self.descriptor.name.clone();
+        let called = server
+            .runtime
+            .call_as(session, &name, &arguments.to_string(), self)
+            .await;
+        let (result, _) = called.map_err(|e| match e {
+            CallError::RateLimited(_) => super::refused(e),
+            e => McpError::invalid_params(e.to_string(), None),
+        })?;
+        let answered = self
+            .answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match answered {
+            Some((answer, seen)) if seen == result.output => answer.map(Ok),
+            _ if result.is_error => Err(McpError::internal_error(result.output, None)),
+            _ => Ok(Err(result.output)),
+        }
+    }
+}
+
+impl SessionHolder for Forwarded {}
+
+#[async_trait::async_trait]
+impl Callee for Forwarded {
+    fn descriptor(&self) -> &ToolDescriptor {
+        &self.descriptor
+    }
+
+    async fn execute(
+        &self,
+        _session: &Session,
+        _ctx: &CallContext,
+        _call: &ToolCall,
+    ) -> Result<ToolResult, Failure> {
+        let answer = self.upstream.forward(self.request.clone()).await;
+        let result = match &answer {
+            Ok(ServerResult::ReadResourceResult(read)) => ToolResult {
+                output: contents_text(&read.contents),
+                is_error: false,
+                media_type: None,
+            },
+            Ok(ServerResult::GetPromptResult(prompt)) => ToolResult {
+                output: prompt_text(&prompt.messages),
+                is_error: false,
+                media_type: None,
+            },
+            Ok(_) => ToolResult::error("the upstream answered something else"),
+            Err(e) => ToolResult::error(e.message.to_string()),
+        };
+        *self.answered.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((answer, result.output.clone()));
+        Ok(result)
+    }
+}
+
+impl Tool for Forwarded {}
+
+/// A resource's contents as hooks see them: text as it is, binary named by a line.
+fn contents_text(contents: &[ResourceContents]) -> String {
+    contents
+        .iter()
+        .map(|c| match c {
+            ResourceContents::TextResourceContents { text, .. } => text.clone(),
+            ResourceContents::BlobResourceContents {
+                mime_type, blob, ..
+            } => format!(
+                "[blob: {}, {} bytes of base64, passed to the client]",
+                mime_type.as_deref().unwrap_or("application/octet-stream"),
+                blob.len()
+            ),
+            _ => "[contents]".into(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A prompt's messages as hooks see them: `role: text` lines, other content named.
+fn prompt_text(messages: &[PromptMessage]) -> String {
+    messages
+        .iter()
+        .map(|m| {
+            let role = match m.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            let content = match &m.content {
+                ContentBlock::Text(text) => text.text.clone(),
+                ContentBlock::Image(image) => format!("[image: {}]", image.mime_type),
+                ContentBlock::Audio(audio) => format!("[audio: {}]", audio.mime_type),
+                ContentBlock::Resource(_) => "[embedded resource]".into(),
+                _ => "[content]".into(),
+            };
+            format!("{role}: {content}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl McpServer {
+    /// Runs `work` as the request of `context`'s client: what an upstream sends that
+    /// client meanwhile reaches it.
+    pub(super) async fn as_client<T>(
+        &self,
+        session: &Session,
+        context: &RequestContext<RoleServer>,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let client = Client {
+            peer: context.peer.clone(),
+            session: session.id.to_string(),
+            request: context.id.clone(),
+            progress: context.meta.get_progress_token(),
+        };
+        CLIENT.scope(Some(client), work).await
+    }
+
+    fn serving(&self, capability: impl Fn(&ServerCapabilities) -> bool) -> Vec<Arc<Running>> {
+        self.runtime
+            .upstreams()
+            .into_iter()
+            .filter(|u| u.capabilities().as_ref().is_some_and(&capability))
+            .collect()
+    }
+
+    pub(super) async fn list_upstream_resources(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let tenant = self.tenant_of(context);
+        let tenants = self.runtime.sessions().tenants();
+        let mut seen = HashSet::new();
+        let mut listed = Vec::new();
+        for upstream in self.serving(|c| c.resources.is_some()) {
+            for resource in upstream.resources().await? {
+                if !tenants.may_read(&tenant, &resource.uri) {
+                    continue;
+                }
+                if !seen.insert(resource.uri.clone()) {
+                    tracing::warn!(upstream = upstream.name(), uri = %resource.uri, "a resource another upstream lists too is not listed");
+                    continue;
+                }
+                listed.push(resource);
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    pub(super) async fn list_upstream_templates(
+        &self,
+        _context: &RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut listed = Vec::new();
+        for upstream in self.serving(|c| c.resources.is_some()) {
+            listed.extend(upstream.resource_templates().await?);
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(listed))
+    }
+
+    /// The upstream that serves `uri` (see the module's doc).
+    async fn resource_upstream(&self, uri: &str) -> Result<Arc<Running>, McpError> {
+        let serving = self.serving(|c| c.resources.is_some());
+        for upstream in &serving {
+            if upstream.resources().await?.iter().any(|r| r.uri == uri) {
+                return Ok(upstream.clone());
+            }
+        }
+        for upstream in &serving {
+            let templates = upstream.resource_templates().await?;
+            if templates
+                .iter()
+                .any(|t| template_matches(&t.uri_template, uri))
+            {
+                return Ok(upstream.clone());
+            }
+        }
+        match serving.as_slice() {
+            [only] => Ok(only.clone()),
+            _ => Err(not_found(uri)),
+        }
+    }
+
+    pub(super) async fn read_upstream_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResult, McpError> {
+        let session = self.session_for(context)?;
+        let uri = request.uri.clone();
+        if !self
+            .runtime
+            .sessions()
+            .tenants()
+            .may_read(&session.tenant, &uri)
+        {
+            return Err(not_found(&uri));
+        }
+        let upstream = self.resource_upstream(&uri).await?;
+        let forwarded = Forwarded::new(
+            READ_RESOURCE,
+            upstream,
+            ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
+        );
+        let arguments = serde_json::json!({ "uri": uri });
+        let ran = self
+            .as_client(&session, context, forwarded.run(self, &session, arguments))
+            .await?;
+        match ran {
+            Ok(ServerResult::ReadResourceResult(read)) => Ok(read),
+            Ok(_) => Err(McpError::internal_error(
+                "the upstream answered something else",
+                None,
+            )),
+            Err(output) => Ok(ReadResourceResult::new(vec![ResourceContents::text(
+                output, uri,
+            )])),
+        }
+    }
+
+    pub(super) async fn subscribe_upstream(
+        &self,
+        uri: String,
+        subscribe: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let session = self.session_for(context)?;
+        if !self
+            .runtime
+            .sessions()
+            .tenants()
+            .may_read(&session.tenant, &uri)
+        {
+            return Err(not_found(&uri));
+        }
+        let upstream = self.resource_upstream(&uri).await?;
+        let changed = if subscribe {
+            self.subscriptions.set().insert(uri.clone())
+        } else {
+            self.subscriptions.set().remove(&uri)
+        };
+        if changed {
+            self.as_client(&session, context, upstream.subscription(&uri, subscribe))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The upstream and its own name of the prompt served as `name`: the first, in the
+    /// config's order, that lists it.
+    async fn prompt_upstream(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Arc<Running>, String)>, McpError> {
+        for upstream in self.serving(|c| c.prompts.is_some()) {
+            let Some(remote) = name.strip_prefix(&upstream.prefix()) else {
+                continue;
+            };
+            if upstream.prompts().await?.iter().any(|p| p.name == remote) {
+                return Ok(Some((upstream.clone(), remote.to_string())));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn list_upstream_prompts(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let tenant = self.tenant_of(context);
+        let tenants = self.runtime.sessions().tenants();
+        let mut listed = Vec::new();
+        let mut seen = HashSet::new();
+        for upstream in self.serving(|c| c.prompts.is_some()) {
+            for mut prompt in upstream.prompts().await? {
+                prompt.name = format!("{}{}", upstream.prefix(), prompt.name);
+                if !tenants.may_prompt(&tenant, &prompt.name) {
+                    continue;
+                }
+                if !seen.insert(prompt.name.clone()) {
+                    tracing::error!(upstream = upstream.name(), prompt = %prompt.name, "a prompt another upstream serves under the same name is not served");
+                    continue;
+                }
+                listed.push(prompt);
+            }
+        }
+        Ok(ListPromptsResult::with_all_items(listed))
+    }
+
+    pub(super) async fn get_upstream_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, McpError> {
+        let session = self.session_for(context)?;
+        let served = request.name.clone();
+        let unknown = || McpError::invalid_params(format!("unknown prompt {served:?}"), None);
+        if !self
+            .runtime
+            .sessions()
+            .tenants()
+            .may_prompt(&session.tenant, &served)
+        {
+            return Err(unknown());
+        }
+        let (upstream, remote) = self.prompt_upstream(&served).await?.ok_or_else(unknown)?;
+        request.name = remote;
+        let arguments = serde_json::json!({ "name": served, "arguments": request.arguments });
+        let forwarded = Forwarded::new(
+            GET_PROMPT,
+            upstream,
+            ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
+        );
+        let ran = self
+            .as_client(&session, context, forwarded.run(self, &session, arguments))
+            .await?;
+        match ran {
+            Ok(ServerResult::GetPromptResult(prompt)) => Ok(prompt),
+            Ok(_) => Err(McpError::internal_error(
+                "the upstream answered something else",
+                None,
+            )),
+            Err(output) => Ok(GetPromptResult::new(vec![PromptMessage::new_text(
+                Role::User,
+                output,
+            )])),
+        }
+    }
+
+    pub(super) async fn complete_upstream(
+        &self,
+        mut request: CompleteRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let session = self.session_for(context)?;
+        let tenants = self.runtime.sessions().tenants();
+        let upstream = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let found = if tenants.may_prompt(&session.tenant, &prompt.name) {
+                    self.prompt_upstream(&prompt.name).await?
+                } else {
+                    None
+                };
+                let (upstream, remote) = found.ok_or_else(|| {
+                    McpError::invalid_params(format!("unknown prompt {:?}", prompt.name), None)
+                })?;
+                prompt.name = remote;
+                upstream
+            }
+            Reference::Resource(template) => {
+                let mut found = None;
+                for upstream in self.serving(|c| c.resources.is_some()) {
+                    let templates = upstream.resource_templates().await?;
+                    if templates.iter().any(|t| t.uri_template == template.uri) {
+                        found = Some(upstream);
+                        break;
+                    }
+                }
+                found.ok_or_else(|| not_found(&template.uri))?
+            }
+            _ => {
+                return Err(McpError::invalid_params(
+                    "an unknown kind of reference",
+                    None,
+                ));
+            }
+        };
+        if upstream
+            .capabilities()
+            .is_none_or(|c| c.completions.is_none())
+        {
+            return Ok(CompleteResult::default());
+        }
+        let request = ClientRequest::CompleteRequest(CompleteRequest::new(request));
+        match self
+            .as_client(&session, context, upstream.forward(request))
+            .await?
+        {
+            ServerResult::CompleteResult(result) => Ok(result),
+            _ => Err(McpError::internal_error(
+                "the upstream answered something else",
+                None,
+            )),
+        }
+    }
+
+    pub(super) async fn set_upstream_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let session = self.session_for(context)?;
+        let serving = self.serving(|c| c.logging.is_some());
+        if serving.is_empty() {
+            return Err(McpError::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >());
+        }
+        for upstream in serving {
+            let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(request.clone()));
+            self.as_client(&session, context, upstream.forward(request))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+fn not_found(uri: &str) -> McpError {
+    McpError::resource_not_found(format!("Resource not found: {uri}"), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template_matches;
+
+    #[test]
+    fn templates_match_the_uris_they_make() {
+        assert!(template_matches(
+            "test://template/{id}/data",
+            "test://template/7/data"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/7/x"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/a/b/data"
+        ));
+        assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(!template_matches("file:///{path}", "file:///a/b"));
+        assert!(template_matches("plain://x", "plain://x"));
+        assert!(!template_matches("plain://x", "plain://xy"));
+    }
+}

@@ -1,0 +1,449 @@
+//! What passes between an upstream and the MCP client whose request it is serving: the
+//! upstream's progress and log notifications, relayed to that client in the order the
+//! upstream sent them and before the answer, and its requests to the client
+//! (`elicitation/create`, `sampling/createMessage`), forwarded to that client and answered
+//! with what the client answered.
+//!
+//! Every request hookhost forwards upstream on behalf of a client (a tool call, a resource
+//! read, a prompt, a completion, a log level) is *routed* while it runs: keyed by the
+//! progress token hookhost sent with it, and by its request id. Which routed request an
+//! upstream's message belongs to:
+//! - progress: its token;
+//! - a request over HTTP: the response stream it came on (rmcp marks it), so exact;
+//! - a log line, or a request over stdio, where MCP carries no association: the one
+//!   session whose requests the upstream is serving, when there is one. When requests of
+//!   several sessions run at once on one upstream, a log line is dropped (logged at debug)
+//!   and a request is refused with an error, so that nothing of one session reaches
+//!   another; an upstream with `scope = "session"` never has that ambiguity.
+//!
+//! A client that did not declare elicitation (or sampling) is never asked: the upstream
+//! gets the error MCP prescribes (`-32601`), never an answer made up by hookhost.
+
+// hookhost speaks MCP 2025-11-25, where logging, sampling and roots are current; rmcp marks
+// them deprecated by the 2026-07-28 draft.
+#![allow(deprecated)]
+
+use crate::limits::{UPSTREAM_PROGRESS_QUEUE, UPSTREAM_PROGRESS_SETTLE};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ErrorCode, GetExtensions, Implementation, JsonRpcMessage, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    RequestId, ServerNotification, ServerRequest, ServerResult,
+};
+use rmcp::service::{
+    InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
+    RxJsonRpcMessage, TxJsonRpcMessage,
+};
+use rmcp::transport::Transport;
+use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer, ServiceError};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, watch};
+
+/// The MCP client a request forwarded upstream came from.
+#[derive(Clone)]
+pub struct Client {
+    /// Its connection.
+    pub peer: Peer<RoleServer>,
+    /// Its hookhost session, to tell clients apart.
+    pub session: String,
+    /// Its request, so that what hookhost sends it rides that request's stream.
+    pub request: RequestId,
+    /// The progress token it gave, if it asked for progress.
+    pub progress: Option<ProgressToken>,
+}
+
+tokio::task_local! {
+    /// The client whose request the code running in this task serves.
+    pub static CLIENT: Option<Client>;
+}
+
+/// The client of the request running in this task, if any.
+pub fn current_client() -> Option<Client> {
+    CLIENT.try_with(Clone::clone).ok().flatten()
+}
+
+/// What an upstream tells every client, not one request's: a resource changed, or its
+/// lists of resources or prompts did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    ResourceUpdated(String),
+    ResourcesChanged,
+    PromptsChanged,
+}
+
+/// An upstream connection's side of the relay (see the module's doc).
+#[derive(Clone)]
+pub(super) struct Relay {
+    routes: Arc<Mutex<Routes>>,
+    notices: tokio::sync::broadcast::Sender<Notice>,
+}
+
+#[derive(Default)]
+struct Routes {
+    /// Token sent upstream → the route of the request that sent it.
+    routed: HashMap<ProgressToken, Route>,
+    /// Request id sent upstream → its token.
+    tokens: HashMap<RequestId, ProgressToken>,
+    /// Progress that came before its request was routed (rmcp picks the token as it sends
+    /// the request, so an upstream may report before [`Relay::route`] runs); at most
+    /// [`UPSTREAM_PROGRESS_QUEUE`], oldest dropped first.
+    early: VecDeque<ProgressNotificationParam>,
+    /// Orders routes, newest last.
+    next: u64,
+}
+
+/// What is relayed to a client, in the order the upstream sent it.
+enum Relayed {
+    Progress(ProgressNotificationParam),
+    Log(LoggingMessageNotificationParam),
+}
+
+/// One forwarded request: its client, and the queue of what goes to that client.
+struct Route {
+    client: Client,
+    order: u64,
+    queue: mpsc::Sender<Relayed>,
+    /// How many are queued and not yet sent.
+    unsent: Arc<watch::Sender<usize>>,
+}
+
+impl Route {
+    /// Queues a message; dropped if the client is [`UPSTREAM_PROGRESS_QUEUE`] behind.
+    fn push(&self, relayed: Relayed) {
+        if self.queue.try_send(relayed).is_ok() {
+            self.unsent.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+impl Routes {
+    /// The newest route of the one session the upstream is serving; `None` when it serves
+    /// none, or several at once.
+    fn only_session(&self) -> Option<&Route> {
+        let newest = self.routed.values().max_by_key(|r| r.order)?;
+        self.routed
+            .values()
+            .all(|r| r.client.session == newest.client.session)
+            .then_some(newest)
+    }
+}
+
+impl Relay {
+    pub(super) fn new(notices: tokio::sync::broadcast::Sender<Notice>) -> Self {
+        Self {
+            routes: Arc::default(),
+            notices,
+        }
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Routes what the upstream sends for the request `id` (sent with `token`) to
+    /// `client`, until the guard drops; progress that came early goes first.
+    pub(super) fn route(&self, id: RequestId, token: ProgressToken, client: Client) -> Routing {
+        let (queue, queued) = mpsc::channel(UPSTREAM_PROGRESS_QUEUE);
+        let unsent = Arc::new(watch::Sender::new(0));
+        tokio::spawn(forward(client.clone(), queued, unsent.clone()));
+        let mut routes = self.routes();
+        routes.next += 1;
+        let route = Route {
+            client,
+            order: routes.next,
+            queue,
+            unsent: unsent.clone(),
+        };
+        let early = std::mem::take(&mut routes.early);
+        let (mine, others) = early.into_iter().partition(|p| p.progress_token == token);
+        routes.early = others;
+        mine.into_iter()
+            .for_each(|params| route.push(Relayed::Progress(params)));
+        routes.routed.insert(token.clone(), route);
+        routes.tokens.insert(id.clone(), token.clone());
+        Routing {
+            relay: self.clone(),
+            id,
+            token,
+            unsent: unsent.subscribe(),
+        }
+    }
+
+    /// Routes a notification read off the connection.
+    fn notified(&self, notification: &ServerNotification) {
+        let mut routes = self.routes();
+        match notification {
+            ServerNotification::ProgressNotification(n) => {
+                let params = n.params.clone();
+                match routes.routed.get(&params.progress_token) {
+                    Some(route) => route.push(Relayed::Progress(params)),
+                    None => {
+                        if routes.early.len() == UPSTREAM_PROGRESS_QUEUE {
+                            routes.early.pop_front();
+                        }
+                        routes.early.push_back(params);
+                    }
+                }
+            }
+            ServerNotification::LoggingMessageNotification(n) => match routes.only_session() {
+                Some(route) => route.push(Relayed::Log(n.params.clone())),
+                None => tracing::debug!("an upstream's log line no one session caused, dropped"),
+            },
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                let _ = self
+                    .notices
+                    .send(Notice::ResourceUpdated(n.params.uri.clone()));
+            }
+            ServerNotification::ResourceListChangedNotification(_) => {
+                let _ = self.notices.send(Notice::ResourcesChanged);
+            }
+            ServerNotification::PromptListChangedNotification(_) => {
+                let _ = self.notices.send(Notice::PromptsChanged);
+            }
+            _ => {}
+        }
+    }
+
+    /// The client an upstream's request is for (see the module's doc).
+    fn client_for(&self, context: &RequestContext<RoleClient>) -> Result<Client, McpError> {
+        let routes = self.routes();
+        if let Some(InboundStreamOrigin::OutboundRequest(id)) = context.extensions.get()
+            && let Some(route) = routes.tokens.get(id).and_then(|t| routes.routed.get(t))
+        {
+            return Ok(route.client.clone());
+        }
+        match routes.only_session() {
+            Some(route) => Ok(route.client.clone()),
+            None if routes.routed.is_empty() => Err(McpError::invalid_request(
+                "hookhost forwards a server's requests only while it serves a client's request",
+                None,
+            )),
+            None => Err(McpError::invalid_request(
+                "hookhost cannot tell which of its clients this request is for: requests of \
+                 several sessions run on this server at once (give it `scope = \"session\"`)",
+                None,
+            )),
+        }
+    }
+}
+
+/// Sends a request's progress and logs to its client in the order queued. A progress
+/// notification that does not advance the progress is dropped (what the client sees only
+/// increases, as MCP requires, whatever the upstream sends); so is progress the client did
+/// not ask for.
+async fn forward(
+    client: Client,
+    mut queued: mpsc::Receiver<Relayed>,
+    unsent: Arc<watch::Sender<usize>>,
+) {
+    let mut last = None;
+    while let Some(relayed) = queued.recv().await {
+        match relayed {
+            Relayed::Progress(params) => {
+                if let Some(token) = &client.progress
+                    && last.is_none_or(|last| params.progress > last)
+                {
+                    last = Some(params.progress);
+                    let mut relayed =
+                        ProgressNotificationParam::new(token.clone(), params.progress);
+                    relayed.total = params.total;
+                    relayed.message = params.message;
+                    let _ = client.peer.notify_progress(relayed).await;
+                }
+            }
+            Relayed::Log(params) => {
+                let _ = client.peer.notify_logging_message(params).await;
+            }
+        }
+        unsent.send_modify(|n| *n -= 1);
+    }
+}
+
+/// A request being routed; dropped, its route goes (it was answered, or dropped).
+pub(super) struct Routing {
+    relay: Relay,
+    id: RequestId,
+    token: ProgressToken,
+    unsent: watch::Receiver<usize>,
+}
+
+impl Routing {
+    /// Waits, at most [`UPSTREAM_PROGRESS_SETTLE`], until what the upstream sent before
+    /// its answer has reached the client, so the client sees it before the answer.
+    pub(super) async fn settle(mut self) {
+        let drained = self.unsent.wait_for(|unsent| *unsent == 0);
+        if tokio::time::timeout(UPSTREAM_PROGRESS_SETTLE, drained)
+            .await
+            .is_err()
+        {
+            tracing::debug!(token = ?self.token, "an upstream's progress still unsent at its answer");
+        }
+    }
+}
+
+impl Drop for Routing {
+    fn drop(&mut self) {
+        let mut routes = self.relay.routes();
+        routes.routed.remove(&self.token);
+        routes.tokens.remove(&self.id);
+    }
+}
+
+/// An upstream's connection, with its notifications routed as they are read: in the order
+/// the upstream sent them and before the answer that follows them (rmcp would hand each to
+/// a task of its own, and a fast upstream's answer, or its next notification, could
+/// overtake it).
+pub(super) struct Routed<T> {
+    pub(super) inner: T,
+    pub(super) relay: Relay,
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(n) = &message {
+            self.relay.notified(&n.notification);
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// The error MCP prescribes for a request the client did not declare it handles.
+fn undeclared(what: &str) -> McpError {
+    McpError::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("the client did not declare the {what} capability"),
+        None,
+    )
+}
+
+/// Sends `request` to `client` on the stream of its request, and returns its answer.
+/// Runs in a task of its own: rmcp marks a request sent from a task that serves a request
+/// with that request's id, and this task serves the upstream's, not the client's.
+async fn ask(client: Client, mut request: ServerRequest) -> Result<ClientResult, McpError> {
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(client.request.clone()));
+    let asked = tokio::spawn(async move {
+        let handle = client
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await?;
+        handle.await_response().await
+    });
+    match asked.await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(ServiceError::McpError(e))) => Err(e),
+        Ok(Err(e)) => Err(McpError::internal_error(format!("the client: {e}"), None)),
+        Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+    }
+}
+
+/// hookhost as an upstream's client: it names itself, offers the newest protocol version
+/// that has `initialize` (the one it serves), and declares elicitation and sampling, which
+/// it forwards to the client whose request the upstream serves.
+impl ClientHandler for Relay {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("hookhost", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let client = self.client_for(&context)?;
+        let declared = client
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some());
+        if !declared {
+            return Err(undeclared("elicitation"));
+        }
+        match ask(
+            client,
+            ServerRequest::ElicitRequest(ElicitRequest::new(params)),
+        )
+        .await?
+        {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(McpError::internal_error(
+                "the client answered something else",
+                None,
+            )),
+        }
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let client = self.client_for(&context)?;
+        let declared = client
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.sampling.is_some());
+        if !declared {
+            return Err(undeclared("sampling"));
+        }
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match ask(client, request).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(McpError::internal_error(
+                "the client answered something else",
+                None,
+            )),
+        }
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        Err(undeclared("roots"))
+    }
+}
+
+/// Sends `request` upstream on behalf of the client of this task (if any), routing what the
+/// upstream sends meanwhile to that client, and returns the answer once what came before it
+/// has reached the client.
+pub(super) async fn request(
+    peer: &Peer<RoleClient>,
+    relay: &Relay,
+    request: ClientRequest,
+) -> Result<ServerResult, ServiceError> {
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await?;
+    let routing = current_client()
+        .map(|client| relay.route(handle.id.clone(), handle.progress_token.clone(), client));
+    let response = handle.await_response().await?;
+    if let Some(routing) = routing {
+        routing.settle().await;
+    }
+    Ok(response)
+}
