@@ -1380,3 +1380,105 @@ fn a_tenants_limits_bound_its_bash_and_upstream_calls_too() {
     let (output, failed) = call("free", "test__letters", letters);
     assert!(!failed && output == "a".repeat(9000), "{output}");
 }
+
+/// The built-in config with `extra` after it.
+fn builtin_config_with(dir: &Path, extra: &str) -> PathBuf {
+    let config = dir.join("hookhost.toml");
+    let mut text =
+        std::fs::read_to_string(workspace().join("host/src/config/default.toml")).unwrap();
+    text.push_str(extra);
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// `[upstreams.everything]`: tests/mcp/everything.py (the official Python SDK) on stdio.
+fn everything_py_upstream(prefix: Option<&str>) -> String {
+    let prefix = prefix.map_or(String::new(), |p| format!("prefix = {p:?}\n"));
+    format!(
+        "\n[upstreams.everything]\ncommand = {:?}\nargs = [{:?}]\ntimeout_secs = 60\n{prefix}",
+        python().to_str().unwrap(),
+        workspace()
+            .join("tests/mcp/everything.py")
+            .to_str()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn an_upstreams_resources_prompts_logs_and_requests_reach_the_client_through_hookhost() {
+    let data = tempfile::tempdir().unwrap();
+    let config = builtin_config_with(
+        data.path(),
+        &format!(
+            "{}\n[tenants.alpha]\ntoken = \"alpha-token-0123456789\"\n\n\
+             [tenants.beta]\ntoken = \"beta-token-0123456789\"\n\
+             resources = [\"test://static-*\"]\nprompts = [\"*simple*\"]\n",
+            everything_py_upstream(None)
+        ),
+    );
+    let server = Server::start(data.path(), &config);
+    let script = workspace().join("tests/mcp/gateway.py");
+    let audit = data.path().join("tenants/alpha/audit");
+    let out = Command::new(python())
+        .arg(script)
+        .args([
+            server.url.as_str(),
+            "alpha-token-0123456789",
+            "beta-token-0123456789",
+            audit.to_str().unwrap(),
+        ])
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the gateway client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("progress ok: 300 calls"), "{stdout}");
+}
+
+#[test]
+fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
+    let data = tempfile::tempdir().unwrap();
+    let mut extra = everything_py_upstream(Some(""));
+    extra.push_str(&everything_py_upstream(Some("")).replace("everything]", "twin]"));
+    let config = builtin_config_with(data.path(), &extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["tools"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("upstreams.twin: serves a tool named")
+            && stderr.contains("as upstreams.everything does"),
+        "{stderr}"
+    );
+    // With prefixes of their own, both are served.
+    let mut extra = everything_py_upstream(None);
+    extra.push_str(&everything_py_upstream(Some("twin_")).replace("everything]", "twin]"));
+    let config = builtin_config_with(data.path(), &extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["tools"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("everything__whoami") && stdout.contains("twin_whoami"),
+        "{stdout}"
+    );
+}

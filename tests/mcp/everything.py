@@ -12,7 +12,8 @@ conformance runs of .ci/conformance.
 
 Beside what the suite asks, for the gateway tests: `big_resource` (a 2 MB text resource,
 `test://big`), the tool `touch_watched` (sends `notifications/resources/updated` for
-`test://watched-resource` to the sessions subscribed to it), `whoami` (the server's process
+`test://watched-resource` to the sessions subscribed to it), `progress_burst` (progress 1 to
+5 sent back to back, then the answer), `whoami` (the server's process
 id, so a test tells one instance from another), `remember`/`recall` (a memory, per process:
 what a stateful upstream would keep) and `roots` (what the client answers to `roots/list`).
 """
@@ -31,7 +32,7 @@ AUDIO = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 BIG = "0123456789abcdef" * (2 * 1024 * 1024 // 16)
 EMPTY = {"type": "object", "properties": {}}
 
-subscribers = {}  # uri -> set of sessions subscribed to it
+subscribers = {}  # uri -> {connection: a session of it} subscribed to it
 memory = []
 
 
@@ -79,6 +80,7 @@ TOOLS = [
     ),
     tool("touch_watched", "Tells the subscribers of test://watched-resource that it changed"),
     tool("whoami", "The server's process id"),
+    tool("progress_burst", "Reports progress 1 to 5 at once, then answers"),
     tool(
         "remember",
         "Keeps a fact in this server's memory",
@@ -250,9 +252,13 @@ async def call_tool(ctx, params):
         return text(f"JSON Schema 2020-12 tool called with: {json.dumps(args, separators=(',', ':'))}")
     if name == "touch_watched":
         uri = "test://watched-resource"
-        for subscriber in list(subscribers.get(uri, ())):
+        for subscriber in list(subscribers.get(uri, {}).values()):
             await subscriber.send_resource_updated(uri)
         return text(f"told {len(subscribers.get(uri, ()))} subscribers")
+    if name == "progress_burst":
+        for step in range(1, 6):
+            await session.report_progress(step, 5)
+        return text("burst")
     if name == "whoami":
         return text(str(os.getpid()))
     if name == "remember":
@@ -322,13 +328,18 @@ async def read_resource(ctx, params):
     return types.ReadResourceResult(contents=[contents])
 
 
+def connection(session):
+    """What one client's requests share: the SDK gives each request a session of its own."""
+    return id(session._connection)
+
+
 async def subscribe(ctx, params):
-    subscribers.setdefault(str(params.uri), set()).add(ctx.session)
+    subscribers.setdefault(str(params.uri), {})[connection(ctx.session)] = ctx.session
     return types.EmptyResult()
 
 
 async def unsubscribe(ctx, params):
-    subscribers.get(str(params.uri), set()).discard(ctx.session)
+    subscribers.get(str(params.uri), {}).pop(connection(ctx.session), None)
     return types.EmptyResult()
 
 
