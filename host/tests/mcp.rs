@@ -1482,3 +1482,116 @@ fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
         "{stdout}"
     );
 }
+
+/// The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, run by the
+/// Node that `.ci/run` installs beside it): `conformance ARGS` in a scratch directory (it
+/// writes its results there); panics with its report unless it exits 0.
+fn conformance(args: &[&str], env: &[(&str, &str)]) {
+    let installed = peer("HOOKHOST_TEST_CONFORMANCE", "target/ci-conformance");
+    let results = tempfile::tempdir().unwrap();
+    let out = Command::new(installed.join("node_modules/.bin/node"))
+        .arg(installed.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(results.path())
+        .output()
+        .expect("the conformance suite runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "conformance {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `hookhost serve --http` on `config` (the built-in config serves bash: loopback, no
+/// tokens, so `--unauthenticated-bash`).
+fn serve_unauthenticated(data: &Path, config: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .args(["serve", "--http", "127.0.0.1:0", "--unauthenticated-bash"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("hookhost starts");
+    let url = announced_url(&mut child);
+    Server { child, url }
+}
+
+#[test]
+fn the_official_conformance_suite_passes_through_hookhost() {
+    let data = tempfile::tempdir().unwrap();
+    // (a) The built-in config: what it serves passes; what needs the suite's own tools,
+    // resources and prompts is listed in the baseline, which the suite checks both ways.
+    let config = builtin_config_with(data.path(), "");
+    let server = serve_unauthenticated(data.path(), &config);
+    let baseline = workspace().join("tests/conformance/builtin-expected-failures.yml");
+    conformance(
+        &[
+            "server",
+            "--url",
+            &server.url,
+            "--expected-failures",
+            baseline.to_str().unwrap(),
+        ],
+        &[],
+    );
+    drop(server);
+
+    // (b) Through hookhost, with its default chain, fronting a server that serves what the
+    // suite asks (tests/mcp/everything.py) under its own names: every scenario passes,
+    // with the upstream on stdio and over HTTP.
+    let config = builtin_config_with(data.path(), &everything_py_upstream(Some("")));
+    let server = serve_unauthenticated(data.path(), &config);
+    conformance(&["server", "--url", &server.url], &[]);
+    drop(server);
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut upstream = Command::new(python())
+        .arg(workspace().join("tests/mcp/everything.py"))
+        .args(["--http", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(&address).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let config = builtin_config_with(
+        data.path(),
+        &format!("\n[upstreams.everything]\nurl = \"http://{address}/mcp\"\nprefix = \"\"\n"),
+    );
+    let server = serve_unauthenticated(data.path(), &config);
+    conformance(&["server", "--url", &server.url], &[]);
+    drop(server);
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+
+    // (c) hookhost as the client of the suite's test servers.
+    let client = workspace().join("tests/conformance/client.sh");
+    for scenario in ["initialize", "tools_call", "sse-retry"] {
+        conformance(
+            &[
+                "client",
+                "--command",
+                client.to_str().unwrap(),
+                "--scenario",
+                scenario,
+            ],
+            &[("HOOKHOST", env!("CARGO_BIN_EXE_hookhost"))],
+        );
+    }
+}
