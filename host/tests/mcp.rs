@@ -1407,13 +1407,17 @@ fn everything_py_upstream(prefix: Option<&str>) -> String {
 #[test]
 fn an_upstreams_resources_prompts_logs_and_requests_reach_the_client_through_hookhost() {
     let data = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let project = project.path().canonicalize().unwrap();
     let config = builtin_config_with(
         data.path(),
         &format!(
-            "{}\n[tenants.alpha]\ntoken = \"alpha-token-0123456789\"\n\n\
+            "{}roots = true\n\n[tenants.alpha]\ntoken = \"alpha-token-0123456789\"\n\
+             workdir = {:?}\n\n\
              [tenants.beta]\ntoken = \"beta-token-0123456789\"\n\
              resources = [\"test://static-*\"]\nprompts = [\"*simple*\"]\n",
-            everything_py_upstream(None)
+            everything_py_upstream(None),
+            project.to_str().unwrap(),
         ),
     );
     let server = Server::start(data.path(), &config);
@@ -1426,6 +1430,7 @@ fn an_upstreams_resources_prompts_logs_and_requests_reach_the_client_through_hoo
             "alpha-token-0123456789",
             "beta-token-0123456789",
             audit.to_str().unwrap(),
+            project.to_str().unwrap(),
         ])
         .output()
         .expect("python runs");
@@ -1481,6 +1486,17 @@ fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
         stdout.contains("everything__whoami") && stdout.contains("twin_whoami"),
         "{stdout}"
     );
+    // Without `roots = true`, an upstream that asks for roots is refused.
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["call", "everything__roots"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("no roots:"), "{stdout}");
 }
 
 /// The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, run by the

@@ -3,10 +3,11 @@ the same SDK (tests/mcp/everything.py) serves resources, prompts, completions, l
 elicitation and sampling, and everything reaches the client through hookhost. Run by
 host/tests/mcp.rs; every check is an assertion.
 
-    gateway.py URL TOKEN_A TOKEN_B AUDIT_DIR_A
+    gateway.py URL TOKEN_A TOKEN_B AUDIT_DIR_A WORKDIR_A
 
 Tenant A has the default chain (audit, offload); tenant B's allow-lists hide some
-resources and prompts.
+resources and prompts. The upstream may ask for roots (`roots = true`): A's sessions work
+in WORKDIR_A, B's in none.
 """
 
 import asyncio
@@ -136,7 +137,7 @@ async def resources_and_prompts(url, token_a, token_b, audit_dir):
     print("resources and prompts ok", flush=True)
 
 
-async def server_requests(url, token):
+async def server_requests(url, token, token_b, workdir):
     asked = []
 
     async def on_elicit(context, params):
@@ -164,6 +165,13 @@ async def server_requests(url, token):
         assert "did not declare the elicitation capability" in text(answer), text(answer)
         sampled = await s.call_tool(P + "test_sampling", {"prompt": "2+2?"})
         assert "did not declare the sampling capability" in text(sampled), text(sampled)
+    # Roots: the session's working directory, the only one it has.
+    async with session(url, token) as (s, _):
+        roots = json.loads(text(await s.call_tool(P + "roots", {})))
+        assert roots == [f"file://{workdir}/"], (roots, workdir)
+    async with session(url, token_b) as (s, _):
+        roots = json.loads(text(await s.call_tool(P + "roots", {})))
+        assert roots == [], roots
     print("server requests ok", flush=True)
 
 
@@ -202,7 +210,7 @@ async def progress_in_order(url, token, calls):
 
 
 if __name__ == "__main__":
-    url, token_a, token_b, audit_dir = sys.argv[1:5]
+    url, token_a, token_b, audit_dir, workdir = sys.argv[1:6]
     asyncio.run(resources_and_prompts(url, token_a, token_b, audit_dir))
-    asyncio.run(server_requests(url, token_a))
+    asyncio.run(server_requests(url, token_a, token_b, workdir))
     asyncio.run(progress_in_order(url, token_a, 300))

@@ -235,6 +235,11 @@ pub struct UpstreamConfig {
     /// first, and the other's is not served (logged as an error).
     #[serde(default)]
     pub prefix: Option<String>,
+    /// Whether it may ask a client's session for its roots (`roots/list`): hookhost then
+    /// answers with the session's working directory (none when it has none). Off unless
+    /// set: a working directory's path says something of the user.
+    #[serde(default)]
+    pub roots: bool,
 }
 
 /// A `[tenants.ID]` table.

@@ -279,6 +279,7 @@ impl McpServer {
             session: session.id.to_string(),
             request: context.id.clone(),
             progress: context.meta.get_progress_token(),
+            workdir: session.workdir.clone(),
         };
         CLIENT.scope(Some(client), work).await
     }

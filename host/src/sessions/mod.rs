@@ -75,6 +75,8 @@ impl fmt::Display for SessionKey {
 pub struct Session {
     pub id: SessionId,
     pub tenant: TenantId,
+    /// Its working directory, when it has one (the user's project).
+    pub workdir: Option<PathBuf>,
     pub(crate) mounts: Vec<ResolvedMount>,
     /// Its tenant's declaration; `None` for an undeclared tenant (no bounds of its own).
     pub(crate) declared: Option<Arc<Tenant>>,
@@ -748,6 +750,7 @@ impl Sessions {
         Ok(Session {
             id: record.id.clone(),
             tenant: record.tenant.clone(),
+            workdir: record.workdir.clone(),
             mounts,
             declared: self.tenants().get(&record.tenant)?.cloned(),
         })

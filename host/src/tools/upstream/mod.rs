@@ -461,7 +461,7 @@ pub async fn connect(
         peer: RwLock::new(None),
         tools: RwLock::new(Vec::new()),
         changes: watch::channel(0).0,
-        relay: Relay::new(notices.clone()),
+        relay: Relay::new(notices.clone(), spec.roots),
         subscribed: Mutex::default(),
         stop: tokio_util::sync::CancellationToken::new(),
     });

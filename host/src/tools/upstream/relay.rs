@@ -29,7 +29,7 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ErrorCode, GetExtensions, Implementation, JsonRpcMessage, ListRootsResult,
     LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    RequestId, ServerNotification, ServerRequest, ServerResult,
+    RequestId, Root, ServerNotification, ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -52,6 +52,8 @@ pub struct Client {
     pub request: RequestId,
     /// The progress token it gave, if it asked for progress.
     pub progress: Option<ProgressToken>,
+    /// Its session's working directory: its root, for an upstream allowed to ask.
+    pub workdir: Option<std::path::PathBuf>,
 }
 
 tokio::task_local! {
@@ -78,6 +80,8 @@ pub enum Notice {
 pub(super) struct Relay {
     routes: Arc<Mutex<Routes>>,
     notices: tokio::sync::broadcast::Sender<Notice>,
+    /// Whether the upstream may ask for the client's roots (`roots = true`).
+    roots: bool,
 }
 
 #[derive(Default)]
@@ -131,10 +135,11 @@ impl Routes {
 }
 
 impl Relay {
-    pub(super) fn new(notices: tokio::sync::broadcast::Sender<Notice>) -> Self {
+    pub(super) fn new(notices: tokio::sync::broadcast::Sender<Notice>, roots: bool) -> Self {
         Self {
             routes: Arc::default(),
             notices,
+            roots,
         }
     }
 
@@ -359,10 +364,13 @@ async fn ask(client: Client, mut request: ServerRequest) -> Result<ClientResult,
 /// it forwards to the client whose request the upstream serves.
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = ClientCapabilities::builder()
+        let mut capabilities = ClientCapabilities::builder()
             .enable_sampling()
             .enable_elicitation()
             .build();
+        if self.roots {
+            capabilities.roots = Some(Default::default());
+        }
         ClientConfig::new(
             capabilities,
             Implementation::new("hookhost", env!("CARGO_PKG_VERSION")),
@@ -420,11 +428,23 @@ impl ClientHandler for Relay {
         }
     }
 
+    /// The session's working directory, as its one root, when the operator allows the
+    /// upstream to ask (`roots = true`); else MCP's error for an undeclared capability.
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        Err(undeclared("roots"))
+        if !self.roots {
+            return Err(undeclared("roots"));
+        }
+        let client = self.client_for(&context)?;
+        let roots = client
+            .workdir
+            .iter()
+            .filter_map(|dir| url::Url::from_directory_path(dir).ok())
+            .map(|url| Root::new(url.to_string()))
+            .collect();
+        Ok(ListRootsResult::new(roots))
     }
 }
 
