@@ -506,6 +506,10 @@ pub const UPSTREAM_PROGRESS_SETTLE: Duration = Duration::from_millis(500);
 /// them again).
 pub const UPSTREAM_NOTICE_QUEUE: usize = 1024;
 
+/// How many instances of a `scope = "tenant"` or `"session"` upstream may run at once
+/// when its `max_instances` is left out.
+pub const DEFAULT_UPSTREAM_INSTANCES: usize = 64;
+
 /// How often an unsandboxed command's guard looks whether what the command left running
 /// has ended (it notices the host going at once).
 pub const GUARD_REAP_INTERVAL: Duration = Duration::from_secs(1);

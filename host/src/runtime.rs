@@ -14,7 +14,9 @@ use crate::abi::v0_2::{describe_hook, described::DescribedHookPre};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain, HookLayer};
 use crate::component::{ComponentLoader, ComponentRef, EngineOptions, LoadError, SettingType};
-use crate::config::{self, BashPlan, ComponentPlan, ConfigError, HookPlan, Plan, UpstreamConfig};
+use crate::config::{
+    self, BashPlan, ComponentPlan, ConfigError, HookPlan, Plan, UpstreamConfig, UpstreamScope,
+};
 use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::metrics::Scraped;
@@ -348,6 +350,8 @@ struct Served {
     tools: ToolRegistry,
     /// Upstream MCP servers, by name, with their tools' state.
     upstreams: Vec<UpstreamEntry>,
+    /// The upstream servers with an instance per tenant or per session.
+    pools: Vec<Arc<upstream::Pool>>,
     /// The file the config was read from.
     config_file: String,
     /// The admin page's token (see [`Runtime::admin_token`]).
@@ -429,12 +433,32 @@ impl Served {
             })
             .collect();
 
-        let upstreams = connect_upstreams(
-            &plan.upstreams,
-            kept.map_or(&[][..], |k| &k.upstreams),
-            signals,
-        )
-        .await;
+        let (shared, scoped): (Vec<_>, Vec<_>) = plan
+            .upstreams
+            .iter()
+            .cloned()
+            .partition(|(_, spec)| spec.scope == UpstreamScope::Shared);
+        let pools = scoped
+            .iter()
+            .map(|(name, spec)| {
+                kept.and_then(|k| {
+                    k.pools
+                        .iter()
+                        .find(|p| p.name() == name && p.spec() == spec)
+                        .cloned()
+                })
+                .unwrap_or_else(|| {
+                    Arc::new(upstream::Pool::new(
+                        name,
+                        spec,
+                        dirs.data_root().to_path_buf(),
+                        signals.notices.clone(),
+                    ))
+                })
+            })
+            .collect();
+        let upstreams =
+            connect_upstreams(&shared, kept.map_or(&[][..], |k| &k.upstreams), signals).await;
         let served = Served {
             engine,
             chain: Arc::new(HookChain::new(layers, sandbox.clone())),
@@ -446,6 +470,7 @@ impl Served {
             bash,
             tools,
             upstreams,
+            pools,
             config_file: plan.source,
             admin_token: plan.admin_token,
         };
@@ -478,12 +503,48 @@ impl Served {
             let holder: Arc<dyn SessionHolder> = tool.clone();
             holder
         });
-        layers.chain(tools).collect()
+        let pools = self
+            .pools
+            .iter()
+            .map(|pool| pool.clone() as Arc<dyn SessionHolder>);
+        layers.chain(tools).chain(pools).collect()
     }
 
     /// The hook chain of `tenant`'s sessions.
     fn chain(&self, tenant: &TenantId) -> &Arc<HookChain> {
         self.tenant_chains.get(tenant).unwrap_or(&self.chain)
+    }
+
+    /// Every upstream server's name and settings, shared or scoped.
+    fn upstream_specs(&self) -> impl Iterator<Item = (&str, &UpstreamConfig)> {
+        let shared = self.upstreams.iter().map(|(n, spec, _)| (n.as_str(), spec));
+        let scoped = self.pools.iter().map(|p| (p.name(), p.spec()));
+        shared.chain(scoped)
+    }
+
+    /// The instances of the scoped upstream servers `session` uses, started when they
+    /// are not running yet; one that cannot start is logged and left out.
+    async fn session_upstreams(&self, session: &Session) -> Vec<Arc<upstream::Running>> {
+        self.session_instances(session).await.0
+    }
+
+    /// As [`Served::session_upstreams`], with why those left out could not start.
+    async fn session_instances(
+        &self,
+        session: &Session,
+    ) -> (Vec<Arc<upstream::Running>>, Vec<upstream::UpstreamError>) {
+        let mut running = Vec::new();
+        let mut failed = Vec::new();
+        for pool in &self.pools {
+            match pool.instance(session).await {
+                Ok(instance) => running.push(instance),
+                Err(e) => {
+                    tracing::error!(error = %e, session = %session.id, "upstream instance unavailable");
+                    failed.push(e);
+                }
+            }
+        }
+        (running, failed)
     }
 
     /// The upstream servers that started, by name.
@@ -679,10 +740,7 @@ impl Reloaded {
                 old_tools.iter().map(|(n, state)| (n.as_str(), state)),
                 new_tools.iter().map(|(n, state)| (n.as_str(), state)),
             ),
-            upstreams: Changes::between(
-                old.upstreams.iter().map(|(n, spec, _)| (n.as_str(), spec)),
-                new.upstreams.iter().map(|(n, spec, _)| (n.as_str(), spec)),
-            ),
+            upstreams: Changes::between(old.upstream_specs(), new.upstream_specs()),
             tenants: Changes::between(
                 old_tenants.iter().map(|(n, t)| (n.as_str(), t)),
                 new_tenants.iter().map(|(n, t)| (n.as_str(), t)),
@@ -993,9 +1051,43 @@ impl Runtime {
         self.signals.notices.subscribe()
     }
 
-    /// The upstream servers that started, by name, as the config in effect has them.
-    pub fn upstreams(&self) -> Vec<Arc<upstream::Running>> {
+    /// The shared upstream servers that started.
+    pub fn shared_upstreams(&self) -> Vec<Arc<upstream::Running>> {
         self.served.load().running_upstreams().cloned().collect()
+    }
+
+    /// The upstream servers `session` uses, as the config in effect has them: the shared
+    /// ones that started, and its instances of the others (started now if need be).
+    pub async fn upstreams_for(&self, session: &Session) -> Vec<Arc<upstream::Running>> {
+        let served = self.served.load_full();
+        let mut upstreams: Vec<_> = served.running_upstreams().cloned().collect();
+        upstreams.extend(served.session_upstreams(session).await);
+        upstreams
+    }
+
+    /// The tools `session` may call, as MCP lists them: [`Runtime::mcp_tools`] and its
+    /// instances' of the upstream servers with one per tenant or session (a name served
+    /// already is left out).
+    pub async fn session_tools(&self, session: &Session) -> Vec<rmcp::model::Tool> {
+        let served = self.served.load_full();
+        let mut tools = self.mcp_tools(&session.tenant);
+        let mut seen: HashSet<String> = served
+            .tools
+            .iter()
+            .map(|t| t.descriptor().name.clone())
+            .chain(served.upstream_listing().iter().map(|t| t.name.to_string()))
+            .collect();
+        let tenants = self.sessions.tenants();
+        for instance in served.session_upstreams(session).await {
+            for tool in instance.listing() {
+                if tenants.may_call(&session.tenant, &tool.name)
+                    && seen.insert(tool.name.to_string())
+                {
+                    tools.push(tool);
+                }
+            }
+        }
+        tools
     }
 
     /// Each upstream server by name: `up`, `down` (it died; its tools answer with an
@@ -1069,12 +1161,27 @@ impl Runtime {
         let served = self.served.load_full();
         let redeclared = self.sessions.redeclared(session)?;
         let session = redeclared.as_ref().unwrap_or(session);
-        let target = served
-            .tool(tool)
+        let target = match served.tool(tool) {
+            Some(found) => Some(found),
+            None => {
+                let (instances, failed) = served.session_instances(session).await;
+                let found = instances.iter().find_map(|instance| instance.tool(tool));
+                // The tool may be one an instance that could not start would serve.
+                if found.is_none() && !failed.is_empty() {
+                    let why: Vec<String> = failed.iter().map(ToString::to_string).collect();
+                    return Ok((ToolResult::error(why.join("; ")), None));
+                }
+                found.map(|found| Arc::new(found) as Arc<dyn Tool>)
+            }
+        };
+        let target = target
             .filter(|_| session.declared().is_none_or(|t| t.may_call(tool)))
             .ok_or_else(|| {
                 let name = tool.to_string();
-                if served.tools.iter().next().is_none() && served.upstreams.is_empty() {
+                if served.tools.iter().next().is_none()
+                    && served.upstreams.is_empty()
+                    && served.pools.is_empty()
+                {
                     return CallError::NoTools {
                         name,
                         file: served.config_file.clone(),

@@ -29,6 +29,14 @@ impl Secret {
     }
 }
 
+/// A value given in the config, or made from one (an upstream instance's `env` with its
+/// tenant filled in).
+impl From<String> for Secret {
+    fn from(value: String) -> Secret {
+        Secret(value)
+    }
+}
+
 /// A bearer token's SHA-256: what the host keeps of a tenant's token, and compares a
 /// presented token's digest with (in constant time).
 #[derive(Clone, Copy, PartialEq, Eq)]

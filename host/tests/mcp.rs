@@ -1611,3 +1611,70 @@ fn the_official_conformance_suite_passes_through_hookhost() {
         );
     }
 }
+
+#[test]
+fn upstreams_with_an_instance_per_tenant_or_session_keep_tenants_apart() {
+    let data = tempfile::tempdir().unwrap();
+    let memory = peer(
+        "HOOKHOST_TEST_MEMORY",
+        "target/ci-node/node_modules/.bin/mcp-server-memory",
+    );
+    let config = builtin_config_with(
+        data.path(),
+        &format!(
+            "\n[upstreams.memory]\ncommand = {:?}\nscope = \"tenant\"\n\
+             env = {{ MEMORY_FILE_PATH = \"{{data}}/tenants/{{tenant}}/memory.jsonl\" }}\n\n\
+             [upstreams.mine]\ncommand = {:?}\nargs = [{:?}]\nscope = \"session\"\nmax_instances = 2\n\n\
+             [tenants.alpha]\ntoken = \"alpha-token-0123456789\"\n\n\
+             [tenants.beta]\ntoken = \"beta-token-0123456789\"\n",
+            memory.to_str().unwrap(),
+            python().to_str().unwrap(),
+            workspace()
+                .join("tests/mcp/everything.py")
+                .to_str()
+                .unwrap(),
+        ),
+    );
+    std::fs::create_dir_all(data.path().join("tenants/alpha")).unwrap();
+    std::fs::create_dir_all(data.path().join("tenants/beta")).unwrap();
+    let server = Server::start(data.path(), &config);
+    let out = Command::new(python())
+        .arg(workspace().join("tests/mcp/scopes.py"))
+        .args([
+            server.url.as_str(),
+            "alpha-token-0123456789",
+            "beta-token-0123456789",
+            data.path().to_str().unwrap(),
+        ])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(server);
+
+    // Shared by tenants, such a server is what `config check` warns of.
+    let shared = builtin_config_with(
+        data.path(),
+        &format!(
+            "\n[upstreams.memory]\ncommand = {:?}\n\n[tenants.alpha]\ntoken = \"alpha-token-0123456789\"\n",
+            memory.to_str().unwrap()
+        ),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&shared)
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("upstreams.memory looks stateful") && stderr.contains("scope = \"tenant\""),
+        "{stderr}"
+    );
+}

@@ -126,6 +126,13 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
     for line in serve_lines(&plan) {
         println!("  {line}");
     }
+    for upstream in shared_stateful_upstreams(&plan) {
+        eprintln!(
+            "hookhost: warning: {name}: upstreams.{upstream} looks stateful (a memory, files, a \
+             database) and its one instance serves every tenant: one tenant's data reaches \
+             another; give it `scope = \"tenant\"` or `\"session\"`"
+        );
+    }
     if let Some(Err(unavailable)) = runtime.bash_readiness().await {
         eprintln!("hookhost: error: {name}: {unavailable}");
         return Ok(ExitCode::FAILURE);
@@ -138,6 +145,43 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The upstreams, shared by declared tenants, whose command, arguments or URL name what
+/// usually keeps state between calls.
+fn shared_stateful_upstreams(plan: &hookhost::config::Plan) -> Vec<&str> {
+    const STATEFUL: &[&str] = &[
+        "memory",
+        "filesystem",
+        "file",
+        "sqlite",
+        "postgres",
+        "mysql",
+        "redis",
+        "git",
+        "notes",
+        "storage",
+        "database",
+    ];
+    if plan.tenants.is_empty() {
+        return Vec::new();
+    }
+    plan.upstreams
+        .iter()
+        .filter(|(_, spec)| spec.scope == hookhost::config::UpstreamScope::Shared)
+        .filter(|(_, spec)| {
+            let named = spec
+                .command
+                .iter()
+                .chain(&spec.args)
+                .map(|s| s.to_lowercase())
+                .chain(spec.url.iter().map(|u| u.expose().to_lowercase()))
+                .collect::<Vec<_>>()
+                .join(" ");
+            STATEFUL.iter().any(|word| named.contains(word))
+        })
+        .map(|(name, _)| name.as_str())
+        .collect()
 }
 
 /// Where sessions are kept: never a password.

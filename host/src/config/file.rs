@@ -240,6 +240,27 @@ pub struct UpstreamConfig {
     /// set: a working directory's path says something of the user.
     #[serde(default)]
     pub roots: bool,
+    /// Which sessions share one process (or connection) of it: `shared` (every session,
+    /// the default), `tenant` (one per tenant) or `session` (one per session). A stateful
+    /// server — a memory, a filesystem — needs `tenant` or `session` to keep tenants
+    /// apart. `{tenant}` (and with `session`, `{session}` and `{workdir}`) in `args`,
+    /// `env`, `headers` and `url` are the instance's; `{data}` is the data directory.
+    #[serde(default)]
+    pub scope: UpstreamScope,
+    /// How many instances of a `tenant` or `session` upstream may run at once;
+    /// [`crate::limits::DEFAULT_UPSTREAM_INSTANCES`] when left out.
+    #[serde(default)]
+    pub max_instances: Option<usize>,
+}
+
+/// Which sessions share an upstream server's instance (`[upstreams.NAME] scope`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamScope {
+    #[default]
+    Shared,
+    Tenant,
+    Session,
 }
 
 /// A `[tenants.ID]` table.

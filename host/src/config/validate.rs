@@ -4,7 +4,7 @@
 
 use super::{
     BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, Plan, ShellSandboxPlan, TlsFiles,
-    UpstreamConfig, WrittenSetting,
+    UpstreamConfig, UpstreamScope, WrittenSetting,
 };
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
@@ -372,6 +372,8 @@ impl Config {
                     format!("{owner}: a prefix is letters, digits, '_' and '-'"),
                 ));
             }
+            check_upstream_placeholders(&owner, upstream)
+                .map_err(|why| Invalid::at(name.span(), why))?;
             if upstream.command.is_some() == upstream.url.is_some() {
                 return Err(Invalid::at(
                     name.span(),
@@ -555,6 +557,41 @@ impl Invalid {
 }
 
 /// Tool names reach the model and, through hooks, file names: keep them plain.
+/// `{tenant}`, `{session}` and `{workdir}` in an upstream's `args`, `env`, `headers` and
+/// `url` are its instance's: `{tenant}` needs `scope = "tenant"` or `"session"`, the
+/// others `scope = "session"`; `{data}` goes anywhere.
+fn check_upstream_placeholders(owner: &str, upstream: &UpstreamConfig) -> Result<(), String> {
+    let texts = upstream
+        .args
+        .iter()
+        .map(String::as_str)
+        .chain(upstream.env.values().map(Secret::expose))
+        .chain(upstream.headers.values().map(Secret::expose))
+        .chain(upstream.url.iter().map(Secret::expose));
+    for text in texts {
+        for (placeholder, needs) in [
+            (
+                "{tenant}",
+                &[UpstreamScope::Tenant, UpstreamScope::Session][..],
+            ),
+            ("{session}", &[UpstreamScope::Session][..]),
+            ("{workdir}", &[UpstreamScope::Session][..]),
+        ] {
+            if text.contains(placeholder) && !needs.contains(&upstream.scope) {
+                return Err(format!(
+                    "{owner}: {placeholder} is an instance's: give the upstream `scope = \"{}\"`",
+                    if placeholder == "{tenant}" {
+                        "tenant"
+                    } else {
+                        "session"
+                    }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn is_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_ID_BYTES

@@ -284,25 +284,29 @@ impl McpServer {
         CLIENT.scope(Some(client), work).await
     }
 
-    fn serving(&self, capability: impl Fn(&ServerCapabilities) -> bool) -> Vec<Arc<Running>> {
-        self.runtime
-            .upstreams()
-            .into_iter()
-            .filter(|u| u.capabilities().as_ref().is_some_and(&capability))
-            .collect()
+    /// The upstreams `session` uses that serve `capability`.
+    async fn serving(
+        &self,
+        session: &Session,
+        capability: impl Fn(&ServerCapabilities) -> bool,
+    ) -> Vec<Arc<Running>> {
+        let mut upstreams = self.runtime.upstreams_for(session).await;
+        upstreams.retain(|u| u.capabilities().as_ref().is_some_and(&capability));
+        upstreams
     }
 
     pub(super) async fn list_upstream_resources(
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let tenant = self.tenant_of(context);
+        let session = &*self.session_for(context)?;
+        let tenant = &session.tenant;
         let tenants = self.runtime.sessions().tenants();
         let mut seen = HashSet::new();
         let mut listed = Vec::new();
-        for upstream in self.serving(|c| c.resources.is_some()) {
+        for upstream in self.serving(session, |c| c.resources.is_some()).await {
             for resource in upstream.resources().await? {
-                if !tenants.may_read(&tenant, &resource.uri) {
+                if !tenants.may_read(tenant, &resource.uri) {
                     continue;
                 }
                 if !seen.insert(resource.uri.clone()) {
@@ -317,18 +321,23 @@ impl McpServer {
 
     pub(super) async fn list_upstream_templates(
         &self,
-        _context: &RequestContext<RoleServer>,
+        context: &RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        let session = &*self.session_for(context)?;
         let mut listed = Vec::new();
-        for upstream in self.serving(|c| c.resources.is_some()) {
+        for upstream in self.serving(session, |c| c.resources.is_some()).await {
             listed.extend(upstream.resource_templates().await?);
         }
         Ok(ListResourceTemplatesResult::with_all_items(listed))
     }
 
     /// The upstream that serves `uri` (see the module's doc).
-    async fn resource_upstream(&self, uri: &str) -> Result<Arc<Running>, McpError> {
-        let serving = self.serving(|c| c.resources.is_some());
+    async fn resource_upstream(
+        &self,
+        session: &Session,
+        uri: &str,
+    ) -> Result<Arc<Running>, McpError> {
+        let serving = self.serving(session, |c| c.resources.is_some()).await;
         for upstream in &serving {
             if upstream.resources().await?.iter().any(|r| r.uri == uri) {
                 return Ok(upstream.clone());
@@ -364,7 +373,7 @@ impl McpServer {
         {
             return Err(not_found(&uri));
         }
-        let upstream = self.resource_upstream(&uri).await?;
+        let upstream = self.resource_upstream(&session, &uri).await?;
         let forwarded = Forwarded::new(
             READ_RESOURCE,
             upstream,
@@ -401,7 +410,7 @@ impl McpServer {
         {
             return Err(not_found(&uri));
         }
-        let upstream = self.resource_upstream(&uri).await?;
+        let upstream = self.resource_upstream(&session, &uri).await?;
         let changed = if subscribe {
             self.subscriptions.set().insert(uri.clone())
         } else {
@@ -418,9 +427,10 @@ impl McpServer {
     /// config's order, that lists it.
     async fn prompt_upstream(
         &self,
+        session: &Session,
         name: &str,
     ) -> Result<Option<(Arc<Running>, String)>, McpError> {
-        for upstream in self.serving(|c| c.prompts.is_some()) {
+        for upstream in self.serving(session, |c| c.prompts.is_some()).await {
             let Some(remote) = name.strip_prefix(&upstream.prefix()) else {
                 continue;
             };
@@ -435,14 +445,15 @@ impl McpServer {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let tenant = self.tenant_of(context);
+        let session = &*self.session_for(context)?;
+        let tenant = &session.tenant;
         let tenants = self.runtime.sessions().tenants();
         let mut listed = Vec::new();
         let mut seen = HashSet::new();
-        for upstream in self.serving(|c| c.prompts.is_some()) {
+        for upstream in self.serving(session, |c| c.prompts.is_some()).await {
             for mut prompt in upstream.prompts().await? {
                 prompt.name = format!("{}{}", upstream.prefix(), prompt.name);
-                if !tenants.may_prompt(&tenant, &prompt.name) {
+                if !tenants.may_prompt(tenant, &prompt.name) {
                     continue;
                 }
                 if !seen.insert(prompt.name.clone()) {
@@ -471,7 +482,10 @@ impl McpServer {
         {
             return Err(unknown());
         }
-        let (upstream, remote) = self.prompt_upstream(&served).await?.ok_or_else(unknown)?;
+        let (upstream, remote) = self
+            .prompt_upstream(&session, &served)
+            .await?
+            .ok_or_else(unknown)?;
         request.name = remote;
         let arguments = serde_json::json!({ "name": served, "arguments": request.arguments });
         let forwarded = Forwarded::new(
@@ -505,7 +519,7 @@ impl McpServer {
         let upstream = match &mut request.r#ref {
             Reference::Prompt(prompt) => {
                 let found = if tenants.may_prompt(&session.tenant, &prompt.name) {
-                    self.prompt_upstream(&prompt.name).await?
+                    self.prompt_upstream(&session, &prompt.name).await?
                 } else {
                     None
                 };
@@ -517,7 +531,7 @@ impl McpServer {
             }
             Reference::Resource(template) => {
                 let mut found = None;
-                for upstream in self.serving(|c| c.resources.is_some()) {
+                for upstream in self.serving(&session, |c| c.resources.is_some()).await {
                     let templates = upstream.resource_templates().await?;
                     if templates.iter().any(|t| t.uri_template == template.uri) {
                         found = Some(upstream);
@@ -558,7 +572,7 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let session = self.session_for(context)?;
-        let serving = self.serving(|c| c.logging.is_some());
+        let serving = self.serving(&session, |c| c.logging.is_some()).await;
         if serving.is_empty() {
             return Err(McpError::method_not_found::<
                 rmcp::model::SetLevelRequestMethod,

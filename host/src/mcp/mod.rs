@@ -143,7 +143,7 @@ impl McpServer {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = gateway::capabilities(&self.runtime.upstreams());
+        let capabilities = gateway::capabilities(&self.runtime.shared_upstreams());
         let info = InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("hookhost", env!("CARGO_PKG_VERSION")));
         if self.runtime.offloads(&self.tenant) {
@@ -160,6 +160,11 @@ impl ServerHandler for McpServer {
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
+        // What the upstreams this client's session uses serve.
+        if let Ok(session) = self.session_for(&context) {
+            result.capabilities =
+                gateway::capabilities(&self.runtime.upstreams_for(&session).await);
+        }
         // The caller's chain (over HTTP, the tenant its token names) decides, not the
         // default tenant's that `get_info` knows.
         result.instructions = self
@@ -229,7 +234,10 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self.runtime.mcp_tools(&self.tenant_of(&context));
+        let tools = match self.session_for(&context) {
+            Ok(session) => self.runtime.session_tools(&session).await,
+            Err(_) => self.runtime.mcp_tools(&self.tenant_of(&context)),
+        };
         Ok(ListToolsResult::with_all_items(tools))
     }
 

@@ -15,8 +15,10 @@
 //! upstream gets only the operator's `headers`. Its stderr goes to the host's log, never
 //! to the output of a command.
 
+mod pool;
 mod relay;
 
+pub use pool::Pool;
 pub use relay::{CLIENT, Client, Notice};
 
 use super::{Callee, Extras, Tool};
