@@ -1508,14 +1508,33 @@ fn conformance(args: &[&str], env: &[(&str, &str)]) {
     let out = Command::new(installed.join("node_modules/.bin/node"))
         .arg(installed.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
         .args(args)
+        .arg("-o")
+        .arg(results.path())
         .envs(env.iter().copied())
         .current_dir(results.path())
         .output()
         .expect("the conformance suite runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "conformance {args:?} failed:\n{stdout}\n{}",
+    if out.status.success() {
+        return;
+    }
+    // The checks of the scenarios that failed, as the suite saved them.
+    let mut failed = String::new();
+    let mut dirs = vec![results.path().to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(text) = std::fs::read_to_string(&path)
+                && text.contains("\"FAILURE\"")
+            {
+                failed.push_str(&format!("{}:\n{text}\n", path.display()));
+            }
+        }
+    }
+    panic!(
+        "conformance {args:?} failed:\n{}\n{}\n{failed}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
 }
@@ -1549,6 +1568,8 @@ fn the_official_conformance_suite_passes_through_hookhost() {
     conformance(
         &[
             "server",
+            "--suite",
+            "all",
             "--url",
             &server.url,
             "--expected-failures",
@@ -1563,7 +1584,7 @@ fn the_official_conformance_suite_passes_through_hookhost() {
     // with the upstream on stdio and over HTTP.
     let config = builtin_config_with(data.path(), &everything_py_upstream(Some("")));
     let server = serve_unauthenticated(data.path(), &config);
-    conformance(&["server", "--url", &server.url], &[]);
+    conformance(&["server", "--suite", "all", "--url", &server.url], &[]);
     drop(server);
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -1591,7 +1612,7 @@ fn the_official_conformance_suite_passes_through_hookhost() {
         &format!("\n[upstreams.everything]\nurl = \"http://{address}/mcp\"\nprefix = \"\"\n"),
     );
     let server = serve_unauthenticated(data.path(), &config);
-    conformance(&["server", "--url", &server.url], &[]);
+    conformance(&["server", "--suite", "all", "--url", &server.url], &[]);
     drop(server);
     let _ = upstream.kill();
     let _ = upstream.wait();

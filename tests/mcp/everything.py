@@ -81,6 +81,7 @@ TOOLS = [
     tool("touch_watched", "Tells the subscribers of test://watched-resource that it changed"),
     tool("whoami", "The server's process id"),
     tool("progress_burst", "Reports progress 1 to 5 at once, then answers"),
+    tool("wait", "Answers after `secs` seconds", {"type": "object", "properties": {"secs": {"type": "number"}}}),
     tool(
         "remember",
         "Keeps a fact in this server's memory",
@@ -259,6 +260,9 @@ async def call_tool(ctx, params):
         for step in range(1, 6):
             await session.report_progress(step, 5)
         return text("burst")
+    if name == "wait":
+        await asyncio.sleep(float(args.get("secs", 1)))
+        return text("waited")
     if name == "whoami":
         return text(str(os.getpid()))
     if name == "remember":

@@ -165,6 +165,16 @@ async def server_requests(url, token, token_b, workdir):
         assert "did not declare the elicitation capability" in text(answer), text(answer)
         sampled = await s.call_tool(P + "test_sampling", {"prompt": "2+2?"})
         assert "did not declare the sampling capability" in text(sampled), text(sampled)
+    # Over stdio nothing says which client an upstream's request is for: while a request of
+    # another tenant runs on the upstream too, hookhost refuses rather than guess.
+    async with session(url, token, elicitation_callback=on_elicit) as (s, _), session(url, token_b) as (b, _):
+        other = asyncio.create_task(b.call_tool(P + "wait", {"secs": 2}))
+        await asyncio.sleep(0.5)
+        answer = await s.call_tool(P + "test_elicitation", {"message": "Whose?"})
+        assert "several tenants run on this server at once" in text(answer), text(answer)
+        assert "Whose?" not in asked, asked
+        assert text(await other) == "waited"
+
     # Roots: the session's working directory, the only one it has.
     async with session(url, token) as (s, _):
         roots = json.loads(text(await s.call_tool(P + "roots", {})))

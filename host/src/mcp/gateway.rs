@@ -276,7 +276,7 @@ impl McpServer {
     ) -> T {
         let client = Client {
             peer: context.peer.clone(),
-            session: session.id.to_string(),
+            tenant: session.tenant.to_string(),
             request: context.id.clone(),
             progress: context.meta.get_progress_token(),
             workdir: session.workdir.clone(),

@@ -5,16 +5,18 @@
 //! with what the client answered.
 //!
 //! Every request hookhost forwards upstream on behalf of a client (a tool call, a resource
-//! read, a prompt, a completion, a log level) is *routed* while it runs: keyed by the
-//! progress token hookhost sent with it, and by its request id. Which routed request an
-//! upstream's message belongs to:
+//! read, a prompt, a completion, a log level) is *routed* from before it is sent until it
+//! is answered: by the progress token hookhost sent with it, and by its request id. Which
+//! routed request an upstream's message belongs to:
 //! - progress: its token;
 //! - a request over HTTP: the response stream it came on (rmcp marks it), so exact;
-//! - a log line, or a request over stdio, where MCP carries no association: the one
-//!   session whose requests the upstream is serving, when there is one. When requests of
-//!   several sessions run at once on one upstream, a log line is dropped (logged at debug)
-//!   and a request is refused with an error, so that nothing of one session reaches
-//!   another; an upstream with `scope = "session"` never has that ambiguity.
+//! - a log line, or a request over stdio, where MCP carries no association: the request
+//!   that began last, when all the requests the upstream is serving are one tenant's (the
+//!   tenant is hookhost's boundary: its sessions share its files, audit and quota). When
+//!   requests of several tenants run at once on one upstream, a log line is dropped
+//!   (logged at debug) and a request is refused with an error, so that nothing of one
+//!   tenant reaches another; an upstream with `scope = "tenant"` or `"session"` never has
+//!   that ambiguity.
 //!
 //! A client that did not declare elicitation (or sampling) is never asked: the upstream
 //! gets the error MCP prescribes (`-32601`), never an answer made up by hookhost.
@@ -46,8 +48,9 @@ use tokio::sync::{mpsc, watch};
 pub struct Client {
     /// Its connection.
     pub peer: Peer<RoleServer>,
-    /// Its hookhost session, to tell clients apart.
-    pub session: String,
+    /// Its hookhost session's tenant: what an upstream sends is never guessed across
+    /// tenants.
+    pub tenant: String,
     /// Its request, so that what hookhost sends it rides that request's stream.
     pub request: RequestId,
     /// The progress token it gave, if it asked for progress.
@@ -86,15 +89,17 @@ pub(super) struct Relay {
 
 #[derive(Default)]
 struct Routes {
+    /// The routes, by their number (newest highest).
+    routed: HashMap<u64, Route>,
     /// Token sent upstream → the route of the request that sent it.
-    routed: HashMap<ProgressToken, Route>,
-    /// Request id sent upstream → its token.
-    tokens: HashMap<RequestId, ProgressToken>,
+    tokens: HashMap<ProgressToken, u64>,
+    /// Request id sent upstream → the route of that request.
+    ids: HashMap<RequestId, u64>,
     /// Progress that came before its request was routed (rmcp picks the token as it sends
     /// the request, so an upstream may report before [`Relay::route`] runs); at most
     /// [`UPSTREAM_PROGRESS_QUEUE`], oldest dropped first.
     early: VecDeque<ProgressNotificationParam>,
-    /// Orders routes, newest last.
+    /// The number of the next route.
     next: u64,
 }
 
@@ -107,7 +112,6 @@ enum Relayed {
 /// One forwarded request: its client, and the queue of what goes to that client.
 struct Route {
     client: Client,
-    order: u64,
     queue: mpsc::Sender<Relayed>,
     /// How many are queued and not yet sent.
     unsent: Arc<watch::Sender<usize>>,
@@ -123,14 +127,25 @@ impl Route {
 }
 
 impl Routes {
-    /// The newest route of the one session the upstream is serving; `None` when it serves
-    /// none, or several at once.
-    fn only_session(&self) -> Option<&Route> {
-        let newest = self.routed.values().max_by_key(|r| r.order)?;
-        self.routed
-            .values()
-            .all(|r| r.client.session == newest.client.session)
-            .then_some(newest)
+    /// The newest route of the one tenant the upstream is serving; `None` when it serves
+    /// none, or several tenants at once. A request whose client is gone (its session ended
+    /// while the upstream still works on it) counts for none.
+    fn only_tenant(&self) -> Option<&Route> {
+        let mut live = self
+            .routed
+            .iter()
+            .filter(|(_, r)| !r.client.peer.is_transport_closed());
+        let first = live.next()?;
+        let mut newest = first;
+        for route in live {
+            if route.1.client.tenant != first.1.client.tenant {
+                return None;
+            }
+            if route.0 > newest.0 {
+                newest = route;
+            }
+        }
+        Some(newest.1)
     }
 }
 
@@ -147,31 +162,26 @@ impl Relay {
         self.routes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Routes what the upstream sends for the request `id` (sent with `token`) to
-    /// `client`, until the guard drops; progress that came early goes first.
-    pub(super) fn route(&self, id: RequestId, token: ProgressToken, client: Client) -> Routing {
+    /// Routes to `client` what the upstream sends while a request of it runs, until the
+    /// guard drops: made before the request is sent (an upstream may ask or log before
+    /// the sender hears its request went), then [`Routing::bind`]s to it.
+    pub(super) fn route(&self, client: Client) -> Routing {
         let (queue, queued) = mpsc::channel(UPSTREAM_PROGRESS_QUEUE);
         let unsent = Arc::new(watch::Sender::new(0));
         tokio::spawn(forward(client.clone(), queued, unsent.clone()));
         let mut routes = self.routes();
         routes.next += 1;
+        let number = routes.next;
         let route = Route {
             client,
-            order: routes.next,
             queue,
             unsent: unsent.clone(),
         };
-        let early = std::mem::take(&mut routes.early);
-        let (mine, others) = early.into_iter().partition(|p| p.progress_token == token);
-        routes.early = others;
-        mine.into_iter()
-            .for_each(|params| route.push(Relayed::Progress(params)));
-        routes.routed.insert(token.clone(), route);
-        routes.tokens.insert(id.clone(), token.clone());
+        routes.routed.insert(number, route);
         Routing {
             relay: self.clone(),
-            id,
-            token,
+            number,
+            bound: None,
             unsent: unsent.subscribe(),
         }
     }
@@ -182,7 +192,8 @@ impl Relay {
         match notification {
             ServerNotification::ProgressNotification(n) => {
                 let params = n.params.clone();
-                match routes.routed.get(&params.progress_token) {
+                let route = routes.tokens.get(&params.progress_token);
+                match route.and_then(|n| routes.routed.get(n)) {
                     Some(route) => route.push(Relayed::Progress(params)),
                     None => {
                         if routes.early.len() == UPSTREAM_PROGRESS_QUEUE {
@@ -192,9 +203,9 @@ impl Relay {
                     }
                 }
             }
-            ServerNotification::LoggingMessageNotification(n) => match routes.only_session() {
+            ServerNotification::LoggingMessageNotification(n) => match routes.only_tenant() {
                 Some(route) => route.push(Relayed::Log(n.params.clone())),
-                None => tracing::debug!("an upstream's log line no one session caused, dropped"),
+                None => tracing::debug!("an upstream's log line no one tenant caused, dropped"),
             },
             ServerNotification::ResourceUpdatedNotification(n) => {
                 let _ = self
@@ -215,11 +226,11 @@ impl Relay {
     fn client_for(&self, context: &RequestContext<RoleClient>) -> Result<Client, McpError> {
         let routes = self.routes();
         if let Some(InboundStreamOrigin::OutboundRequest(id)) = context.extensions.get()
-            && let Some(route) = routes.tokens.get(id).and_then(|t| routes.routed.get(t))
+            && let Some(route) = routes.ids.get(id).and_then(|n| routes.routed.get(n))
         {
             return Ok(route.client.clone());
         }
-        match routes.only_session() {
+        match routes.only_tenant() {
             Some(route) => Ok(route.client.clone()),
             None if routes.routed.is_empty() => Err(McpError::invalid_request(
                 "hookhost forwards a server's requests only while it serves a client's request",
@@ -227,7 +238,7 @@ impl Relay {
             )),
             None => Err(McpError::invalid_request(
                 "hookhost cannot tell which of its clients this request is for: requests of \
-                 several sessions run on this server at once (give it `scope = \"session\"`)",
+                 several tenants run on this server at once (give it `scope = \"tenant\"`)",
                 None,
             )),
         }
@@ -269,12 +280,30 @@ async fn forward(
 /// A request being routed; dropped, its route goes (it was answered, or dropped).
 pub(super) struct Routing {
     relay: Relay,
-    id: RequestId,
-    token: ProgressToken,
+    number: u64,
+    /// The request's id and progress token, once sent.
+    bound: Option<(RequestId, ProgressToken)>,
     unsent: watch::Receiver<usize>,
 }
 
 impl Routing {
+    /// Binds the route to the request sent as `id` with `token`; its progress that came
+    /// early goes first.
+    pub(super) fn bind(&mut self, id: RequestId, token: ProgressToken) {
+        let mut routes = self.relay.routes();
+        let early = std::mem::take(&mut routes.early);
+        let (mine, others): (VecDeque<_>, VecDeque<_>) =
+            early.into_iter().partition(|p| p.progress_token == token);
+        routes.early = others;
+        if let Some(route) = routes.routed.get(&self.number) {
+            mine.into_iter()
+                .for_each(|params| route.push(Relayed::Progress(params)));
+        }
+        routes.tokens.insert(token.clone(), self.number);
+        routes.ids.insert(id.clone(), self.number);
+        self.bound = Some((id, token));
+    }
+
     /// Waits, at most [`UPSTREAM_PROGRESS_SETTLE`], until what the upstream sent before
     /// its answer has reached the client, so the client sees it before the answer.
     pub(super) async fn settle(mut self) {
@@ -283,7 +312,10 @@ impl Routing {
             .await
             .is_err()
         {
-            tracing::debug!(token = ?self.token, "an upstream's progress still unsent at its answer");
+            tracing::debug!(
+                route = self.number,
+                "an upstream's progress still unsent at its answer"
+            );
         }
     }
 }
@@ -291,8 +323,11 @@ impl Routing {
 impl Drop for Routing {
     fn drop(&mut self) {
         let mut routes = self.relay.routes();
-        routes.routed.remove(&self.token);
-        routes.tokens.remove(&self.id);
+        routes.routed.remove(&self.number);
+        if let Some((id, token)) = &self.bound {
+            routes.tokens.remove(token);
+            routes.ids.remove(id);
+        }
     }
 }
 
@@ -456,11 +491,13 @@ pub(super) async fn request(
     relay: &Relay,
     request: ClientRequest,
 ) -> Result<ServerResult, ServiceError> {
+    let mut routing = current_client().map(|client| relay.route(client));
     let handle = peer
         .send_request_with_option(request, PeerRequestOptions::no_options())
         .await?;
-    let routing = current_client()
-        .map(|client| relay.route(handle.id.clone(), handle.progress_token.clone(), client));
+    if let Some(routing) = &mut routing {
+        routing.bind(handle.id.clone(), handle.progress_token.clone());
+    }
     let response = handle.await_response().await?;
     if let Some(routing) = routing {
         routing.settle().await;
