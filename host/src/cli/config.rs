@@ -90,6 +90,15 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
         };
         println!("  {}\t{detail}", tool.name);
     }
+    for (upstream, spec) in &plan.upstreams {
+        if spec.scope != hookhost::config::UpstreamScope::Shared {
+            let scope = format!("{:?}", spec.scope).to_lowercase();
+            println!(
+                "  (upstream {upstream}: one instance per {scope}, started by a session's first \
+                 use; its tools are listed to that session)"
+            );
+        }
+    }
     let down: Vec<String> = runtime
         .upstreams_down()
         .into_iter()
