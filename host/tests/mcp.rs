@@ -1617,9 +1617,15 @@ fn the_official_conformance_suite_passes_through_hookhost() {
     let _ = upstream.kill();
     let _ = upstream.wait();
 
-    // (c) hookhost as the client of the suite's test servers.
+    // (c) hookhost as the client of the suite's test servers, including an OAuth
+    // authorization server and a protected MCP server (the client_credentials grant).
     let client = workspace().join("tests/conformance/client.sh");
-    for scenario in ["initialize", "tools_call", "sse-retry"] {
+    for scenario in [
+        "initialize",
+        "tools_call",
+        "sse-retry",
+        "auth/client-credentials-basic",
+    ] {
         conformance(
             &[
                 "client",

@@ -251,6 +251,23 @@ pub struct UpstreamConfig {
     /// [`crate::limits::DEFAULT_UPSTREAM_INSTANCES`] when left out.
     #[serde(default)]
     pub max_instances: Option<usize>,
+    /// For a `url` upstream that requires MCP authorization: the client hookhost is at its
+    /// authorization server (found from the server's protected-resource metadata).
+    #[serde(default)]
+    pub oauth: Option<UpstreamOAuth>,
+}
+
+/// `[upstreams.NAME.oauth]`: a client registered beforehand at the upstream's
+/// authorization server, authenticated with the `client_credentials` grant (OAuth 2.1,
+/// MCP's SEP-1046). Values may name host variables or secret files.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamOAuth {
+    pub client_id: Secret,
+    pub client_secret: Secret,
+    /// The scopes to ask for; none when left out.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 /// Which sessions share an upstream server's instance (`[upstreams.NAME] scope`).

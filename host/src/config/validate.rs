@@ -374,6 +374,12 @@ impl Config {
             }
             check_upstream_placeholders(&owner, upstream)
                 .map_err(|why| Invalid::at(name.span(), why))?;
+            if upstream.oauth.is_some() && upstream.url.is_none() {
+                return Err(Invalid::at(
+                    name.span(),
+                    format!("{owner}: `oauth` is for a `url` upstream"),
+                ));
+            }
             if upstream.command.is_some() == upstream.url.is_some() {
                 return Err(Invalid::at(
                     name.span(),

@@ -15,6 +15,7 @@
 //! upstream gets only the operator's `headers`. Its stderr goes to the host's log, never
 //! to the output of a command.
 
+mod oauth;
 mod pool;
 mod relay;
 
@@ -353,11 +354,32 @@ impl Upstream {
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                let transport = self.routed(transport);
-                self.relay.clone().serve(transport).await.map_err(|e| {
+                let served = match &spec.oauth {
+                    None => {
+                        let transport = StreamableHttpClientTransport::from_config(config);
+                        self.relay.clone().serve(self.routed(transport)).await
+                    }
+                    Some(oauth) => {
+                        let client = oauth::authorized(&url, oauth)
+                            .await
+                            .map_err(|why| self.fail(format!("oauth: {why}")))?;
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        self.relay.clone().serve(self.routed(transport)).await
+                    }
+                };
+                served.map_err(|e| {
                     // The HTTP client's errors quote the URL they were given.
                     let e = e.to_string().replace(&url, written);
+                    // rmcp's transport error for a 401 with a challenge.
+                    if e.contains("Auth required") && spec.oauth.is_none() {
+                        return self.fail(format!(
+                            "{written} requires MCP authorization (OAuth): hookhost runs no flow \
+                             that needs a person; register a client at its authorization server \
+                             and give it as `oauth = {{ client_id = \"…\", client_secret = \
+                             \"${{SECRET}}\" }}` (the client_credentials grant), or a token in \
+                             `headers`"
+                        ));
+                    }
                     self.fail(format!("no MCP handshake with {written}: {e}"))
                 })
             }
