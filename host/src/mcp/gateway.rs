@@ -4,9 +4,9 @@
 //! - **Names.** A prompt is served under its upstream's prefix, as its tools are
 //!   (`NAME__PROMPT`, or its own name with `prefix = ""`; the first upstream in the
 //!   config serves a name two would). A resource keeps the URI its upstream made (agents and tool results
-//!   quote URIs, so a renamed URI would break them); a read goes to the upstream that lists
-//!   that URI, else to one whose template matches it, else — when only one upstream serves
-//!   resources — to that one. When two upstreams list the same URI, the first in the
+//!   quote URIs, so a renamed URI would break them); a read goes to the only upstream that
+//!   serves resources, else to the first that lists that URI, else to one whose template
+//!   matches it. When two upstreams list the same URI, the first in the
 //!   config serves it and the second's is not listed (a warning says so).
 //! - **Tenants.** `[tenants.ID] resources` (URIs) and `prompts` (names as served) are
 //!   allow-lists as `tools` is: what a tenant may not use is neither listed nor served.
@@ -338,6 +338,10 @@ impl McpServer {
         uri: &str,
     ) -> Result<Arc<Running>, McpError> {
         let serving = self.serving(session, |c| c.resources.is_some()).await;
+        // One upstream serving resources serves them all: no listing to ask.
+        if let [only] = serving.as_slice() {
+            return Ok(only.clone());
+        }
         for upstream in &serving {
             if upstream.resources().await?.iter().any(|r| r.uri == uri) {
                 return Ok(upstream.clone());
@@ -352,10 +356,7 @@ impl McpServer {
                 return Ok(upstream.clone());
             }
         }
-        match serving.as_slice() {
-            [only] => Ok(only.clone()),
-            _ => Err(not_found(uri)),
-        }
+        Err(not_found(uri))
     }
 
     pub(super) async fn read_upstream_resource(
@@ -430,10 +431,15 @@ impl McpServer {
         session: &Session,
         name: &str,
     ) -> Result<Option<(Arc<Running>, String)>, McpError> {
-        for upstream in self.serving(session, |c| c.prompts.is_some()).await {
-            let Some(remote) = name.strip_prefix(&upstream.prefix()) else {
-                continue;
-            };
+        let mut candidates = self.serving(session, |c| c.prompts.is_some()).await;
+        candidates.retain(|u| name.starts_with(&u.prefix()));
+        // One upstream whose prefix fits: it answers for the name (no listing to ask).
+        if let [only] = candidates.as_slice() {
+            let remote = &name[only.prefix().len()..];
+            return Ok(Some((only.clone(), remote.to_string())));
+        }
+        for upstream in candidates {
+            let remote = &name[upstream.prefix().len()..];
             if upstream.prompts().await?.iter().any(|p| p.name == remote) {
                 return Ok(Some((upstream.clone(), remote.to_string())));
             }
