@@ -94,6 +94,17 @@ async def resources_and_prompts(url, token_a, token_b, audit_dir):
         await a.unsubscribe_resource("test://watched-resource")
         told = await a.call_tool(P + "touch_watched", {})
         assert text(told) == "told 0 subscribers", text(told)
+        # A client that goes without unsubscribing is unsubscribed for it.
+        async with session(url, token_a) as (other, _):
+            await other.subscribe_resource("test://watched-resource")
+            told = await a.call_tool(P + "touch_watched", {})
+            assert text(told) == "told 1 subscribers", text(told)
+        for _ in range(100):
+            told = await a.call_tool(P + "touch_watched", {})
+            if text(told) == "told 0 subscribers":
+                break
+            await asyncio.sleep(0.05)
+        assert text(told) == "told 0 subscribers", text(told)
 
         prompts = {p.name for p in (await a.list_prompts()).prompts}
         assert P + "test_simple_prompt" in prompts and P + "test_prompt_with_arguments" in prompts, prompts

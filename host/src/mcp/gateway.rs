@@ -44,7 +44,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// The call name hooks see for a resource read.
@@ -84,17 +84,35 @@ pub(super) fn capabilities(upstreams: &[Arc<Running>]) -> ServerCapabilities {
     capabilities
 }
 
-/// The resource URIs a session subscribed to, by upstream.
+/// The resource URIs a client subscribed to, with the upstream of each. When the client
+/// goes (its connection or MCP session ended), what it did not unsubscribe is
+/// unsubscribed, so an upstream is not kept subscribed for no one.
 #[derive(Default)]
-pub(super) struct Subscriptions(Mutex<HashSet<String>>);
+pub(super) struct Subscriptions(Mutex<HashMap<String, Arc<Running>>>);
 
 impl Subscriptions {
-    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Running>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn contains(&self, uri: &str) -> bool {
-        self.set().contains(uri)
+        self.map().contains_key(uri)
+    }
+}
+
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        let left = std::mem::take(&mut *self.map());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        for (uri, upstream) in left {
+            runtime.spawn(async move {
+                if let Err(e) = upstream.subscription(&uri, false).await {
+                    tracing::debug!(upstream = upstream.name(), %uri, error = %e.message, "unsubscribing a client that went failed");
+                }
+            });
+        }
     }
 }
 
@@ -413,9 +431,12 @@ impl McpServer {
         }
         let upstream = self.resource_upstream(&session, &uri).await?;
         let changed = if subscribe {
-            self.subscriptions.set().insert(uri.clone())
+            self.subscriptions
+                .map()
+                .insert(uri.clone(), upstream.clone())
+                .is_none()
         } else {
-            self.subscriptions.set().remove(&uri)
+            self.subscriptions.map().remove(&uri).is_some()
         };
         if changed {
             self.as_client(&session, context, upstream.subscription(&uri, subscribe))
