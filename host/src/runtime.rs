@@ -1071,12 +1071,9 @@ impl Runtime {
     pub async fn session_tools(&self, session: &Session) -> Vec<rmcp::model::Tool> {
         let served = self.served.load_full();
         let mut tools = self.mcp_tools(&session.tenant);
-        let mut seen: HashSet<String> = served
-            .tools
-            .iter()
-            .map(|t| t.descriptor().name.clone())
-            .chain(served.upstream_listing().iter().map(|t| t.name.to_string()))
-            .collect();
+        // A name served already, listed or hidden from the tenant (then its instance's
+        // is hidden too: the same name), is not listed again.
+        let mut seen: HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
         let tenants = self.sessions.tenants();
         for instance in served.session_upstreams(session).await {
             for tool in instance.listing() {

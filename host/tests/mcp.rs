@@ -1381,6 +1381,18 @@ fn a_tenants_limits_bound_its_bash_and_upstream_calls_too() {
     assert!(!failed && output == "a".repeat(9000), "{output}");
 }
 
+/// `hookhost --data DATA --config CONFIG ARGS`, run to its end.
+fn hookhost_on(data: &Path, config: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// The built-in config with `extra` after it.
 fn builtin_config_with(dir: &Path, extra: &str) -> PathBuf {
     let config = dir.join("hookhost.toml");
@@ -1449,14 +1461,7 @@ fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
     let mut extra = everything_py_upstream(Some(""));
     extra.push_str(&everything_py_upstream(Some("")).replace("everything]", "twin]"));
     let config = builtin_config_with(data.path(), &extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(data.path())
-        .arg("--config")
-        .arg(&config)
-        .args(["tools"])
-        .output()
-        .unwrap();
+    let out = hookhost_on(data.path(), &config, &["tools"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
@@ -1468,14 +1473,7 @@ fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
     let mut extra = everything_py_upstream(None);
     extra.push_str(&everything_py_upstream(Some("twin_")).replace("everything]", "twin]"));
     let config = builtin_config_with(data.path(), &extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(data.path())
-        .arg("--config")
-        .arg(&config)
-        .args(["tools"])
-        .output()
-        .unwrap();
+    let out = hookhost_on(data.path(), &config, &["tools"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -1487,14 +1485,7 @@ fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
         "{stdout}"
     );
     // Without `roots = true`, an upstream that asks for roots is refused.
-    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(data.path())
-        .arg("--config")
-        .arg(&config)
-        .args(["call", "everything__roots"])
-        .output()
-        .unwrap();
+    let out = hookhost_on(data.path(), &config, &["call", "everything__roots"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("no roots:"), "{stdout}");
 }
@@ -1691,14 +1682,7 @@ fn upstreams_with_an_instance_per_tenant_or_session_keep_tenants_apart() {
             memory.to_str().unwrap()
         ),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(data.path())
-        .arg("--config")
-        .arg(&shared)
-        .args(["config", "check"])
-        .output()
-        .unwrap();
+    let out = hookhost_on(data.path(), &shared, &["config", "check"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("upstreams.memory looks stateful") && stderr.contains("scope = \"tenant\""),

@@ -522,11 +522,9 @@ impl Callee for UpstreamTool {
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
         let upstream = &self.upstream;
-        let Some(peer) = upstream.current().filter(|p| !p.is_transport_closed()) else {
-            return Ok(ToolResult::error(format!(
-                "upstream '{}' is down and being restarted; try again shortly",
-                upstream.name
-            )));
+        let peer = match upstream.up() {
+            Ok(peer) => peer,
+            Err(down) => return Ok(ToolResult::error(down.message.to_string())),
         };
         let arguments: JsonObject = serde_json::from_str(&call.arguments).unwrap_or_default();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(

@@ -222,6 +222,22 @@ impl Relay {
         }
     }
 
+    /// The client an upstream's request is for, when it declared the capability `what`
+    /// (`declared` of its capabilities); else MCP's error for an undeclared capability.
+    fn client_declaring(
+        &self,
+        context: &RequestContext<RoleClient>,
+        what: &str,
+        declared: impl Fn(&ClientCapabilities) -> bool,
+    ) -> Result<Client, McpError> {
+        let client = self.client_for(context)?;
+        let info = client.peer.peer_info();
+        if !info.is_some_and(|info| declared(&info.capabilities)) {
+            return Err(undeclared(what));
+        }
+        Ok(client)
+    }
+
     /// The client an upstream's request is for (see the module's doc).
     fn client_for(&self, context: &RequestContext<RoleClient>) -> Result<Client, McpError> {
         let routes = self.routes();
@@ -363,6 +379,11 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
     }
 }
 
+/// The client's answer was not of the kind asked for.
+fn answered_otherwise() -> McpError {
+    McpError::internal_error("the client answered something else", None)
+}
+
 /// The error MCP prescribes for a request the client did not declare it handles.
 fn undeclared(what: &str) -> McpError {
     McpError::new(
@@ -418,25 +439,11 @@ impl ClientHandler for Relay {
         params: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        let client = self.client_for(&context)?;
-        let declared = client
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.elicitation.is_some());
-        if !declared {
-            return Err(undeclared("elicitation"));
-        }
-        match ask(
-            client,
-            ServerRequest::ElicitRequest(ElicitRequest::new(params)),
-        )
-        .await?
-        {
+        let client = self.client_declaring(&context, "elicitation", |c| c.elicitation.is_some())?;
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match ask(client, request).await? {
             ClientResult::ElicitResult(result) => Ok(result),
-            _ => Err(McpError::internal_error(
-                "the client answered something else",
-                None,
-            )),
+            _ => Err(answered_otherwise()),
         }
     }
 
@@ -445,21 +452,11 @@ impl ClientHandler for Relay {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        let client = self.client_for(&context)?;
-        let declared = client
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.capabilities.sampling.is_some());
-        if !declared {
-            return Err(undeclared("sampling"));
-        }
+        let client = self.client_declaring(&context, "sampling", |c| c.sampling.is_some())?;
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match ask(client, request).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
-            _ => Err(McpError::internal_error(
-                "the client answered something else",
-                None,
-            )),
+            _ => Err(answered_otherwise()),
         }
     }
 
