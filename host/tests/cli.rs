@@ -714,6 +714,25 @@ fn configs_that_cannot_work_are_refused_or_explained_plainly() {
         "[bash]\nenabled = true\ntimeout_secs = 0\n",
         "edges.toml:3: bash.timeout_secs = 0: from 1 to 600",
     );
+    // An upstream's OAuth client takes one grant, with the authentication it needs.
+    let upstream =
+        "[upstreams.u]\nurl = \"http://127.0.0.1:9/mcp\"\n[upstreams.u.oauth]\nclient_id = \"c\"\n";
+    refused(
+        upstream,
+        "upstreams.u: `oauth` needs `client_secret` or `private_key`",
+    );
+    refused(
+        &format!("{upstream}client_secret = \"s\"\nprivate_key = \"k\"\n"),
+        "upstreams.u: `oauth` takes `client_secret` or `private_key`, not both",
+    );
+    refused(
+        &format!("{upstream}refresh_token = \"r\"\nprivate_key = \"k\"\n"),
+        "upstreams.u: `oauth.private_key` signs for the client_credentials grant",
+    );
+    refused(
+        &format!("{upstream}private_key = \"k\"\nsigning_algorithm = \"HS256\"\n"),
+        "unknown variant `HS256`",
+    );
 
     // A component that is not WebAssembly (the README, say) is called that.
     let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");

@@ -1616,6 +1616,8 @@ fn the_official_conformance_suite_passes_through_hookhost() {
         "tools_call",
         "sse-retry",
         "auth/client-credentials-basic",
+        "auth/client-credentials-jwt",
+        "auth/resource-mismatch",
     ] {
         conformance(
             &[
@@ -1627,6 +1629,39 @@ fn the_official_conformance_suite_passes_through_hookhost() {
             ],
             &[("HOOKHOST", env!("CARGO_BIN_EXE_hookhost"))],
         );
+    }
+}
+
+/// hookhost as the OAuth client of upstreams that require MCP authorization, against an
+/// authorization server and a resource server (the Python SDK's) that tests/mcp/protected.py
+/// makes on 127.0.0.1: client_credentials with a secret and with a signed JWT, and the
+/// refresh_token grant; tokens that expire and tokens the server revokes are replaced; a
+/// revoked refresh token fails the call saying what to configure; nothing secret is logged.
+#[test]
+fn upstreams_behind_oauth_get_and_renew_their_tokens_without_a_person() {
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(python())
+        .arg(workspace().join("tests/mcp/protected.py"))
+        .args([
+            env!("CARGO_BIN_EXE_hookhost"),
+            work.path().to_str().unwrap(),
+        ])
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [
+        "first tokens ok",
+        "expiry ok",
+        "revocation ok",
+        "revoked refresh token ok",
+        "log ok",
+    ] {
+        assert!(stdout.contains(step), "{stdout}");
     }
 }
 

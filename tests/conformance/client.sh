@@ -4,8 +4,8 @@
 # hookhost connects to the server as an upstream (`prefix = ""`), which is the handshake
 # the `initialize` scenario checks; `tools_call` and `sse-retry` then call the server's
 # tool through hookhost's CLI. The `auth/client-credentials-*` scenarios give a client id
-# and secret in MCP_CONFORMANCE_CONTEXT (JSON): hookhost gets its token with them
-# (`[upstreams.suite.oauth]`) and calls the server's tool.
+# and a secret or a private key in MCP_CONFORMANCE_CONTEXT (JSON): hookhost gets its token
+# with them (`[upstreams.suite.oauth]`) and calls the server's tool.
 #
 #     HOOKHOST=target/release/hookhost client.sh URL
 set -euo pipefail
@@ -19,15 +19,17 @@ prefix = ""
 timeout_secs = 20
 TOML
 if [[ "${MCP_CONFORMANCE_SCENARIO:-}" == auth/client-credentials-* ]]; then
-    field() { sed -n "s/.*\"$1\" *: *\"\([^\"]*\)\".*/\1/p" <<< "$MCP_CONFORMANCE_CONTEXT"; }
+    field() { python3 -c 'import json, os, sys; print(json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"]).get(sys.argv[1], ""))' "$1"; }
     CLIENT_ID=$(field client_id) CLIENT_SECRET=$(field client_secret)
     export CLIENT_ID CLIENT_SECRET
-    cat >> "$work/hookhost.toml" <<'TOML'
-
-[upstreams.suite.oauth]
-client_id = "${CLIENT_ID}"
-client_secret = "${CLIENT_SECRET}"
-TOML
+    printf '\n[upstreams.suite.oauth]\nclient_id = "${CLIENT_ID}"\n' >> "$work/hookhost.toml"
+    if [[ -n "$CLIENT_SECRET" ]]; then
+        echo 'client_secret = "${CLIENT_SECRET}"' >> "$work/hookhost.toml"
+    else
+        field private_key_pem > "$work/client-key.pem"
+        printf 'private_key = "${file:%s}"\nsigning_algorithm = "%s"\n' \
+            "$work/client-key.pem" "$(field signing_algorithm)" >> "$work/hookhost.toml"
+    fi
 fi
 run() { "$HOOKHOST" --data "$work/data" --config "$work/hookhost.toml" "$@"; }
 case "${MCP_CONFORMANCE_SCENARIO:-}" in

@@ -258,16 +258,40 @@ pub struct UpstreamConfig {
 }
 
 /// `[upstreams.NAME.oauth]`: a client registered beforehand at the upstream's
-/// authorization server, authenticated with the `client_credentials` grant (OAuth 2.1,
-/// MCP's SEP-1046). Values may name host variables or secret files.
+/// authorization server, getting its tokens by a grant that needs no person: the
+/// `client_credentials` grant (OAuth 2.1, MCP's SEP-1046), authenticated by
+/// `client_secret` or by a JWT signed with `private_key` (`private_key_jwt`, RFC 7523); or
+/// the `refresh_token` grant with `refresh_token`, a public client or one with
+/// `client_secret`. Values may name host variables or secret files (`${file:key.pem}`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamOAuth {
     pub client_id: Secret,
-    pub client_secret: Secret,
+    #[serde(default)]
+    pub client_secret: Option<Secret>,
+    /// A PEM private key (PKCS#8) for `private_key_jwt`.
+    #[serde(default)]
+    pub private_key: Option<Secret>,
+    /// How `private_key` signs.
+    #[serde(default)]
+    pub signing_algorithm: SigningAlgorithm,
+    /// Use the `refresh_token` grant with this token instead of `client_credentials`.
+    #[serde(default)]
+    pub refresh_token: Option<Secret>,
     /// The scopes to ask for; none when left out.
     #[serde(default)]
     pub scopes: Vec<String>,
+}
+
+/// The JWS algorithm of a `private_key_jwt` assertion (`oauth.signing_algorithm`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum SigningAlgorithm {
+    #[default]
+    RS256,
+    RS384,
+    RS512,
+    ES256,
+    ES384,
 }
 
 /// Which sessions share an upstream server's instance (`[upstreams.NAME] scope`).

@@ -4,7 +4,7 @@
 
 use super::{
     BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, Plan, ShellSandboxPlan, TlsFiles,
-    UpstreamConfig, UpstreamScope, WrittenSetting,
+    UpstreamConfig, UpstreamOAuth, UpstreamScope, WrittenSetting,
 };
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
@@ -374,11 +374,9 @@ impl Config {
             }
             check_upstream_placeholders(&owner, upstream)
                 .map_err(|why| Invalid::at(name.span(), why))?;
-            if upstream.oauth.is_some() && upstream.url.is_none() {
-                return Err(Invalid::at(
-                    name.span(),
-                    format!("{owner}: `oauth` is for a `url` upstream"),
-                ));
+            if let Some(oauth) = &upstream.oauth {
+                check_oauth(&owner, upstream.url.is_some(), oauth)
+                    .map_err(|why| Invalid::at(name.span(), why))?;
             }
             if upstream.command.is_some() == upstream.url.is_some() {
                 return Err(Invalid::at(
@@ -559,6 +557,32 @@ pub(super) struct Invalid {
 impl Invalid {
     fn at(span: Range<usize>, what: String) -> Invalid {
         Invalid { span, what }
+    }
+}
+
+/// `[upstreams.NAME.oauth]`: on a `url` upstream, with exactly one grant and the client
+/// authentication it takes.
+fn check_oauth(owner: &str, is_url: bool, oauth: &UpstreamOAuth) -> Result<(), String> {
+    if !is_url {
+        return Err(format!("{owner}: `oauth` is for a `url` upstream"));
+    }
+    match (
+        &oauth.refresh_token,
+        &oauth.client_secret,
+        &oauth.private_key,
+    ) {
+        (Some(_), _, Some(_)) => Err(format!(
+            "{owner}: `oauth.private_key` signs for the client_credentials grant, not with \
+             `refresh_token`; give `client_secret` or nothing (a public client)"
+        )),
+        (None, Some(_), Some(_)) => Err(format!(
+            "{owner}: `oauth` takes `client_secret` or `private_key`, not both"
+        )),
+        (None, None, None) => Err(format!(
+            "{owner}: `oauth` needs `client_secret` or `private_key` (the client_credentials \
+             grant) or `refresh_token`"
+        )),
+        _ => Ok(()),
     }
 }
 

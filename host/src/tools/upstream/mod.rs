@@ -184,10 +184,7 @@ impl Upstream {
         match answer {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(ServiceError::McpError(e))) => Err(e),
-            Ok(Err(e)) => Err(McpError::internal_error(
-                format!("upstream '{}' failed: {e}", self.name),
-                None,
-            )),
+            Ok(Err(e)) => Err(McpError::internal_error(failure(&self.name, &e), None)),
             Err(_) => Err(McpError::internal_error(
                 format!(
                     "upstream '{}' did not answer within {} s",
@@ -360,7 +357,7 @@ impl Upstream {
                         self.relay.clone().serve(self.routed(transport)).await
                     }
                     Some(oauth) => {
-                        let client = oauth::authorized(&url, oauth)
+                        let client = oauth::authorized(&self.name, &url, oauth)
                             .await
                             .map_err(|why| self.fail(format!("oauth: {why}")))?;
                         let transport = StreamableHttpClientTransport::with_client(client, config);
@@ -376,8 +373,8 @@ impl Upstream {
                             "{written} requires MCP authorization (OAuth): hookhost runs no flow \
                              that needs a person; register a client at its authorization server \
                              and give it as `oauth = {{ client_id = \"…\", client_secret = \
-                             \"${{SECRET}}\" }}` (the client_credentials grant), or a token in \
-                             `headers`"
+                             \"${{SECRET}}\" }}` (the client_credentials grant; or \
+                             `private_key`, or a `refresh_token`), or a token in `headers`"
                         ));
                     }
                     self.fail(format!("no MCP handshake with {written}: {e}"))
@@ -497,6 +494,14 @@ pub async fn connect(
     Ok(Running(upstream))
 }
 
+/// What went wrong with a request to upstream `name`, said without rmcp's transport type.
+fn failure(name: &str, e: &ServiceError) -> String {
+    match e {
+        ServiceError::TransportSend(sent) => format!("upstream '{name}' failed: {}", sent.error),
+        e => format!("upstream '{name}' failed: {e}"),
+    }
+}
+
 /// Copies an upstream's stderr into the host's log, line by line.
 async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
     use tokio::io::AsyncBufReadExt;
@@ -552,7 +557,7 @@ impl Callee for UpstreamTool {
                 *self.extras.lock().unwrap_or_else(|e| e.into_inner()) = extras;
                 result
             }
-            Ok(Err(e)) => ToolResult::error(format!("upstream '{}' failed: {e}", upstream.name)),
+            Ok(Err(e)) => ToolResult::error(failure(&upstream.name, &e)),
             Err(_) => ToolResult::error(format!(
                 "upstream '{}' did not answer within {} s",
                 upstream.name,
