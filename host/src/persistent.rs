@@ -1,0 +1,746 @@
+//! Persistent directories: a tree kept across sessions in a backing directory, which a
+//! session changes only in its own checkout and publishes at a commit boundary.
+//!
+//! - **Load**: the backing tree is copied into the session's checkout (`copy_file_range`,
+//!   which shares the blocks on file systems that can — reflinks on XFS and Btrfs); the
+//!   checkout's [`Manifest`] remembers the version of each file it loaded.
+//! - **Commit**: the checkout's changes — files created, updated, deleted since the load —
+//!   are published to the backing tree all together or not at all. A file that the backing
+//!   tree changed since the load and that the session changed too is a conflict, resolved
+//!   as the mount's [`OnConflict`] says (by default the commit fails, nothing of it applied,
+//!   the checkout kept).
+//!
+//! A version is a file's (inode, size, modification time): every commit replaces a file by
+//! renaming a new one over it, so a new version is a new inode, and nothing is hashed.
+//! Only regular files are published: symlinks a guest made are never followed nor copied,
+//! and empty directories are not kept.
+//!
+//! **Atomicity** (the guarantee, whatever stops the process): a commit stages every new
+//! file under the backing directory's `.hookhost/` (fsynced), then writes its journal —
+//! the list of renames and removals — and renames it into place: that rename is the commit
+//! point. Before it, the commit never happened (the staged files are swept); after it, the
+//! commit is rolled forward by whoever next takes the backing tree's lock, before any load
+//! or commit reads it. Commits and loads of one backing tree take its lock (`flock` on
+//! `.hookhost/lock`), so a load never sees half a commit and commits apply one at a time.
+//!
+//! Security rules: paths in a tree are relative and made of normal components only; the
+//! top-level `.hookhost` name is the host's and is neither loaded nor published.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The directory in a backing tree that is the host's: its lock, staged files, journals.
+pub const HOST_DIR: &str = ".hookhost";
+
+/// What a commit does with a file that changed both in the backing tree (since the load)
+/// and in the checkout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnConflict {
+    /// The commit fails; nothing of it is applied.
+    #[default]
+    Fail,
+    /// The backing tree's version stays; the session's change of that file is not published.
+    Theirs,
+    /// The session's version replaces the backing tree's.
+    Ours,
+}
+
+/// Why a load or a commit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistentError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("conflict: changed in the store since this session loaded it: {}", .0.join(", "))]
+    Conflict(Vec<String>),
+    #[error("the checkout's manifest {path}: {why}")]
+    Manifest { path: PathBuf, why: String },
+    #[error(
+        "{0} cannot be published: the store has a directory there, or a file where it needs one"
+    )]
+    Shape(String),
+}
+
+fn io_at(path: &Path) -> impl FnOnce(io::Error) -> PersistentError + '_ {
+    move |source| PersistentError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One version of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl Version {
+    fn of(meta: &fs::Metadata) -> Version {
+        Version {
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+/// What a checkout loaded, per file (`/`-separated relative path): the backing tree's
+/// version then (`base`), and the checkout's copy as it was made (`copy`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    files: BTreeMap<String, Loaded>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Loaded {
+    base: Version,
+    copy: Version,
+}
+
+impl Manifest {
+    /// Reads the manifest at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Manifest`] when it cannot be read or parsed.
+    pub fn read(path: &Path) -> Result<Manifest, PersistentError> {
+        let bad = |why: String| PersistentError::Manifest {
+            path: path.to_path_buf(),
+            why,
+        };
+        let text = fs::read(path).map_err(|e| bad(e.to_string()))?;
+        serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))
+    }
+
+    /// Writes it at `path`, whole or not at all (a temporary file renamed over it).
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Io`].
+    pub fn write(&self, path: &Path) -> Result<(), PersistentError> {
+        let text = serde_json::to_vec(self).map_err(|e| PersistentError::Manifest {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })?;
+        write_durably(path, &text)
+    }
+
+    /// How many files it holds.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// What a load did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadReport {
+    pub files: usize,
+    pub bytes: u64,
+    pub ms: u64,
+}
+
+/// What a commit published.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitReport {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub deleted: Vec<String>,
+    /// Changed on both sides and left as the backing tree has them (`OnConflict::Theirs`).
+    pub kept_theirs: Vec<String>,
+    pub bytes: u64,
+    pub ms: u64,
+}
+
+impl CommitReport {
+    /// Whether it published nothing.
+    pub fn is_empty(&self) -> bool {
+        self.created.is_empty() && self.updated.is_empty() && self.deleted.is_empty()
+    }
+}
+
+/// A backing tree: a host directory whose files sessions load and commit to.
+#[derive(Debug, Clone)]
+pub struct Backing {
+    root: PathBuf,
+}
+
+impl Backing {
+    pub fn new(root: PathBuf) -> Backing {
+        Backing { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Copies the tree into `checkout` (made if missing; files already there are replaced)
+    /// and returns what it loaded: the manifest to keep beside the checkout.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Io`] naming what could not be read or written.
+    pub fn load(&self, checkout: &Path) -> Result<(Manifest, LoadReport), PersistentError> {
+        let started = Instant::now();
+        let _lock = self.lock()?;
+        let mut manifest = Manifest::default();
+        let mut bytes = 0;
+        fs::create_dir_all(checkout).map_err(io_at(checkout))?;
+        for (relative, base) in self.files()? {
+            let from = self.root.join(&relative);
+            let to = checkout.join(&relative);
+            if let Some(parent) = to.parent() {
+                fs::create_dir_all(parent).map_err(io_at(parent))?;
+            }
+            bytes += fs::copy(&from, &to).map_err(io_at(&from))?;
+            let copy = Version::of(&fs::symlink_metadata(&to).map_err(io_at(&to))?);
+            manifest.files.insert(relative, Loaded { base, copy });
+        }
+        let report = LoadReport {
+            files: manifest.files.len(),
+            bytes,
+            ms: elapsed_ms(started),
+        };
+        Ok((manifest, report))
+    }
+
+    /// Publishes what changed in `checkout` since `manifest` was loaded, all of it or
+    /// nothing, and brings `manifest` up to date with what it published.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Conflict`] naming the files changed on both sides (with
+    /// [`OnConflict::Fail`]): nothing was published. [`PersistentError::Io`] otherwise; if
+    /// it came after the commit point, the commit is completed by the next one to take the
+    /// lock.
+    pub fn commit(
+        &self,
+        checkout: &Path,
+        manifest: &mut Manifest,
+        on_conflict: OnConflict,
+    ) -> Result<CommitReport, PersistentError> {
+        let started = Instant::now();
+        let _lock = self.lock()?;
+        let changes = changes(checkout, manifest)?;
+        let mut report = CommitReport::default();
+        let mut conflicts = Vec::new();
+        let mut puts = Vec::new();
+        let mut deletes = Vec::new();
+        for (relative, change) in changes {
+            let now = current(&self.root.join(&relative))?;
+            let base = manifest.files.get(&relative).map(|l| l.base);
+            if now != base {
+                match on_conflict {
+                    OnConflict::Fail => {
+                        conflicts.push(relative);
+                        continue;
+                    }
+                    OnConflict::Theirs => {
+                        report.kept_theirs.push(relative);
+                        continue;
+                    }
+                    OnConflict::Ours => {}
+                }
+            }
+            match change {
+                Change::Put { created } => {
+                    if created && now.is_none() {
+                        report.created.push(relative.clone());
+                    } else {
+                        report.updated.push(relative.clone());
+                    }
+                    puts.push(relative);
+                }
+                Change::Delete => {
+                    if now.is_some() {
+                        report.deleted.push(relative.clone());
+                        deletes.push(relative);
+                    } else {
+                        // Gone on both sides: nothing to publish, nothing to remember.
+                        manifest.files.remove(&relative);
+                    }
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(PersistentError::Conflict(conflicts));
+        }
+        if puts.is_empty() && deletes.is_empty() {
+            report.ms = elapsed_ms(started);
+            return Ok(report);
+        }
+
+        // Nothing may fail after the commit point but the file system itself: a file that
+        // would replace a directory, or need one where the store has a file, stops the
+        // commit here.
+        for relative in &puts {
+            let target = self.root.join(relative);
+            let blocked = target.is_dir()
+                || Path::new(relative).ancestors().skip(1).any(|dir| {
+                    let dir = dir.to_string_lossy();
+                    !dir.is_empty()
+                        && !deletes.iter().any(|d| *d == dir)
+                        && current(&self.root.join(&*dir)).is_ok_and(|v| v.is_some())
+                });
+            if blocked {
+                return Err(PersistentError::Shape(relative.clone()));
+            }
+        }
+
+        // Stage every new file, durably, then write the journal: the commit point.
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let host = self.root.join(HOST_DIR);
+        let staged = host.join(format!("staged-{id}"));
+        fs::create_dir_all(&staged).map_err(io_at(&staged))?;
+        let mut journal = Journal::default();
+        for (n, relative) in puts.iter().enumerate() {
+            let from = checkout.join(relative);
+            let to = staged.join(n.to_string());
+            report.bytes += fs::copy(&from, &to).map_err(io_at(&from))?;
+            File::open(&to)
+                .and_then(|f| f.sync_all())
+                .map_err(io_at(&to))?;
+            journal.puts.push((n.to_string(), relative.clone()));
+        }
+        journal.deletes = deletes;
+        sync_dir(&staged)?;
+        let journal_path = host.join(format!("journal-{id}.json"));
+        let text = serde_json::to_vec(&journal).map_err(|e| PersistentError::Manifest {
+            path: journal_path.clone(),
+            why: e.to_string(),
+        })?;
+        write_durably(&journal_path, &text)?;
+
+        journal.apply(&self.root, &staged)?;
+        finish(&journal_path, &staged)?;
+
+        // What is published is the new base.
+        for relative in &journal.deletes {
+            manifest.files.remove(relative);
+        }
+        for (_, relative) in &journal.puts {
+            let base = current(&self.root.join(relative))?;
+            let copy = current(&checkout.join(relative))?;
+            if let (Some(base), Some(copy)) = (base, copy) {
+                manifest
+                    .files
+                    .insert(relative.clone(), Loaded { base, copy });
+            }
+        }
+        report.ms = elapsed_ms(started);
+        Ok(report)
+    }
+
+    /// Takes the tree's lock, after completing a commit that stopped after its commit
+    /// point and sweeping one that stopped before.
+    fn lock(&self) -> Result<File, PersistentError> {
+        let host = self.root.join(HOST_DIR);
+        fs::create_dir_all(&host).map_err(io_at(&host))?;
+        let path = host.join("lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_at(&path))?;
+        lock.lock().map_err(io_at(&path))?;
+        self.recover()?;
+        Ok(lock)
+    }
+
+    /// Rolls forward every journaled commit, then removes what staged commits without a
+    /// journal left.
+    fn recover(&self) -> Result<(), PersistentError> {
+        let host = self.root.join(HOST_DIR);
+        let mut entries: Vec<String> = fs::read_dir(&host)
+            .map_err(io_at(&host))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .collect();
+        entries.sort();
+        for name in &entries {
+            let Some(id) = name
+                .strip_prefix("journal-")
+                .and_then(|n| n.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            let path = host.join(name);
+            let journal: Journal = match fs::read(&path) {
+                Ok(text) => {
+                    serde_json::from_slice(&text).map_err(|e| PersistentError::Manifest {
+                        path: path.clone(),
+                        why: e.to_string(),
+                    })?
+                }
+                Err(e) => return Err(io_at(&path)(e)),
+            };
+            let staged = host.join(format!("staged-{id}"));
+            tracing::warn!(backing = %self.root.display(), commit = id, "completing an interrupted commit");
+            journal.apply(&self.root, &staged)?;
+            finish(&path, &staged)?;
+        }
+        for name in entries {
+            if name.starts_with("staged-") || name.ends_with(".tmp") {
+                let path = host.join(&name);
+                let journaled = name
+                    .strip_prefix("staged-")
+                    .is_some_and(|id| host.join(format!("journal-{id}.json")).exists());
+                if !journaled {
+                    remove_any(&path)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every regular file of the tree with its version, by relative path; the host's
+    /// directory and symlinks left out.
+    fn files(&self) -> Result<Vec<(String, Version)>, PersistentError> {
+        let mut files = Vec::new();
+        walk(&self.root, "", &mut |relative, meta| {
+            if !(relative == HOST_DIR || relative.starts_with(".hookhost/")) {
+                files.push((relative.to_string(), Version::of(meta)));
+            }
+        })?;
+        Ok(files)
+    }
+}
+
+/// How a file of the checkout changed since the load.
+enum Change {
+    /// Made (`created`: it was not loaded) or rewritten.
+    Put {
+        created: bool,
+    },
+    Delete,
+}
+
+/// What changed in `checkout` since `manifest`.
+fn changes(checkout: &Path, manifest: &Manifest) -> Result<Vec<(String, Change)>, PersistentError> {
+    let mut found = BTreeMap::new();
+    walk(checkout, "", &mut |relative, meta| {
+        if relative != HOST_DIR && !relative.starts_with(".hookhost/") {
+            found.insert(relative.to_string(), Version::of(meta));
+        }
+    })?;
+    let mut changes = Vec::new();
+    for (relative, loaded) in &manifest.files {
+        match found.get(relative) {
+            None => changes.push((relative.clone(), Change::Delete)),
+            Some(now) if *now != loaded.copy => {
+                changes.push((relative.clone(), Change::Put { created: false }));
+            }
+            Some(_) => {}
+        }
+    }
+    for relative in found.into_keys() {
+        if !manifest.files.contains_key(&relative) {
+            changes.push((relative, Change::Put { created: true }));
+        }
+    }
+    changes.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(changes)
+}
+
+/// The renames and removals of one commit.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Journal {
+    /// (staged file name, relative path it replaces or creates).
+    puts: Vec<(String, String)>,
+    deletes: Vec<String>,
+}
+
+impl Journal {
+    /// Applies it to `root`; each step may already have been done (a rolled-forward
+    /// commit), and is then skipped.
+    fn apply(&self, root: &Path, staged: &Path) -> Result<(), PersistentError> {
+        for relative in &self.deletes {
+            checked(relative)?;
+            let path = root.join(relative);
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_at(&path)(e)),
+                _ => prune_empty(root, &path),
+            }
+        }
+        for (name, relative) in &self.puts {
+            checked(relative)?;
+            let from = staged.join(name);
+            if !from.exists() {
+                continue; // renamed already
+            }
+            let to = root.join(relative);
+            if let Some(parent) = to.parent() {
+                fs::create_dir_all(parent).map_err(io_at(parent))?;
+            }
+            fs::rename(&from, &to).map_err(io_at(&to))?;
+        }
+        // The renames are durable before the journal goes.
+        let mut dirs: Vec<PathBuf> = self
+            .puts
+            .iter()
+            .filter_map(|(_, r)| root.join(r).parent().map(Path::to_path_buf))
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        for dir in dirs {
+            sync_dir(&dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a journal path that could leave the tree (a journal is the host's own file,
+/// but a damaged one must not write elsewhere).
+fn checked(relative: &str) -> Result<(), PersistentError> {
+    let ok = !relative.is_empty()
+        && Path::new(relative)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if ok {
+        Ok(())
+    } else {
+        Err(PersistentError::Manifest {
+            path: PathBuf::from(relative),
+            why: "not a relative path inside the tree".into(),
+        })
+    }
+}
+
+/// Removes a finished commit's journal, then its staging directory.
+fn finish(journal: &Path, staged: &Path) -> Result<(), PersistentError> {
+    fs::remove_file(journal).map_err(io_at(journal))?;
+    if let Some(host) = journal.parent() {
+        sync_dir(host)?;
+    }
+    remove_any(staged)
+}
+
+/// Removes the empty directories between `removed` (a file just removed) and `root`.
+fn prune_empty(root: &Path, removed: &Path) {
+    let mut dir = removed.parent();
+    while let Some(d) = dir {
+        if d == root || !d.starts_with(root) || fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+}
+
+fn remove_any(path: &Path) -> Result<(), PersistentError> {
+    let removed = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match removed {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_at(path)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// The version of the regular file at `path`; `None` when there is none.
+fn current(path: &Path) -> Result<Option<Version>, PersistentError> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(Some(Version::of(&meta))),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_at(path)(e)),
+    }
+}
+
+/// Calls `found` with each regular file under `dir` (relative, `/`-separated) and its
+/// metadata; never follows a symlink.
+fn walk(
+    dir: &Path,
+    prefix: &str,
+    found: &mut dyn FnMut(&str, &fs::Metadata),
+) -> Result<(), PersistentError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_at(dir)(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io_at(dir))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            tracing::warn!(dir = %dir.display(), "a file name that is not UTF-8 is not kept");
+            continue;
+        };
+        let relative = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let meta = fs::symlink_metadata(entry.path()).map_err(io_at(&entry.path()))?;
+        if meta.is_dir() {
+            walk(&entry.path(), &relative, found)?;
+        } else if meta.is_file() {
+            found(&relative, &meta);
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` at `path` through a temporary file renamed over it, fsynced.
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), PersistentError> {
+    let tmp = path.with_extension("tmp");
+    let mut file = File::create(&tmp).map_err(io_at(&tmp))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(io_at(&tmp))?;
+    fs::rename(&tmp, path).map_err(io_at(path))?;
+    match path.parent() {
+        Some(dir) => sync_dir(dir),
+        None => Ok(()),
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), PersistentError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_at(dir))
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(dir: &Path, relative: &str, text: &str) {
+        let path = dir.join(relative);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn read(dir: &Path, relative: &str) -> Option<String> {
+        fs::read_to_string(dir.join(relative)).ok()
+    }
+
+    #[test]
+    fn a_commit_publishes_what_the_checkout_changed_and_only_that() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "keep.md", "keep");
+        put(store.root(), "edit.md", "v1");
+        put(store.root(), "gone/old.md", "old");
+        let a = root.path().join("a");
+        let (mut manifest, loaded) = store.load(&a).unwrap();
+        assert_eq!((loaded.files, loaded.bytes), (3, 9));
+        assert_eq!(read(&a, "edit.md").as_deref(), Some("v1"));
+
+        put(&a, "edit.md", "v2");
+        put(&a, "new/deep.md", "new");
+        fs::remove_file(a.join("gone/old.md")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", a.join("link")).unwrap();
+        let report = store.commit(&a, &mut manifest, OnConflict::Fail).unwrap();
+        assert_eq!(report.created, ["new/deep.md"]);
+        assert_eq!(report.updated, ["edit.md"]);
+        assert_eq!(report.deleted, ["gone/old.md"]);
+        assert_eq!(read(store.root(), "edit.md").as_deref(), Some("v2"));
+        assert_eq!(read(store.root(), "new/deep.md").as_deref(), Some("new"));
+        assert!(
+            !store.root().join("gone").exists(),
+            "emptied directories go"
+        );
+        assert!(
+            !store.root().join("link").exists(),
+            "symlinks are not published"
+        );
+        let host: Vec<_> = fs::read_dir(store.root().join(HOST_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(host, ["lock"], "nothing staged is left");
+
+        // Nothing changed since: an empty commit.
+        let again = store.commit(&a, &mut manifest, OnConflict::Fail).unwrap();
+        assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn a_file_changed_on_both_sides_is_a_conflict_resolved_as_the_mount_says() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "notes.md", "base");
+        put(store.root(), "other.md", "base");
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        let (mut ma, _) = store.load(&a).unwrap();
+        let (mut mb, _) = store.load(&b).unwrap();
+        put(&a, "notes.md", "from a");
+        put(&b, "notes.md", "from b");
+        put(&b, "other.md", "from b");
+        store.commit(&a, &mut ma, OnConflict::Fail).unwrap();
+
+        let err = store.commit(&b, &mut mb, OnConflict::Fail).unwrap_err();
+        assert!(
+            matches!(&err, PersistentError::Conflict(paths) if paths == &["notes.md"]),
+            "{err}"
+        );
+        assert_eq!(read(store.root(), "notes.md").as_deref(), Some("from a"));
+        assert_eq!(
+            read(store.root(), "other.md").as_deref(),
+            Some("base"),
+            "none of it"
+        );
+        assert_eq!(
+            read(&b, "notes.md").as_deref(),
+            Some("from b"),
+            "checkout kept"
+        );
+
+        let theirs = store.commit(&b, &mut mb, OnConflict::Theirs).unwrap();
+        assert_eq!(theirs.kept_theirs, ["notes.md"]);
+        assert_eq!(theirs.updated, ["other.md"]);
+        assert_eq!(read(store.root(), "notes.md").as_deref(), Some("from a"));
+        let ours = store.commit(&b, &mut mb, OnConflict::Ours).unwrap();
+        assert_eq!(ours.updated, ["notes.md"]);
+        assert_eq!(read(store.root(), "notes.md").as_deref(), Some("from b"));
+    }
+
+    #[test]
+    fn a_commit_stopped_after_its_journal_is_completed_and_one_stopped_before_never_was() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "a.md", "v1");
+        let (_, _) = store.load(&root.path().join("x")).unwrap();
+        let host = store.root().join(HOST_DIR);
+
+        // Staged, journaled, not applied: the next lock rolls it forward.
+        fs::create_dir_all(host.join("staged-1")).unwrap();
+        fs::write(host.join("staged-1/0"), "v2").unwrap();
+        let journal = Journal {
+            puts: vec![("0".into(), "a.md".into())],
+            deletes: vec![],
+        };
+        fs::write(
+            host.join("journal-1.json"),
+            serde_json::to_vec(&journal).unwrap(),
+        )
+        .unwrap();
+        // Staged without a journal: swept.
+        fs::create_dir_all(host.join("staged-2")).unwrap();
+        fs::write(host.join("staged-2/0"), "never").unwrap();
+
+        let (_, loaded) = store.load(&root.path().join("y")).unwrap();
+        assert_eq!(loaded.files, 1);
+        assert_eq!(read(&root.path().join("y"), "a.md").as_deref(), Some("v2"));
+        let left: Vec<_> = fs::read_dir(&host)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["lock"]);
+    }
+}
