@@ -27,8 +27,8 @@
 //! |---|---|
 //! | [`limits`] | every limit, default and range, and the security rules they enforce |
 //! | [`ids`], [`secret`], [`failure`], [`metrics`], [`guest_log`] | ids and tool patterns, the config's secrets, how a layer failed, counters, a guest's stderr |
-//! | [`mounts`] | virtual paths and the host directories behind them |
 //! | [`persistent`] | persistent directories: a backing tree, a session's checkout, atomic commits |
+//! | [`mounts`] | virtual paths and the host directories behind them |
 //! | [`sessions`] | sessions end to end: the table, directories, tenants ([`sessions::Tenant`]: everything declared of one), quotas, and what holds per-session state ([`sessions::SessionHolder`]) |
 //! | [`sandbox`] | a component's store: its grants, settings and limits |
 //! | [`abi`] | the plugin ABI, one module per WIT version ([`abi::v0_1`], [`abi::v0_2`]): bindings, and how a hook or tool of that version is instantiated, called and answered |

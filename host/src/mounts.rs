@@ -19,6 +19,7 @@
 //!   whatever its scope (see [`ResolvedMount::scope`]).
 
 use crate::ids::{SessionId, TenantId};
+use crate::persistent::OnConflict;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fs;
@@ -56,6 +57,65 @@ pub struct MountSpec {
     /// Whether the directory goes with the session.
     #[serde(default)]
     pub scope: Scope,
+    /// For a persistent directory's checkout (`[persistent."/persistent/NAME"]`, not a
+    /// `[mounts]` key): its backing tree and how it is committed.
+    #[serde(skip)]
+    pub persistent: Option<PersistentSpec>,
+}
+
+/// `[persistent."/persistent/NAME"]`: a tree kept across sessions in `backing` (a host
+/// directory template: `{data}`, `{tenant}`, `{workdir}`, never `{session}`), which each
+/// session loads into its own checkout on first use and publishes at its commit boundary
+/// (see [`crate::persistent`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersistentSpec {
+    pub backing: String,
+    /// `rw` (the default) or `ro`: a read-only one is granted read-only to every
+    /// component, whatever its grant says, and never committed.
+    #[serde(default)]
+    pub access: PersistentAccess,
+    /// When the checkout is published: at the session's end (the default), or after
+    /// every call. An explicit commit (`hookhost session commit`) works with either.
+    #[serde(default)]
+    pub commit: CommitAt,
+    #[serde(default)]
+    pub on_conflict: OnConflict,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PersistentAccess {
+    #[default]
+    Rw,
+    Ro,
+}
+
+/// A persistent directory's commit boundary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitAt {
+    #[default]
+    Session,
+    Call,
+}
+
+/// Where a persistent directory's checkout lives: in the session's directory, deleted
+/// with it; its manifest beside it, where no component reaches.
+const CHECKOUT_TEMPLATE: &str = "{data}/tenants/{tenant}/sessions/{session}/persistent";
+
+impl MountSpec {
+    /// The mount of `[persistent.<virtual_path>]`: the session's checkout.
+    pub fn checkout(virtual_path: &str, spec: PersistentSpec) -> MountSpec {
+        let name = virtual_path.rsplit('/').next().unwrap_or_default();
+        MountSpec {
+            host: format!("{CHECKOUT_TEMPLATE}/{name}"),
+            in_workdir: None,
+            in_git_workdir: None,
+            scope: Scope::Session,
+            persistent: Some(spec),
+        }
+    }
 }
 
 impl MountSpec {
@@ -79,7 +139,9 @@ impl MountSpec {
 /// Why a mount table was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
-    #[error("mount {0:?}: a virtual path is '/' followed by one name of a-z, 0-9, '_' or '-'")]
+    #[error(
+        "mount {0:?}: a virtual path is '/' (or '/persistent/' for a persistent directory) followed by one name of a-z, 0-9, '_' or '-'"
+    )]
     BadVirtualPath(String),
     #[error("mount {path:?}: {why}")]
     BadTemplate { path: String, why: String },
@@ -120,9 +182,28 @@ pub struct ResolvedMount {
     /// The directory below which no symlink may lie on the way to `host`: the session's
     /// working directory for a mount in it, else `None` (the data directory applies).
     pub workdir: Option<PathBuf>,
+    /// For a persistent directory's checkout (`host`): its backing tree.
+    pub persistent: Option<ResolvedPersistent>,
+}
+
+/// A persistent directory of one session: the backing tree its checkout loads from and
+/// commits to, and where the checkout's manifest is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedPersistent {
+    pub backing: PathBuf,
+    pub manifest: PathBuf,
+    pub spec: PersistentSpec,
 }
 
 impl ResolvedMount {
+    /// Whether components may only read it, whatever they were granted: a read-only
+    /// persistent directory.
+    pub fn read_only(&self) -> bool {
+        self.persistent
+            .as_ref()
+            .is_some_and(|p| p.spec.access == PersistentAccess::Ro)
+    }
+
     /// Whether the mount lives in the session's working directory.
     pub fn in_workdir(&self) -> bool {
         self.workdir.is_some()
@@ -137,15 +218,21 @@ impl MountTable {
     /// A [`MountError`] naming the first mount that breaks a rule.
     pub fn new(mounts: BTreeMap<String, MountSpec>) -> Result<MountTable, MountError> {
         for (path, spec) in &mounts {
-            validate_virtual_path(path)?;
+            validate_virtual_path(path, spec.persistent.is_some())?;
             validate_template(path, spec)?;
         }
         // Nesting is checked on templates with placeholders as opaque names; two templates
         // nest when one's segments are a prefix of the other's.
         // Inside the working directory nesting is allowed (see the module's rules).
+        // A backing tree counts as a mount: no component may reach it but through a
+        // checkout.
         let segments: Vec<(&String, Vec<&str>)> = mounts
             .iter()
-            .flat_map(|(p, s)| s.templates().map(move |t| (p, t)))
+            .flat_map(|(p, s)| {
+                s.templates()
+                    .chain(s.persistent.as_ref().map(|p| p.backing.as_str()))
+                    .map(move |t| (p, t))
+            })
             .map(|(p, t)| (p, t.split('/').filter(|s| !s.is_empty()).collect()))
             .collect();
         let in_workdir = |s: &[&str]| s.first() == Some(&"{workdir}");
@@ -192,23 +279,37 @@ impl MountTable {
                     .starts_with("{workdir}")
                     .then(|| vars.workdir.map(Path::to_path_buf))
                     .flatten();
+                let host = fill(path, template, vars)?;
+                let persistent = match &spec.persistent {
+                    Some(p) => Some(ResolvedPersistent {
+                        backing: fill(path, &p.backing, vars)?,
+                        manifest: host.with_extension("manifest.json"),
+                        spec: p.clone(),
+                    }),
+                    None => None,
+                };
                 Ok(ResolvedMount {
                     virtual_path: path.clone(),
-                    host: fill(path, template, vars)?,
+                    host,
                     scope: if workdir.is_some() {
                         Scope::Persistent
                     } else {
                         spec.scope
                     },
                     workdir,
+                    persistent,
                 })
             })
             .collect()
     }
 }
 
-fn validate_virtual_path(path: &str) -> Result<(), MountError> {
-    let name = path.strip_prefix('/').unwrap_or("");
+/// One name after `/`, or after `/persistent/` for a persistent directory.
+fn validate_virtual_path(path: &str, persistent: bool) -> Result<(), MountError> {
+    let name = match persistent {
+        true => path.strip_prefix("/persistent/").unwrap_or(""),
+        false => path.strip_prefix('/').unwrap_or(""),
+    };
     let ok = !name.is_empty()
         && name
             .bytes()
@@ -222,6 +323,15 @@ fn validate_virtual_path(path: &str) -> Result<(), MountError> {
 
 fn validate_template(path: &str, spec: &MountSpec) -> Result<(), MountError> {
     check_template(path, &spec.host, spec.scope)?;
+    if let Some(persistent) = &spec.persistent {
+        if persistent.backing.contains("{session}") {
+            return Err(MountError::BadTemplate {
+                path: path.to_string(),
+                why: "a backing tree is kept across sessions: it cannot name {session}".into(),
+            });
+        }
+        check_template(path, &persistent.backing, Scope::Persistent)?;
+    }
     for (key, template) in [
         ("in_workdir", &spec.in_workdir),
         ("in_git_workdir", &spec.in_git_workdir),
@@ -363,6 +473,7 @@ mod tests {
             in_workdir: None,
             in_git_workdir: None,
             scope,
+            persistent: None,
         }
     }
 

@@ -60,6 +60,8 @@ pub enum PersistentError {
     Conflict(Vec<String>),
     #[error("the checkout's manifest {path}: {why}")]
     Manifest { path: PathBuf, why: String },
+    #[error("the commit stopped: {0}")]
+    Stopped(String),
     #[error(
         "{0} cannot be published: the store has a directory there, or a file where it needs one"
     )]

@@ -20,6 +20,7 @@ use crate::config::{
 use crate::failure::Failure;
 use crate::ids::TenantId;
 use crate::metrics::Scraped;
+use crate::mounts::CommitAt;
 use crate::mounts::{MountError, MountTable};
 use crate::sandbox::{self, Sandbox};
 use crate::secret::{Secret, TokenDigest};
@@ -1299,6 +1300,15 @@ impl Runtime {
                     .unwrap_or_else(|message| (ToolResult::error(message), "failed"))
             }
         };
+        // Persistent directories committed after every call publish this one's changes;
+        // when they cannot be (a conflict), the model is told, and the changes stay in the
+        // session's checkout.
+        let mut result = result;
+        if let Err(e) = self.sessions.commit(session, Some(CommitAt::Call)).await {
+            result
+                .output
+                .push_str(&format!("\n[hookhost: not published: {e}]"));
+        }
         span.record("outcome", outcome);
         trace.finish(outcome, result.output.len(), started.elapsed());
         self.sessions.mark_active(session).await;

@@ -242,6 +242,7 @@ impl Sandbox {
                 .ok_or_else(|| MountError::Undeclared(virtual_path.clone()))?;
             self.ensure_dir(mount)?;
             let perms = match access {
+                _ if mount.read_only() => FsPerms::ReadOnly,
                 Access::ReadOnly => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,
             };

@@ -457,6 +457,7 @@ fn scratch_plan(
             in_workdir: None,
             in_git_workdir: None,
             scope: Scope::Session,
+            persistent: None,
         };
         mounts.insert(path.clone(), spec);
         grants.insert(path, Access::ReadWrite);

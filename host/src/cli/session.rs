@@ -47,8 +47,19 @@ pub enum SessionCommand {
         #[arg(long)]
         follow: bool,
     },
-    /// Delete a session and every session-scoped directory of it.
+    /// Delete a session and every session-scoped directory of it, after publishing its
+    /// persistent directories (a conflict keeps the session).
     Delete {
+        id: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Drop its persistent directories' changes instead of publishing them.
+        #[arg(long)]
+        discard: bool,
+    },
+    /// Publish a session's persistent directories now: each all or nothing, a conflict
+    /// naming its files. Prints what each published.
+    Commit {
         id: String,
         #[arg(long, default_value = "default")]
         tenant: String,
@@ -163,8 +174,31 @@ async fn session_command(
                 );
             }
         }
-        SessionCommand::Delete { id: i, tenant: t } => {
-            sessions.delete(&tenant(t)?, &id(i)?).await?;
+        SessionCommand::Delete {
+            id: i,
+            tenant: t,
+            discard,
+        } => {
+            let (t, i) = (tenant(t)?, id(i)?);
+            if discard {
+                sessions.discard(&t, &i).await?;
+            } else {
+                sessions.delete(&t, &i).await?;
+            }
+        }
+        SessionCommand::Commit { id: i, tenant: t } => {
+            let (t, i) = (tenant(t)?, id(i)?);
+            let session = sessions.resolve(&sessions.record(&t, &i).await?)?;
+            for (mount, report) in sessions.commit(&session, None).await? {
+                println!(
+                    "{mount}: {} created, {} updated, {} deleted, {} left as the store has them ({} bytes)",
+                    report.created.len(),
+                    report.updated.len(),
+                    report.deleted.len(),
+                    report.kept_theirs.len(),
+                    report.bytes
+                );
+            }
         }
         SessionCommand::Gc { idle } => {
             let cutoff = idle.map(|idle| {

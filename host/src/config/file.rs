@@ -6,7 +6,7 @@ use crate::limits::{
     DEFAULT_KEEP_RESIDENT_BYTES, DEFAULT_POOL_INSTANCES, DEFAULT_TRACE_DIFF_BYTES, LimitOverrides,
     RateLimit, ShellLimitOverrides,
 };
-use crate::mounts::MountSpec;
+use crate::mounts::{MountSpec, PersistentSpec};
 use crate::sandbox::Access;
 use crate::secret::Secret;
 use serde::Deserialize;
@@ -25,6 +25,10 @@ pub struct Config {
     /// built-in mounts; giving it replaces them.
     #[serde(default)]
     pub mounts: Option<BTreeMap<Spanned<String>, MountSpec>>,
+    /// Persistent directories (`/persistent/NAME`) → their backing tree and commit policy;
+    /// each is a mount too, of the session's checkout.
+    #[serde(default)]
+    pub persistent: BTreeMap<Spanned<String>, PersistentSpec>,
     /// The host-native `bash` tool.
     #[serde(default)]
     pub bash: BashConfig,

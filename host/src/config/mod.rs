@@ -171,13 +171,18 @@ impl Config {
 
     /// The mounts in force: the file's, or the built-in ones.
     pub fn mounts(&self) -> BTreeMap<String, MountSpec> {
-        match &self.mounts {
+        let mut mounts = match &self.mounts {
             Some(mounts) => mounts
                 .iter()
                 .map(|(p, s)| (p.get_ref().clone(), s.clone()))
                 .collect(),
             None => Config::builtin().config.mounts(),
+        };
+        for (path, spec) in &self.persistent {
+            let path = path.get_ref();
+            mounts.insert(path.clone(), MountSpec::checkout(path, spec.clone()));
         }
+        mounts
     }
 
     /// The mount `bash` runs in.

@@ -12,7 +12,10 @@
 
 use super::table::{SessionError, SessionTable};
 use crate::limits::ORPHAN_GRACE;
-use crate::mounts::{self, MountError, MountTable, ResolvedMount, Scope};
+use crate::mounts::{
+    self, CommitAt, MountError, MountTable, ResolvedMount, ResolvedPersistent, Scope,
+};
+use crate::persistent::{Backing, CommitReport, Manifest};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use std::collections::HashSet;
@@ -59,6 +62,9 @@ impl MountDirs {
         }
         if !self.ensured().contains(&mount.host) {
             mounts::ensure_dir(&self.data_root, mount)?;
+            if let Some(persistent) = &mount.persistent {
+                load_checkout(mount, persistent)?;
+            }
             self.ensured().insert(mount.host.clone());
         }
         Ok(())
@@ -117,6 +123,86 @@ impl MountDirs {
     }
 }
 
+/// Loads a persistent directory's checkout from its backing tree, once: a checkout with a
+/// manifest was loaded already (by this process or one before it) and may hold changes.
+fn load_checkout(mount: &ResolvedMount, persistent: &ResolvedPersistent) -> Result<(), MountError> {
+    if persistent.manifest.exists() {
+        return Ok(());
+    }
+    let err = |e: crate::persistent::PersistentError| MountError::Create {
+        path: mount.virtual_path.clone(),
+        source: io::Error::other(e.to_string()),
+    };
+    let backing = Backing::new(persistent.backing.clone());
+    let (manifest, loaded) = backing.load(&mount.host).map_err(err)?;
+    manifest.write(&persistent.manifest).map_err(err)?;
+    tracing::info!(
+        target: "hookhost::trace",
+        kind = "persistent_dir.loaded",
+        mount = mount.virtual_path,
+        files = loaded.files,
+        bytes = loaded.bytes,
+        ms = loaded.ms,
+    );
+    Ok(())
+}
+
+/// Publishes the checkouts among `mounts` (one session's) that were loaded and whose
+/// boundary is `at` — every one for `None`, an explicit commit — each all or nothing, in
+/// order; stops at the first that fails (a conflict: nothing of it applied, its checkout
+/// kept). Read-only ones are never published. Returns what each published.
+///
+/// # Errors
+///
+/// [`SessionError::Commit`] naming the mount.
+pub fn commit_checkouts(
+    mounts: &[ResolvedMount],
+    at: Option<CommitAt>,
+) -> Result<Vec<(String, CommitReport)>, SessionError> {
+    let mut committed = Vec::new();
+    for mount in mounts {
+        let Some(persistent) = &mount.persistent else {
+            continue;
+        };
+        let due = at.is_none_or(|at| at == persistent.spec.commit);
+        if !due || mount.read_only() || !persistent.manifest.exists() {
+            continue;
+        }
+        let failed = |source| {
+            tracing::warn!(
+                target: "hookhost::trace",
+                kind = "persistent_dir.commit.failed",
+                mount = mount.virtual_path,
+                reason = %source,
+            );
+            SessionError::Commit {
+                mount: mount.virtual_path.clone(),
+                source,
+            }
+        };
+        tracing::info!(target: "hookhost::trace", kind = "persistent_dir.commit.started", mount = mount.virtual_path);
+        let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
+        let backing = Backing::new(persistent.backing.clone());
+        let report = backing
+            .commit(&mount.host, &mut manifest, persistent.spec.on_conflict)
+            .map_err(failed)?;
+        manifest.write(&persistent.manifest).map_err(failed)?;
+        tracing::info!(
+            target: "hookhost::trace",
+            kind = "persistent_dir.commit.succeeded",
+            mount = mount.virtual_path,
+            created = report.created.len(),
+            updated = report.updated.len(),
+            deleted = report.deleted.len(),
+            kept_theirs = report.kept_theirs.len(),
+            bytes = report.bytes,
+            ms = report.ms,
+        );
+        committed.push((mount.virtual_path.clone(), report));
+    }
+    Ok(committed)
+}
+
 /// Removes the session-scoped directories among `mounts` (one session's), never following
 /// a symlink, then the directories above them that became empty, up to the one named by
 /// the session id.
@@ -138,6 +224,9 @@ pub fn remove_session_dirs(
         match mount.host.strip_prefix(data_root) {
             Ok(relative) => {
                 remove_tree(&root, relative)?;
+                if mount.persistent.is_some() {
+                    remove_tree(&root, &relative.with_extension("manifest.json"))?;
+                }
                 prune_empty(&root, relative, depth);
             }
             // Outside the data directory (a {workdir} template): a handle on its parent.

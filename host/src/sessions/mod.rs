@@ -28,7 +28,7 @@ pub use tenants::{Tenant, Tenants, WorkdirTemplate};
 
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
-use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
+use crate::mounts::{CommitAt, MountTable, ResolvedMount, Scope, SessionVars};
 use crate::secret::Secret;
 use arc_swap::ArcSwap;
 use quota::QuotaBook;
@@ -483,7 +483,31 @@ impl Sessions {
     /// [`SessionError::NotFound`] when `tenant` has no such session; [`SessionError::Remove`]
     /// when a directory cannot be removed (the row is gone: `gc` retries the directories).
     pub async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        self.remove(tenant, id, true).await
+    }
+
+    /// Deletes a session as [`Sessions::delete`] does, dropping what its persistent
+    /// directories' checkouts changed instead of publishing it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sessions::delete`], without the commit's.
+    pub async fn discard(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        self.remove(tenant, id, false).await
+    }
+
+    async fn remove(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        publish: bool,
+    ) -> Result<(), SessionError> {
         let session = self.resolve(&self.record(tenant, id).await?)?;
+        // Its persistent directories are published before it goes; one that cannot be
+        // keeps the session (and its checkout) for the conflict to be resolved.
+        if publish {
+            self.commit(&session, Some(CommitAt::Session)).await?;
+        }
         // Row first: a crash after this leaves orphaned directories, which gc removes. Of
         // hosts deleting it at once, the one whose statement removed the row goes on.
         if !self.table.delete(tenant, id).await? {
@@ -493,6 +517,29 @@ impl Sessions {
             });
         }
         self.ended(&session).await
+    }
+
+    /// Publishes `session`'s persistent directories whose boundary is `at` (every one for
+    /// `None`), as [`dirs::commit_checkouts`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Commit`] naming the mount that could not be published.
+    pub async fn commit(
+        &self,
+        session: &Session,
+        at: Option<CommitAt>,
+    ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
+        if !session.mounts.iter().any(|m| m.persistent.is_some()) {
+            return Ok(Vec::new());
+        }
+        let mounts = session.mounts.clone();
+        tokio::task::spawn_blocking(move || dirs::commit_checkouts(&mounts, at))
+            .await
+            .map_err(|e| SessionError::Commit {
+                mount: "its persistent directories".into(),
+                source: crate::persistent::PersistentError::Stopped(e.to_string()),
+            })?
     }
 
     /// Deletes the idle sessions whose owner `sweep` accepts, each only if it is still
@@ -514,6 +561,10 @@ impl Sessions {
                 continue;
             }
             let session = self.resolve(&record)?;
+            if let Err(e) = self.commit(&session, Some(CommitAt::Session)).await {
+                tracing::warn!(session = %key, error = %e, "idle session kept: its persistent directories could not be published");
+                continue;
+            }
             if self
                 .table
                 .delete_if_idle(&record.tenant, &record.id, cutoff)

@@ -47,6 +47,11 @@ pub enum SessionError {
     Remove { path: PathBuf, source: io::Error },
     #[error("{0}")]
     Mount(#[from] crate::mounts::MountError),
+    #[error("commit of {mount}: {source}")]
+    Commit {
+        mount: String,
+        source: crate::persistent::PersistentError,
+    },
 }
 
 /// Who made a session, and so who may sweep it when idle: the command line (any

@@ -87,10 +87,16 @@ pub fn resolve_path(path: &str) -> String {
 /// this tool says so (a granted mount's root always exists: it is preopened).
 pub fn io_error(tool: &str, action: &str, path: &str, e: &std::io::Error) -> String {
     use std::io::ErrorKind;
-    if let Some(mount) = path
-        .strip_prefix('/')
-        .map(|p| format!("/{}", p.split('/').next().unwrap_or("")))
-        && std::fs::metadata(&mount).is_err()
+    // A mount is one name, or two under `/persistent/`.
+    let names = if path.starts_with("/persistent/") {
+        2
+    } else {
+        1
+    };
+    if let Some(mount) = path.strip_prefix('/').map(|p| {
+        let names: Vec<&str> = p.split('/').take(names).collect();
+        format!("/{}", names.join("/"))
+    }) && std::fs::metadata(&mount).is_err()
     {
         return format!("{tool}: cannot {action} {path}: {mount} is not a mount this tool may use");
     }
