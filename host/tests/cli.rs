@@ -1189,3 +1189,216 @@ fn the_systemd_unit_verifies_clean() {
         stderr(&out)
     );
 }
+
+/// A config with persistent directories: `/persistent/notes` (per tenant, published at the
+/// session's end), `/persistent/log` (published after every call) and `/persistent/docs`
+/// (read-only, though `write_file` is granted it read-write).
+fn persistent_config(dir: &Path) -> std::path::PathBuf {
+    let config = dir.join("persistent.toml");
+    std::fs::write(
+        &config,
+        r#"
+[tools.read_file]
+component = "builtin:read_file"
+grants = { "/persistent/notes" = "ro", "/persistent/log" = "ro", "/persistent/docs" = "ro" }
+
+[tools.write_file]
+component = "builtin:write_file"
+grants = { "/persistent/notes" = "rw", "/persistent/log" = "rw", "/persistent/docs" = "rw" }
+
+[persistent."/persistent/notes"]
+backing = "{data}/tenants/{tenant}/persistent/notes"
+
+[persistent."/persistent/log"]
+backing = "{data}/tenants/{tenant}/persistent/log"
+commit = "call"
+
+[persistent."/persistent/docs"]
+backing = "{data}/docs"
+access = "ro"
+"#,
+    )
+    .unwrap();
+    config
+}
+
+/// Sessions work in their own checkouts of a persistent directory: what one writes reaches
+/// the others only at its commit boundary; a file changed on both sides fails the second
+/// commit, which keeps that session and its checkout until it is discarded; a read-only
+/// one refuses writes; nothing of the sessions is left when they are gone.
+#[test]
+fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
+    let data = tempfile::tempdir().unwrap();
+    let config = persistent_config(data.path());
+    let run = |args: &[&str]| {
+        let out = hookhost_with(data.path(), &config, args);
+        (out.status.success(), stdout(&out), stderr(&out))
+    };
+    let new = || run(&["session", "new"]).1.trim().to_string();
+    let call =
+        |session: &str, tool: &str, args: &str| run(&["call", "--session", session, tool, args]).1;
+    let read =
+        |session: &str, path: &str| call(session, "read_file", &format!(r#"{{"path":"{path}"}}"#));
+    let write = |session: &str, path: &str, text: &str| {
+        call(
+            session,
+            "write_file",
+            &format!(r#"{{"path":"{path}","content":"{text}"}}"#),
+        )
+    };
+
+    let (a, b) = (new(), new());
+    assert!(write(&a, "/persistent/notes/a.md", "from a").contains("Wrote"));
+    assert!(
+        read(&b, "/persistent/notes/a.md").contains("no such file"),
+        "not yet published"
+    );
+    let (ok, out, err) = run(&["session", "commit", &a]);
+    assert!(ok, "{err}");
+    assert!(out.contains("/persistent/notes: 1 created"), "{out}");
+    let c = new();
+    assert!(read(&c, "/persistent/notes/a.md").contains("from a"));
+    assert!(
+        read(&b, "/persistent/notes/a.md").contains("no such file"),
+        "b reads what it loaded"
+    );
+
+    // b made the same file meanwhile: its commit fails, naming it, and keeps b.
+    assert!(write(&b, "/persistent/notes/a.md", "from b").contains("Wrote"));
+    let (ok, _, err) = run(&["session", "delete", &b]);
+    assert!(
+        !ok && err.contains("conflict") && err.contains("a.md"),
+        "{err}"
+    );
+    assert!(
+        read(&b, "/persistent/notes/a.md").contains("from b"),
+        "b's checkout is kept"
+    );
+    assert!(
+        read(&new(), "/persistent/notes/a.md").contains("from a"),
+        "none of b's commit"
+    );
+    assert!(run(&["session", "delete", "--discard", &b]).0);
+
+    // Published after every call.
+    let d = new();
+    assert!(write(&d, "/persistent/log/1.txt", "one").contains("Wrote"));
+    assert!(read(&new(), "/persistent/log/1.txt").contains("one"));
+
+    // Read-only whatever the grant says.
+    let refused = write(&d, "/persistent/docs/x.md", "no");
+    assert!(refused.contains("permission denied"), "{refused}");
+
+    for session in run(&["session", "list"]).1.lines() {
+        let id = session.split('\t').next().unwrap();
+        assert!(run(&["session", "delete", id]).0);
+    }
+    let left: Vec<_> = std::fs::read_dir(data.path().join("tenants/default/sessions"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A commit of 1,000 files killed (`kill -9`) at points spread over its length: the store
+/// then holds all of it or none of it once the next session has loaded it, never part, and
+/// never a torn file.
+#[test]
+fn a_commit_killed_midway_leaves_all_of_it_or_none() {
+    let data = tempfile::tempdir().unwrap();
+    let config = persistent_config(data.path());
+    let run = |args: &[&str]| hookhost_with(data.path(), &config, args);
+    let backing = data.path().join("tenants/default/persistent/notes");
+    let prepare = |round: usize| {
+        let session = stdout(&run(&["session", "new"])).trim().to_string();
+        run(&[
+            "call",
+            "--session",
+            &session,
+            "read_file",
+            r#"{"path":"/persistent/notes/x"}"#,
+        ]);
+        // The files a command would have made in the checkout.
+        let checkout = data.path().join(format!(
+            "tenants/default/sessions/{session}/persistent/notes/round-{round}"
+        ));
+        std::fs::create_dir_all(&checkout).unwrap();
+        for n in 0..1000 {
+            std::fs::write(
+                checkout.join(format!("{n}.txt")),
+                format!("round {round} file {n}\n").repeat(20),
+            )
+            .unwrap();
+        }
+        session
+    };
+    let published = |round: usize| {
+        let dir = backing.join(format!("round-{round}"));
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
+        for file in &files {
+            let text = std::fs::read_to_string(file.path()).unwrap();
+            assert!(
+                text.len() > 100 && text.ends_with('\n'),
+                "torn: {:?}",
+                file.path()
+            );
+        }
+        files.len()
+    };
+
+    // One commit uninterrupted, to know its length.
+    let session = prepare(0);
+    let started = std::time::Instant::now();
+    assert!(run(&["session", "commit", &session]).status.success());
+    let length = started.elapsed();
+    assert_eq!(published(0), 1000);
+
+    let mut outcomes = Vec::new();
+    for (round, fraction) in [0.1, 0.3, 0.5, 0.7, 0.85, 0.95, 1.1]
+        .into_iter()
+        .enumerate()
+    {
+        let round = round + 1;
+        let session = prepare(round);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .args([
+                "--data",
+                data.path().to_str().unwrap(),
+                "--config",
+                config.to_str().unwrap(),
+            ])
+            .args(["session", "commit", &session])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(length.mul_f64(fraction));
+        let _ = child.kill();
+        let _ = child.wait();
+        // The next load (a new session's first use) completes or sweeps it.
+        let next = stdout(&run(&["session", "new"])).trim().to_string();
+        run(&[
+            "call",
+            "--session",
+            &next,
+            "read_file",
+            r#"{"path":"/persistent/notes/x"}"#,
+        ]);
+        let count = published(round);
+        assert!(
+            count == 0 || count == 1000,
+            "round {round}: {count} of 1000 files published"
+        );
+        outcomes.push(count);
+    }
+    let staged: Vec<_> = std::fs::read_dir(backing.join(".hookhost"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(staged, ["lock"], "nothing staged is left");
+    eprintln!(
+        "files published per killed commit: {outcomes:?} (an uninterrupted one took {length:?})"
+    );
+}
