@@ -1402,3 +1402,45 @@ fn a_commit_killed_midway_leaves_all_of_it_or_none() {
         "files published per killed commit: {outcomes:?} (an uninterrupted one took {length:?})"
     );
 }
+
+/// 32 sessions commit to one tenant's persistent directory at once, each from its own
+/// process: every commit lands, whole.
+#[test]
+fn concurrent_commits_to_one_store_all_land() {
+    let data = tempfile::tempdir().unwrap();
+    let config = persistent_config(data.path());
+    let run = |args: &[&str]| hookhost_with(data.path(), &config, args);
+    let sessions: Vec<String> = (0..32)
+        .map(|n| {
+            let session = stdout(&run(&["session", "new"])).trim().to_string();
+            let args = format!(r#"{{"path":"/persistent/notes/{n}.md","content":"session {n}"}}"#);
+            let out = run(&["call", "--session", &session, "write_file", &args]);
+            assert!(stdout(&out).contains("Wrote"), "{}", stderr(&out));
+            session
+        })
+        .collect();
+    let children: Vec<_> = sessions
+        .into_iter()
+        .map(|session| {
+            let (data, config) = (data.path().to_path_buf(), config.clone());
+            std::thread::spawn(move || {
+                Command::new(env!("CARGO_BIN_EXE_hookhost"))
+                    .arg("--data")
+                    .arg(&data)
+                    .arg("--config")
+                    .arg(&config)
+                    .args(["session", "commit", &session])
+                    .output()
+            })
+        })
+        .collect();
+    for child in children {
+        let out = child.join().unwrap().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let backing = data.path().join("tenants/default/persistent/notes");
+    for n in 0..32 {
+        let text = std::fs::read_to_string(backing.join(format!("{n}.md"))).unwrap();
+        assert_eq!(text, format!("session {n}"));
+    }
+}
