@@ -37,6 +37,10 @@ use std::time::Instant;
 /// The directory in a backing tree that is the host's: its lock, staged files, journals.
 pub const HOST_DIR: &str = ".hookhost";
 
+/// The name a refreshed file has in a checkout before it is renamed into place; a file
+/// of that name is never published.
+const REFRESH_PREFIX: &str = ".hookhost-refresh-";
+
 /// What a commit does with a file that changed both in the backing tree (since the load)
 /// and in the checkout.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -98,6 +102,9 @@ impl Version {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     files: BTreeMap<String, Loaded>,
+    /// The backing tree's generation (its count of commits) it is up to date with.
+    #[serde(default)]
+    generation: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -208,6 +215,7 @@ impl Backing {
             let copy = Version::of(&fs::symlink_metadata(&to).map_err(io_at(&to))?);
             manifest.files.insert(relative, Loaded { base, copy });
         }
+        manifest.generation = self.generation();
         let report = LoadReport {
             files: manifest.files.len(),
             bytes,
@@ -324,6 +332,7 @@ impl Backing {
         write_durably(&journal_path, &text)?;
 
         journal.apply(&self.root, &staged)?;
+        self.next_generation()?;
         finish(&journal_path, &staged)?;
 
         // What is published is the new base.
@@ -341,6 +350,88 @@ impl Backing {
         }
         report.ms = elapsed_ms(started);
         Ok(report)
+    }
+
+    /// Brings the files of `checkout` that the session has not changed up to what the
+    /// backing tree holds now — what other sessions committed since it loaded — and
+    /// `manifest` with them; the files it changed stay as they are (a commit finds them in
+    /// conflict when the tree changed them too). Costs one small read when nothing was
+    /// committed since. Returns how many files it brought.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Io`] naming what could not be read or written.
+    pub fn refresh(
+        &self,
+        checkout: &Path,
+        manifest: &mut Manifest,
+    ) -> Result<usize, PersistentError> {
+        if self.generation() == manifest.generation {
+            return Ok(0);
+        }
+        let _lock = self.lock()?;
+        let generation = self.generation();
+        let mut brought = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        for (relative, now) in self.files()? {
+            let target = checkout.join(&relative);
+            let unchanged = match manifest.files.get(&relative) {
+                Some(loaded) if loaded.base == now => None,
+                Some(loaded) => Some(current(&target)? == Some(loaded.copy)),
+                None => Some(current(&target)?.is_none()),
+            };
+            seen.insert(relative.clone());
+            if unchanged == Some(true) {
+                let from = self.root.join(&relative);
+                if let Some(parent) = target.parent() {
+                    fs::create_dir_all(parent).map_err(io_at(parent))?;
+                }
+                // Made beside it and renamed over it: a reader sees one version or the other.
+                let tmp = target.with_file_name(format!(
+                    ".hookhost-refresh-{}",
+                    uuid::Uuid::new_v4().simple()
+                ));
+                fs::copy(&from, &tmp).map_err(io_at(&from))?;
+                fs::rename(&tmp, &target).map_err(io_at(&target))?;
+                let copy = Version::of(&fs::symlink_metadata(&target).map_err(io_at(&target))?);
+                manifest.files.insert(relative, Loaded { base: now, copy });
+                brought += 1;
+            }
+        }
+        // Removed from the tree since: removed from the checkout unless the session changed it.
+        let gone: Vec<String> = manifest
+            .files
+            .keys()
+            .filter(|r| !seen.contains(*r))
+            .cloned()
+            .collect();
+        for relative in gone {
+            let target = checkout.join(&relative);
+            if current(&target)? == manifest.files.get(&relative).map(|l| l.copy) {
+                remove_any(&target)?;
+                manifest.files.remove(&relative);
+                brought += 1;
+            }
+        }
+        manifest.generation = generation;
+        Ok(brought)
+    }
+
+    /// How many commits the tree has had (0 for none).
+    fn generation(&self) -> u64 {
+        fs::read_to_string(self.root.join(HOST_DIR).join("generation"))
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Counts one more commit (under the lock).
+    fn next_generation(&self) -> Result<(), PersistentError> {
+        let next = self.generation() + 1;
+        write_durably(
+            &self.root.join(HOST_DIR).join("generation"),
+            next.to_string().as_bytes(),
+        )
     }
 
     /// Takes the tree's lock, after completing a commit that stopped after its commit
@@ -389,6 +480,7 @@ impl Backing {
             let staged = host.join(format!("staged-{id}"));
             tracing::warn!(backing = %self.root.display(), commit = id, "completing an interrupted commit");
             journal.apply(&self.root, &staged)?;
+            self.next_generation()?;
             finish(&path, &staged)?;
         }
         for name in entries {
@@ -431,7 +523,11 @@ enum Change {
 fn changes(checkout: &Path, manifest: &Manifest) -> Result<Vec<(String, Change)>, PersistentError> {
     let mut found = BTreeMap::new();
     walk(checkout, "", &mut |relative, meta| {
-        if relative != HOST_DIR && !relative.starts_with(".hookhost/") {
+        let refreshing = relative
+            .rsplit('/')
+            .next()
+            .is_some_and(|name| name.starts_with(REFRESH_PREFIX));
+        if relative != HOST_DIR && !relative.starts_with(".hookhost/") && !refreshing {
             found.insert(relative.to_string(), Version::of(meta));
         }
     })?;
@@ -665,7 +761,9 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(host, ["lock"], "nothing staged is left");
+        let mut host = host;
+        host.sort();
+        assert_eq!(host, ["generation", "lock"], "nothing staged is left");
 
         // Nothing changed since: an empty commit.
         let again = store.commit(&a, &mut manifest, OnConflict::Fail).unwrap();
@@ -713,6 +811,44 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_brings_what_others_committed_and_keeps_what_the_session_changed() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "shared.md", "v1");
+        put(store.root(), "mine.md", "v1");
+        put(store.root(), "dropped.md", "v1");
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        let (mut ma, _) = store.load(&a).unwrap();
+        let (mut mb, _) = store.load(&b).unwrap();
+        assert_eq!(
+            store.refresh(&b, &mut mb).unwrap(),
+            0,
+            "nothing committed yet"
+        );
+        put(&a, "shared.md", "from a");
+        put(&a, "mine.md", "from a");
+        put(&a, "new.md", "from a");
+        fs::remove_file(a.join("dropped.md")).unwrap();
+        store.commit(&a, &mut ma, OnConflict::Fail).unwrap();
+
+        put(&b, "mine.md", "from b");
+        assert_eq!(store.refresh(&b, &mut mb).unwrap(), 3);
+        assert_eq!(read(&b, "shared.md").as_deref(), Some("from a"));
+        assert_eq!(read(&b, "new.md").as_deref(), Some("from a"));
+        assert_eq!(read(&b, "dropped.md"), None);
+        assert_eq!(
+            read(&b, "mine.md").as_deref(),
+            Some("from b"),
+            "b's change kept"
+        );
+        let err = store.commit(&b, &mut mb, OnConflict::Fail).unwrap_err();
+        assert!(
+            matches!(&err, PersistentError::Conflict(p) if p == &["mine.md"]),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_commit_stopped_after_its_journal_is_completed_and_one_stopped_before_never_was() {
         let root = tempfile::tempdir().unwrap();
         let store = Backing::new(root.path().join("store"));
@@ -739,10 +875,11 @@ mod tests {
         let (_, loaded) = store.load(&root.path().join("y")).unwrap();
         assert_eq!(loaded.files, 1);
         assert_eq!(read(&root.path().join("y"), "a.md").as_deref(), Some("v2"));
-        let left: Vec<_> = fs::read_dir(&host)
+        let mut left: Vec<_> = fs::read_dir(&host)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(left, ["lock"]);
+        left.sort();
+        assert_eq!(left, ["generation", "lock"]);
     }
 }

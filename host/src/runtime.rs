@@ -1240,6 +1240,8 @@ impl Runtime {
         })?;
         self.sessions.mark_active(session).await;
         let _running = self.sessions.enter(session);
+        // What other sessions committed to its persistent directories since it loaded them.
+        self.sessions.refresh(session).await;
         let started = std::time::Instant::now();
         let ctx = CallContext {
             session_id: session.id.to_string(),

@@ -34,11 +34,11 @@ use crate::tools::upstream::Notice;
 #[allow(deprecated, reason = "MCP 2025-11-25 has logging; hookhost serves it")]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ContentBlock, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -46,6 +46,9 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// The MCP method by which a client publishes its session's persistent directories.
+pub const COMMIT_METHOD: &str = "hookhost/commit";
 
 mod admin;
 pub mod gateway;
@@ -320,6 +323,46 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.set_upstream_level(request, &context).await
+    }
+
+    /// `hookhost/commit`: publishes the session's persistent directories now (at the end
+    /// of an agent's turn, say): each all or nothing; a conflict is an error naming the
+    /// files, the checkout kept. Answers what each published.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        if request.method != COMMIT_METHOD {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            ));
+        }
+        let session = self.session_for(&context)?;
+        let committed = self
+            .runtime
+            .sessions()
+            .commit(&session, None)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let committed: Vec<serde_json::Value> = committed
+            .into_iter()
+            .map(|(mount, report)| {
+                serde_json::json!({
+                    "mount": mount,
+                    "created": report.created,
+                    "updated": report.updated,
+                    "deleted": report.deleted,
+                    "keptTheirs": report.kept_theirs,
+                    "bytes": report.bytes,
+                })
+            })
+            .collect();
+        Ok(CustomResult::new(
+            serde_json::json!({ "committed": committed }),
+        ))
     }
 
     async fn call_tool(

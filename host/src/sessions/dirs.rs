@@ -203,6 +203,40 @@ pub fn commit_checkouts(
     Ok(committed)
 }
 
+/// Brings the loaded checkouts among `mounts` (one session's) up to what other sessions
+/// committed since (see [`Backing::refresh`]). A checkout that cannot be refreshed is
+/// left as it is, and logged: the call goes on with what the session had.
+pub fn refresh_checkouts(mounts: &[ResolvedMount]) {
+    for mount in mounts {
+        let Some(persistent) = &mount.persistent else {
+            continue;
+        };
+        if !persistent.manifest.exists() {
+            continue;
+        }
+        let refreshed = Manifest::read(&persistent.manifest).and_then(|mut manifest| {
+            let backing = Backing::new(persistent.backing.clone());
+            let brought = backing.refresh(&mount.host, &mut manifest)?;
+            if brought > 0 {
+                manifest.write(&persistent.manifest)?;
+            }
+            Ok(brought)
+        });
+        match refreshed {
+            Ok(0) => {}
+            Ok(files) => tracing::info!(
+                target: "hookhost::trace",
+                kind = "persistent_dir.refreshed",
+                mount = mount.virtual_path,
+                files,
+            ),
+            Err(e) => {
+                tracing::warn!(mount = mount.virtual_path, error = %e, "persistent directory not refreshed")
+            }
+        }
+    }
+}
+
 /// Removes the session-scoped directories among `mounts` (one session's), never following
 /// a symlink, then the directories above them that became empty, up to the one named by
 /// the session id.

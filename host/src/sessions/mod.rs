@@ -542,6 +542,16 @@ impl Sessions {
             })?
     }
 
+    /// Brings `session`'s persistent directories up to what other sessions committed since
+    /// it loaded them, keeping what it changed (see [`dirs::refresh_checkouts`]): before
+    /// each call.
+    pub async fn refresh(&self, session: &Session) {
+        if session.mounts.iter().any(|m| m.persistent.is_some()) {
+            let mounts = session.mounts.clone();
+            let _ = tokio::task::spawn_blocking(move || dirs::refresh_checkouts(&mounts)).await;
+        }
+    }
+
     /// Deletes the idle sessions whose owner `sweep` accepts, each only if it is still
     /// idle when its row is removed — a call that began meanwhile, on this host or
     /// another, keeps it — and never one with a call running here. Returns how many.

@@ -300,6 +300,7 @@ impl Ready {
         }
         for (mount, access) in mounts {
             let flag = match access {
+                _ if mount.read_only() => "--ro-bind",
                 Access::ReadOnly => "--ro-bind",
                 Access::ReadWrite => "--bind",
             };
