@@ -1724,3 +1724,47 @@ fn upstreams_with_an_instance_per_tenant_or_session_keep_tenants_apart() {
         "{stderr}"
     );
 }
+
+/// Persistent directories as MCP clients meet them (tests/mcp/persistent.py, the Python
+/// SDK over `serve --http`): a session's writes reach the others after its
+/// `hookhost/commit`; a conflict fails the second commit and keeps its text; a read-only
+/// directory refuses writes; 16 sessions committing at once all land.
+#[test]
+fn persistent_directories_commit_over_mcp() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("persistent.toml");
+    std::fs::write(
+        &config,
+        r#"
+[tools.read_file]
+component = "builtin:read_file"
+grants = { "/persistent/notes" = "ro", "/persistent/docs" = "ro" }
+
+[tools.write_file]
+component = "builtin:write_file"
+grants = { "/persistent/notes" = "rw", "/persistent/docs" = "rw" }
+
+[persistent."/persistent/notes"]
+backing = "{data}/tenants/{tenant}/persistent/notes"
+
+[persistent."/persistent/docs"]
+backing = "{data}/docs"
+access = "ro"
+"#,
+    )
+    .unwrap();
+    let server = serve_unauthenticated(data.path(), &config);
+    let backing = data.path().join("tenants/default/persistent/notes");
+    let out = Command::new(python())
+        .arg(workspace().join("tests/mcp/persistent.py"))
+        .args([server.url.as_str(), backing.to_str().unwrap()])
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("16 concurrent commits ok"), "{stdout}");
+}
