@@ -60,6 +60,12 @@ struct RateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CommitLabels {
+    tenant: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: String,
     state: String,
@@ -84,6 +90,7 @@ pub struct Metrics {
     disk_bytes: Family<TenantLabels, Gauge>,
     quota_bytes: Family<TenantLabels, Gauge>,
     upstreams: Family<UpstreamLabels, Gauge>,
+    commits: Family<CommitLabels, Counter>,
     /// Calls by tenant and outcome, and refusals, for the admin page (a family cannot be
     /// read back by label).
     tallies: std::sync::Mutex<BTreeMap<String, Tally>>,
@@ -126,6 +133,7 @@ impl Default for Metrics {
             disk_bytes: Family::default(),
             quota_bytes: Family::default(),
             upstreams: Family::default(),
+            commits: Family::default(),
             tallies: Default::default(),
         };
         registry.register(
@@ -178,6 +186,11 @@ impl Default for Metrics {
             "upstream_up",
             "1 for an upstream MCP server's current state (up, down, unavailable)",
             metrics.upstreams.clone(),
+        );
+        registry.register(
+            "persistent_commits",
+            "Commits of persistent directories made during calls, by tenant and outcome (succeeded, conflict, failed)",
+            metrics.commits.clone(),
         );
         Metrics {
             registry,
@@ -240,6 +253,16 @@ impl Metrics {
             .get_or_create(&RateLabels {
                 tenant: tenant.into(),
                 reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// A persistent directory's commit ended: `succeeded`, `conflict` or `failed`.
+    pub fn commit(&self, tenant: &str, outcome: &str) {
+        self.commits
+            .get_or_create(&CommitLabels {
+                tenant: tenant.into(),
+                outcome: outcome.into(),
             })
             .inc();
     }

@@ -1305,11 +1305,24 @@ impl Runtime {
         // Persistent directories committed after every call publish this one's changes;
         // when they cannot be (a conflict), the model is told, and the changes stay in the
         // session's checkout.
+        for (mount, loaded) in self.sessions.dirs().take_loads(session.mounts()) {
+            trace.persistent_loaded(&mount, &loaded);
+        }
         let mut result = result;
-        if let Err(e) = self.sessions.commit(session, Some(CommitAt::Call)).await {
-            result
-                .output
-                .push_str(&format!("\n[hookhost: not published: {e}]"));
+        match self.sessions.commit(session, Some(CommitAt::Call)).await {
+            Ok(committed) => {
+                for (mount, report) in committed.iter().filter(|(_, r)| !r.is_empty()) {
+                    trace.persistent_committed(mount, Ok(report));
+                }
+            }
+            Err(e) => {
+                if let SessionError::Commit { mount, source } = &e {
+                    trace.persistent_committed(mount, Err(source));
+                }
+                result
+                    .output
+                    .push_str(&format!("\n[hookhost: not published: {e}]"));
+            }
         }
         span.record("outcome", outcome);
         trace.finish(outcome, result.output.len(), started.elapsed());

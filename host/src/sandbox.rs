@@ -195,7 +195,9 @@ impl Sandbox {
 
     /// The store in which the host asks a component about itself at load (a tool's or a
     /// hook's `describe`): no mounts, no grants, the default limits under the component's
-    /// own, which it returns too.
+    /// own, which it returns too — but never a shorter deadline than the default: a
+    /// `deadline_ms` bounds the component's calls, and a start on a busy host must not fail
+    /// because instantiating it took longer than one call may.
     ///
     /// # Errors
     ///
@@ -205,7 +207,8 @@ impl Sandbox {
         settings: &Settings,
         limits: &LimitOverrides,
     ) -> Result<(Store<StoreState>, Limits), Failure> {
-        let limits = Limits::default().with(limits);
+        let mut limits = Limits::default().with(limits);
+        limits.deadline_ms = limits.deadline_ms.max(Limits::default().deadline_ms);
         let store = self
             .store(&[], &Grants::new(), settings, &limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;

@@ -1287,10 +1287,35 @@ fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
     );
     assert!(run(&["session", "delete", "--discard", &b]).0);
 
-    // Published after every call.
+    // Published after every call, and traced with the call.
     let d = new();
     assert!(write(&d, "/persistent/log/1.txt", "one").contains("Wrote"));
     assert!(read(&new(), "/persistent/log/1.txt").contains("one"));
+    let (_, trace, _) = run(&["session", "trace", &d, "--kind", "persistent_dir.*"]);
+    let kinds: Vec<String> = trace
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["kind"].as_str().unwrap(),
+                e["mount"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            // write_file is granted all three: each is loaded at its first grant.
+            "persistent_dir.loaded /persistent/docs",
+            "persistent_dir.loaded /persistent/log",
+            "persistent_dir.loaded /persistent/notes",
+            "persistent_dir.commit.started /persistent/log",
+            "persistent_dir.commit.succeeded /persistent/log"
+        ],
+        "{trace}"
+    );
+    assert!(trace.contains(r#""created":["1.txt"]"#), "{trace}");
 
     // Read-only whatever the grant says.
     let refused = write(&d, "/persistent/docs/x.md", "no");

@@ -15,7 +15,7 @@ use crate::limits::ORPHAN_GRACE;
 use crate::mounts::{
     self, CommitAt, MountError, MountTable, ResolvedMount, ResolvedPersistent, Scope,
 };
-use crate::persistent::{Backing, CommitReport, Manifest};
+use crate::persistent::{Backing, CommitReport, LoadReport, Manifest};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use std::collections::HashSet;
@@ -29,6 +29,9 @@ use std::time::Duration;
 pub struct MountDirs {
     data_root: PathBuf,
     ensured: Mutex<HashSet<PathBuf>>,
+    /// Persistent directories' checkouts loaded and not yet reported to a trace, by
+    /// checkout directory.
+    loads: Mutex<Vec<(PathBuf, LoadReport)>>,
 }
 
 impl MountDirs {
@@ -36,6 +39,7 @@ impl MountDirs {
         MountDirs {
             data_root,
             ensured: Mutex::new(HashSet::new()),
+            loads: Mutex::default(),
         }
     }
 
@@ -62,12 +66,32 @@ impl MountDirs {
         }
         if !self.ensured().contains(&mount.host) {
             mounts::ensure_dir(&self.data_root, mount)?;
-            if let Some(persistent) = &mount.persistent {
-                load_checkout(mount, persistent)?;
+            if let Some(persistent) = &mount.persistent
+                && let Some(loaded) = load_checkout(mount, persistent)?
+            {
+                let mut loads = self.loads.lock().unwrap_or_else(|e| e.into_inner());
+                loads.push((mount.host.clone(), loaded));
             }
             self.ensured().insert(mount.host.clone());
         }
         Ok(())
+    }
+
+    /// The loads of `mounts`' checkouts (one session's) not reported yet, by virtual path:
+    /// for the trace of the call that caused them.
+    pub fn take_loads(&self, mounts: &[ResolvedMount]) -> Vec<(String, LoadReport)> {
+        let mut loads = self.loads.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken = Vec::new();
+        loads.retain(
+            |(host, loaded)| match mounts.iter().find(|m| &m.host == host) {
+                Some(mount) => {
+                    taken.push((mount.virtual_path.clone(), *loaded));
+                    false
+                }
+                None => true,
+            },
+        );
+        taken
     }
 
     /// Forgets `mounts`' directories (their session was deleted).
@@ -76,6 +100,7 @@ impl MountDirs {
         for mount in mounts {
             ensured.remove(&mount.host);
         }
+        drop(self.take_loads(mounts));
     }
 
     /// Forgets every directory (after a sweep removed some).
@@ -125,9 +150,12 @@ impl MountDirs {
 
 /// Loads a persistent directory's checkout from its backing tree, once: a checkout with a
 /// manifest was loaded already (by this process or one before it) and may hold changes.
-fn load_checkout(mount: &ResolvedMount, persistent: &ResolvedPersistent) -> Result<(), MountError> {
+fn load_checkout(
+    mount: &ResolvedMount,
+    persistent: &ResolvedPersistent,
+) -> Result<Option<LoadReport>, MountError> {
     if persistent.manifest.exists() {
-        return Ok(());
+        return Ok(None);
     }
     let err = |e: crate::persistent::PersistentError| MountError::Create {
         path: mount.virtual_path.clone(),
@@ -136,15 +164,7 @@ fn load_checkout(mount: &ResolvedMount, persistent: &ResolvedPersistent) -> Resu
     let backing = Backing::new(persistent.backing.clone());
     let (manifest, loaded) = backing.load(&mount.host).map_err(err)?;
     manifest.write(&persistent.manifest).map_err(err)?;
-    tracing::info!(
-        target: "hookhost::trace",
-        kind = "persistent_dir.loaded",
-        mount = mount.virtual_path,
-        files = loaded.files,
-        bytes = loaded.bytes,
-        ms = loaded.ms,
-    );
-    Ok(())
+    Ok(Some(loaded))
 }
 
 /// Publishes the checkouts among `mounts` (one session's) that were loaded and whose
@@ -180,24 +200,25 @@ pub fn commit_checkouts(
                 source,
             }
         };
-        tracing::info!(target: "hookhost::trace", kind = "persistent_dir.commit.started", mount = mount.virtual_path);
         let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
         let backing = Backing::new(persistent.backing.clone());
         let report = backing
             .commit(&mount.host, &mut manifest, persistent.spec.on_conflict)
             .map_err(failed)?;
         manifest.write(&persistent.manifest).map_err(failed)?;
-        tracing::info!(
-            target: "hookhost::trace",
-            kind = "persistent_dir.commit.succeeded",
-            mount = mount.virtual_path,
-            created = report.created.len(),
-            updated = report.updated.len(),
-            deleted = report.deleted.len(),
-            kept_theirs = report.kept_theirs.len(),
-            bytes = report.bytes,
-            ms = report.ms,
-        );
+        if !report.is_empty() {
+            tracing::info!(
+                target: "hookhost::trace",
+                kind = "persistent_dir.commit.succeeded",
+                mount = mount.virtual_path,
+                created = report.created.len(),
+                updated = report.updated.len(),
+                deleted = report.deleted.len(),
+                kept_theirs = report.kept_theirs.len(),
+                bytes = report.bytes,
+                ms = report.ms,
+            );
+        }
         committed.push((mount.virtual_path.clone(), report));
     }
     Ok(committed)

@@ -8,6 +8,7 @@ use super::{
 use crate::limits::TRACE_TEXT_BYTES;
 use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
+use crate::persistent::{CommitReport, LoadReport, PersistentError};
 use crate::sessions::Session;
 use serde::Serialize;
 use std::sync::Arc;
@@ -166,6 +167,78 @@ impl<'a> CallTrace<'a> {
         for mount in watch.writable {
             if let Some(look) = observe(&state, &mount, false).await {
                 self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes);
+            }
+        }
+    }
+
+    /// `persistent_dir.loaded`: a persistent directory's checkout was loaded for this call.
+    pub fn persistent_loaded(&mut self, mount: &str, loaded: &LoadReport) {
+        self.event(
+            "persistent_dir.loaded",
+            None,
+            None,
+            serde_json::json!({
+                "mount": mount,
+                "files": loaded.files,
+                "bytes": loaded.bytes,
+                "ms": loaded.ms,
+            }),
+        );
+    }
+
+    /// `persistent_dir.commit.started`, then `.succeeded` (what it published) or `.failed`
+    /// (why, and the files in conflict); counted by outcome for the tenant.
+    pub fn persistent_committed(
+        &mut self,
+        mount: &str,
+        committed: Result<&CommitReport, &PersistentError>,
+    ) {
+        self.event(
+            "persistent_dir.commit.started",
+            None,
+            None,
+            serde_json::json!({ "mount": mount }),
+        );
+        let tenant = self.session.tenant.as_str();
+        match committed {
+            Ok(report) => {
+                self.metrics.commit(tenant, "succeeded");
+                self.event(
+                    "persistent_dir.commit.succeeded",
+                    None,
+                    None,
+                    serde_json::json!({
+                        "mount": mount,
+                        "created": report.created,
+                        "updated": report.updated,
+                        "deleted": report.deleted,
+                        "kept_theirs": report.kept_theirs,
+                        "bytes": report.bytes,
+                        "ms": report.ms,
+                    }),
+                );
+            }
+            Err(e) => {
+                let conflicts = match e {
+                    PersistentError::Conflict(paths) => paths.as_slice(),
+                    _ => &[],
+                };
+                let outcome = if conflicts.is_empty() {
+                    "failed"
+                } else {
+                    "conflict"
+                };
+                self.metrics.commit(tenant, outcome);
+                self.event(
+                    "persistent_dir.commit.failed",
+                    None,
+                    None,
+                    serde_json::json!({
+                        "mount": mount,
+                        "reason": e.to_string(),
+                        "conflicts": conflicts,
+                    }),
+                );
             }
         }
     }
