@@ -1658,6 +1658,7 @@ fn upstreams_behind_oauth_get_and_renew_their_tokens_without_a_person() {
         "first tokens ok",
         "expiry ok",
         "revocation ok",
+        "reconnection ok",
         "revoked refresh token ok",
         "log ok",
     ] {

@@ -10,6 +10,9 @@ stdio, driven by the same SDK) fronts it three times, once per way to get a toke
   (private_key_jwt);
 - `refresh`: the refresh_token grant, a public client with a refresh token from the config.
 
+The resource server is restarted once on the way (its MCP sessions lost): hookhost goes on
+with the tokens it holds — the config's refresh token was rotated away at its first use.
+
 Every check is an assertion: each upstream gets its first token at the connection and
 serves calls; tokens that expired are replaced before the call; tokens the server revoked
 (a 401) are replaced and the call still succeeds; a revoked refresh token makes the call
@@ -46,6 +49,17 @@ LIFETIME = 2
 SECRET_CLIENT, SECRET = "secret-client", "secret-" + secrets.token_hex(16)
 JWT_CLIENT = "jwt-client"
 REFRESH_CLIENT = "refresh-client"
+
+
+def wait_for(port):
+    """Until something listens on `port` (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}")
 
 
 def listener():
@@ -216,8 +230,7 @@ class Verifier:
         )
 
 
-def resource_server(sock, authorization, verifier):
-    port = sock.getsockname()[1]
+def resource_server(port, authorization, verifier):
     server = MCPServer(
         "protected",
         token_verifier=verifier,
@@ -234,10 +247,13 @@ def resource_server(sock, authorization, verifier):
         return get_access_token().client_id
 
     app = server.streamable_http_app(host="127.0.0.1")
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+    )
     served = uvicorn.Server(config)
-    threading.Thread(target=lambda: asyncio.run(served.serve(sockets=[sock])), daemon=True).start()
-    return served
+    thread = threading.Thread(target=lambda: asyncio.run(served.serve()), daemon=True)
+    thread.start()
+    return served, thread
 
 
 def text(result):
@@ -251,10 +267,13 @@ async def call(session, upstream):
 
 async def main(hookhost, work):
     sock = listener()
-    resource = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    port = sock.getsockname()[1]
+    sock.close()
+    resource = f"http://127.0.0.1:{port}/mcp"
     authorization = AuthorizationServer(resource)
     verifier = Verifier(authorization)
-    served = resource_server(sock, authorization, verifier)
+    served, thread = resource_server(port, authorization, verifier)
+    wait_for(port)
     key = os.path.join(work, "jwt-client.pem")
     with open(key, "w") as f:
         f.write(authorization.private_key_pem())
@@ -331,6 +350,26 @@ refresh_token = "${{REFRESH_TOKEN}}"
                     assert verifier.refused > refused, upstream
                     assert len(authorization.grants_of(client)) == before + 1, upstream
                 print("revocation ok")
+
+                # The resource server restarts: hookhost goes on with the tokens it holds
+                # (the config's refresh token was rotated away at its first use).
+                served.should_exit = True
+                thread.join(timeout=15)
+                assert not thread.is_alive(), "the resource server stopped"
+                # A call while it is down fails, and says so; the connection stays.
+                assert (await call(session, "refresh"))[0], "no server, no answer"
+                authorization.revoke_access()
+                served, thread = resource_server(port, authorization, verifier)
+                wait_for(port)
+                deadline = time.monotonic() + 30
+                answer = (True, "")
+                while time.monotonic() < deadline:
+                    answer = await call(session, "refresh")
+                    if answer == (False, REFRESH_CLIENT):
+                        break
+                    await asyncio.sleep(0.5)
+                assert answer == (False, REFRESH_CLIENT), answer
+                print("reconnection ok")
 
                 # The refresh token is revoked too: a clear error, the other upstreams work.
                 authorization.revoke_refresh()

@@ -78,6 +78,9 @@ pub struct Upstream {
     /// Cancelled when no config lists it any more (see [`Running`]): its connection is
     /// closed, its process killed, and it is not restarted.
     stop: tokio_util::sync::CancellationToken,
+    /// Its OAuth client once it has one: a restart keeps its tokens (a refresh token the
+    /// server rotated is the one the next refresh needs, not the config's).
+    authorized: Mutex<Option<oauth::Authorized>>,
 }
 
 /// An upstream kept running for as long as this lives: the configs in effect that list it
@@ -357,9 +360,22 @@ impl Upstream {
                         self.relay.clone().serve(self.routed(transport)).await
                     }
                     Some(oauth) => {
-                        let client = oauth::authorized(&self.name, &url, oauth)
-                            .await
-                            .map_err(|why| self.fail(format!("oauth: {why}")))?;
+                        let kept = self
+                            .authorized
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .clone();
+                        let client = match kept {
+                            Some(client) => client,
+                            None => {
+                                let client = oauth::authorized(&self.name, &url, oauth)
+                                    .await
+                                    .map_err(|why| self.fail(format!("oauth: {why}")))?;
+                                *self.authorized.lock().unwrap_or_else(|e| e.into_inner()) =
+                                    Some(client.clone());
+                                client
+                            }
+                        };
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         self.relay.clone().serve(self.routed(transport)).await
                     }
@@ -485,6 +501,7 @@ pub async fn connect(
         relay: Relay::new(notices.clone(), spec.roots),
         subscribed: Mutex::default(),
         stop: tokio_util::sync::CancellationToken::new(),
+        authorized: Mutex::default(),
     });
     let (connection, tools) = upstream.start().await?;
     tracing::info!(upstream = name, tools = tools.len(), "upstream connected");
