@@ -470,8 +470,13 @@ pub const MAX_HTTP_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// reads: its last events, whole lines only.
 pub const ADMIN_TRACE_BYTES: u64 = 8 * 1024 * 1024;
 
-/// Connections a host keeps to the database at most.
+/// Connections a host keeps to the database at most (and as many again for the locks of
+/// persistent directories' backing trees, each held for one load or commit).
 pub const PG_POOL_SIZE: usize = 16;
+
+/// How long a load or commit of a persistent directory waits for its backing tree's lock
+/// in a fleet's database before it fails (the tree is then untouched).
+pub const STORE_LOCK_WAIT: Duration = Duration::from_secs(120);
 
 /// How often a running call of a tenant with a quota has its directories measured.
 pub const QUOTA_CHECK_INTERVAL: Duration = Duration::from_millis(250);

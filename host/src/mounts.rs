@@ -75,8 +75,8 @@ pub struct PersistentSpec {
     /// component, whatever its grant says, and never committed.
     #[serde(default)]
     pub access: PersistentAccess,
-    /// When the checkout is published: at the session's end (the default), or after
-    /// every call. An explicit commit (`hookhost session commit`) works with either.
+    /// When the checkout is published besides the session's end: see [`CommitAt`]. An
+    /// explicit commit (`hookhost/commit`, `hookhost session commit`) works with any.
     #[serde(default)]
     pub commit: CommitAt,
     #[serde(default)]
@@ -91,12 +91,19 @@ pub enum PersistentAccess {
     Ro,
 }
 
-/// A persistent directory's commit boundary.
+/// A persistent directory's commit boundary. Whatever it is, a session's end and an
+/// explicit commit publish the checkout too.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CommitAt {
+    /// At the end of each of the agent's turns (its `Stop`/`AfterAgent` hook event, see
+    /// [`crate::agents::Event::TurnEnd`]); a client without turns (MCP) publishes at the
+    /// session's end or when it asks (`hookhost/commit`).
     #[default]
+    Turn,
+    /// Only at the session's end (or when asked).
     Session,
+    /// After every call.
     Call,
 }
 

@@ -20,8 +20,16 @@
 //! the list of renames and removals — and renames it into place: that rename is the commit
 //! point. Before it, the commit never happened (the staged files are swept); after it, the
 //! commit is rolled forward by whoever next takes the backing tree's lock, before any load
-//! or commit reads it. Commits and loads of one backing tree take its lock (`flock` on
-//! `.hookhost/lock`), so a load never sees half a commit and commits apply one at a time.
+//! or commit reads it. Commits, loads and refreshes of one backing tree take its lock, so
+//! a load never sees half a commit and commits apply one at a time: by default `flock` on
+//! `.hookhost/lock` ([`FileLocks`]), which serialises the processes of one machine; a
+//! fleet sharing the tree serialises through its session database instead (see
+//! [`StoreLocks`]).
+//!
+//! A commit that finds a file changed in the store since the load, and changed by the
+//! session, first compares their contents: the same bytes on both sides (two sessions that
+//! made the same change, or a commit whose process died after publishing, before its
+//! manifest was rewritten) are no conflict.
 //!
 //! Security rules: paths in a tree are relative and made of normal components only; the
 //! top-level `.hookhost` name is the host's and is neither loaded nor published.
@@ -66,6 +74,16 @@ pub enum PersistentError {
     Manifest { path: PathBuf, why: String },
     #[error("the commit stopped: {0}")]
     Stopped(String),
+    #[error("the store's lock: {0}")]
+    Lock(String),
+    #[error(
+        "disk quota: the commit would add {bytes} bytes and {files} files to the store; {left}"
+    )]
+    Quota {
+        bytes: u64,
+        files: u64,
+        left: String,
+    },
     #[error(
         "{0} cannot be published: the store has a directory there, or a file where it needs one"
     )]
@@ -178,15 +196,58 @@ impl CommitReport {
     }
 }
 
+/// Who serialises the loads, refreshes and commits of backing trees: every host that
+/// reaches a tree must take its lock from the same one.
+pub trait StoreLocks: Send + Sync {
+    /// Waits for the lock of the tree at `root` and holds it until the guard is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Lock`] when it cannot be taken.
+    fn lock(&self, root: &Path) -> Result<Box<dyn Send>, PersistentError>;
+}
+
+/// The lock of a tree as `flock` on its `.hookhost/lock`: for the processes of one machine
+/// (on a local file system; NFS and the like may not honour it).
+#[derive(Debug, Default)]
+pub struct FileLocks;
+
+impl StoreLocks for FileLocks {
+    fn lock(&self, root: &Path) -> Result<Box<dyn Send>, PersistentError> {
+        let path = root.join(HOST_DIR).join("lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_at(&path))?;
+        lock.lock().map_err(io_at(&path))?;
+        Ok(Box::new(lock))
+    }
+}
+
 /// A backing tree: a host directory whose files sessions load and commit to.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Backing {
     root: PathBuf,
+    locks: std::sync::Arc<dyn StoreLocks>,
+}
+
+impl std::fmt::Debug for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backing").field("root", &self.root).finish()
+    }
 }
 
 impl Backing {
+    /// The tree at `root`, locked with `flock` ([`FileLocks`]).
     pub fn new(root: PathBuf) -> Backing {
-        Backing { root }
+        Backing::locked_by(root, std::sync::Arc::new(FileLocks))
+    }
+
+    /// The tree at `root`, locked by `locks`.
+    pub fn locked_by(root: PathBuf, locks: std::sync::Arc<dyn StoreLocks>) -> Backing {
+        Backing { root, locks }
     }
 
     pub fn root(&self) -> &Path {
@@ -238,6 +299,7 @@ impl Backing {
         checkout: &Path,
         manifest: &mut Manifest,
         on_conflict: OnConflict,
+        room: Room,
     ) -> Result<CommitReport, PersistentError> {
         let started = Instant::now();
         let _lock = self.lock()?;
@@ -249,6 +311,16 @@ impl Backing {
         for (relative, change) in changes {
             let now = current(&self.root.join(&relative))?;
             let base = manifest.files.get(&relative).map(|l| l.base);
+            if now != base && matches!(change, Change::Put { .. }) {
+                let (theirs, ours) = (self.root.join(&relative), checkout.join(&relative));
+                if now.is_some() && same_content(&theirs, &ours)? {
+                    // Already published: what the store has is what the session has.
+                    if let (Some(base), Some(copy)) = (now, current(&ours)?) {
+                        manifest.files.insert(relative, Loaded { base, copy });
+                    }
+                    continue;
+                }
+            }
             if now != base {
                 match on_conflict {
                     OnConflict::Fail => {
@@ -289,6 +361,8 @@ impl Backing {
             report.ms = elapsed_ms(started);
             return Ok(report);
         }
+
+        room.admits(&self.root, checkout, &puts, &deletes)?;
 
         // Nothing may fail after the commit point but the file system itself: a file that
         // would replace a directory, or need one where the store has a file, stops the
@@ -436,17 +510,10 @@ impl Backing {
 
     /// Takes the tree's lock, after completing a commit that stopped after its commit
     /// point and sweeping one that stopped before.
-    fn lock(&self) -> Result<File, PersistentError> {
+    fn lock(&self) -> Result<Box<dyn Send>, PersistentError> {
         let host = self.root.join(HOST_DIR);
         fs::create_dir_all(&host).map_err(io_at(&host))?;
-        let path = host.join("lock");
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_at(&path))?;
-        lock.lock().map_err(io_at(&path))?;
+        let lock = self.locks.lock(&self.root)?;
         self.recover()?;
         Ok(lock)
     }
@@ -507,6 +574,85 @@ impl Backing {
             }
         })?;
         Ok(files)
+    }
+}
+
+/// What a commit may add to a store, net of what it replaces and deletes (a tenant's disk
+/// quota, less what it uses): unbounded by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Room {
+    pub bytes: Option<u64>,
+    pub files: Option<u64>,
+}
+
+impl Room {
+    /// What is left after a commit wrote `bytes` and created `files`.
+    pub fn less(self, bytes: u64, files: u64) -> Room {
+        Room {
+            bytes: self.bytes.map(|left| left.saturating_sub(bytes)),
+            files: self.files.map(|left| left.saturating_sub(files)),
+        }
+    }
+
+    /// Fails with [`PersistentError::Quota`] when publishing `puts` (from `checkout`) and
+    /// removing `deletes` would grow the store at `root` by more than the room left.
+    fn admits(
+        &self,
+        root: &Path,
+        checkout: &Path,
+        puts: &[String],
+        deletes: &[String],
+    ) -> Result<(), PersistentError> {
+        if self.bytes.is_none() && self.files.is_none() {
+            return Ok(());
+        }
+        let size = |path: &Path| fs::symlink_metadata(path).map(|m| m.len()).ok();
+        let (mut added, mut removed, mut files, mut gone) = (0u64, 0u64, 0u64, 0u64);
+        for relative in puts {
+            added += size(&checkout.join(relative)).unwrap_or(0);
+            match size(&root.join(relative)) {
+                Some(replaced) => removed += replaced,
+                None => files += 1,
+            }
+        }
+        for relative in deletes {
+            removed += size(&root.join(relative)).unwrap_or(0);
+            gone += 1;
+        }
+        let (bytes, files) = (added.saturating_sub(removed), files.saturating_sub(gone));
+        let left = if let Some(left) = self.bytes.filter(|left| bytes > *left) {
+            format!("the tenant has {left} bytes left")
+        } else if let Some(left) = self.files.filter(|left| files > *left) {
+            format!("the tenant has room for {left} more files")
+        } else {
+            return Ok(());
+        };
+        Err(PersistentError::Quota { bytes, files, left })
+    }
+}
+
+/// Whether the files at `a` and `b` hold the same bytes.
+fn same_content(a: &Path, b: &Path) -> Result<bool, PersistentError> {
+    use std::io::Read;
+    let (meta_a, meta_b) = (
+        fs::metadata(a).map_err(io_at(a))?,
+        fs::metadata(b).map_err(io_at(b))?,
+    );
+    if meta_a.len() != meta_b.len() {
+        return Ok(false);
+    }
+    let mut fa = io::BufReader::new(File::open(a).map_err(io_at(a))?);
+    let mut fb = io::BufReader::new(File::open(b).map_err(io_at(b))?);
+    let (mut ba, mut bb) = ([0u8; 8192], [0u8; 8192]);
+    loop {
+        let n = fa.read(&mut ba).map_err(io_at(a))?;
+        if n == 0 {
+            return Ok(true);
+        }
+        fb.read_exact(&mut bb[..n]).map_err(io_at(b))?;
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
     }
 }
 
@@ -727,6 +873,92 @@ mod tests {
         fs::read_to_string(dir.join(relative)).ok()
     }
 
+    /// A commit whose process died after publishing, before its manifest was rewritten,
+    /// is not its own conflict when committed again; nor are two sessions' same change.
+    #[test]
+    fn the_same_bytes_on_both_sides_are_no_conflict() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "n.md", "v1");
+        let a = root.path().join("a");
+        let (loaded, _) = store.load(&a).unwrap();
+        put(&a, "n.md", "v2");
+        put(&a, "new.md", "new");
+        let mut published = loaded.clone();
+        store
+            .commit(&a, &mut published, OnConflict::Fail, Room::default())
+            .unwrap();
+        // The manifest as it was before that commit: what a crash would have left.
+        let mut stale = loaded;
+        let again = store
+            .commit(&a, &mut stale, OnConflict::Fail, Room::default())
+            .unwrap();
+        assert!(again.is_empty(), "{again:?}");
+        assert_eq!(stale.files, published.files);
+
+        let b = root.path().join("b");
+        let (mut mb, _) = store.load(&b).unwrap();
+        put(&b, "n.md", "v3");
+        put(&a, "n.md", "v3");
+        store
+            .commit(&a, &mut published, OnConflict::Fail, Room::default())
+            .unwrap();
+        let same = store
+            .commit(&b, &mut mb, OnConflict::Fail, Room::default())
+            .unwrap();
+        assert!(same.is_empty(), "{same:?}");
+        // A different change is still one.
+        put(&b, "n.md", "v4");
+        put(&a, "n.md", "v5");
+        store
+            .commit(&a, &mut published, OnConflict::Fail, Room::default())
+            .unwrap();
+        let err = store
+            .commit(&b, &mut mb, OnConflict::Fail, Room::default())
+            .unwrap_err();
+        assert!(
+            matches!(err, PersistentError::Conflict(ref f) if f == &["n.md"]),
+            "{err}"
+        );
+    }
+
+    /// A commit that would grow the store past the room it has fails before anything is
+    /// staged; what it replaces and deletes counts for it.
+    #[test]
+    fn a_commit_larger_than_its_room_fails_whole() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "old.md", &"o".repeat(600));
+        let a = root.path().join("a");
+        let (mut manifest, _) = store.load(&a).unwrap();
+        put(&a, "big.md", &"b".repeat(1000));
+        let room = Room {
+            bytes: Some(999),
+            files: None,
+        };
+        let err = store
+            .commit(&a, &mut manifest, OnConflict::Fail, room)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("disk quota: the commit would add 1000 bytes and 1 files"),
+            "{err}"
+        );
+        assert_eq!(read(store.root(), "big.md"), None);
+        let staged = fs::read_dir(store.root().join(HOST_DIR))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("staged-"))
+            .count();
+        assert_eq!(staged, 0);
+        // Deleting old.md makes room for it.
+        fs::remove_file(a.join("old.md")).unwrap();
+        let report = store
+            .commit(&a, &mut manifest, OnConflict::Fail, room)
+            .unwrap();
+        assert_eq!((report.created.len(), report.deleted.len()), (1, 1));
+    }
+
     #[test]
     fn a_commit_publishes_what_the_checkout_changed_and_only_that() {
         let root = tempfile::tempdir().unwrap();
@@ -743,7 +975,9 @@ mod tests {
         put(&a, "new/deep.md", "new");
         fs::remove_file(a.join("gone/old.md")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", a.join("link")).unwrap();
-        let report = store.commit(&a, &mut manifest, OnConflict::Fail).unwrap();
+        let report = store
+            .commit(&a, &mut manifest, OnConflict::Fail, Room::default())
+            .unwrap();
         assert_eq!(report.created, ["new/deep.md"]);
         assert_eq!(report.updated, ["edit.md"]);
         assert_eq!(report.deleted, ["gone/old.md"]);
@@ -766,7 +1000,9 @@ mod tests {
         assert_eq!(host, ["generation", "lock"], "nothing staged is left");
 
         // Nothing changed since: an empty commit.
-        let again = store.commit(&a, &mut manifest, OnConflict::Fail).unwrap();
+        let again = store
+            .commit(&a, &mut manifest, OnConflict::Fail, Room::default())
+            .unwrap();
         assert!(again.is_empty(), "{again:?}");
     }
 
@@ -782,9 +1018,13 @@ mod tests {
         put(&a, "notes.md", "from a");
         put(&b, "notes.md", "from b");
         put(&b, "other.md", "from b");
-        store.commit(&a, &mut ma, OnConflict::Fail).unwrap();
+        store
+            .commit(&a, &mut ma, OnConflict::Fail, Room::default())
+            .unwrap();
 
-        let err = store.commit(&b, &mut mb, OnConflict::Fail).unwrap_err();
+        let err = store
+            .commit(&b, &mut mb, OnConflict::Fail, Room::default())
+            .unwrap_err();
         assert!(
             matches!(&err, PersistentError::Conflict(paths) if paths == &["notes.md"]),
             "{err}"
@@ -801,11 +1041,15 @@ mod tests {
             "checkout kept"
         );
 
-        let theirs = store.commit(&b, &mut mb, OnConflict::Theirs).unwrap();
+        let theirs = store
+            .commit(&b, &mut mb, OnConflict::Theirs, Room::default())
+            .unwrap();
         assert_eq!(theirs.kept_theirs, ["notes.md"]);
         assert_eq!(theirs.updated, ["other.md"]);
         assert_eq!(read(store.root(), "notes.md").as_deref(), Some("from a"));
-        let ours = store.commit(&b, &mut mb, OnConflict::Ours).unwrap();
+        let ours = store
+            .commit(&b, &mut mb, OnConflict::Ours, Room::default())
+            .unwrap();
         assert_eq!(ours.updated, ["notes.md"]);
         assert_eq!(read(store.root(), "notes.md").as_deref(), Some("from b"));
     }
@@ -829,7 +1073,9 @@ mod tests {
         put(&a, "mine.md", "from a");
         put(&a, "new.md", "from a");
         fs::remove_file(a.join("dropped.md")).unwrap();
-        store.commit(&a, &mut ma, OnConflict::Fail).unwrap();
+        store
+            .commit(&a, &mut ma, OnConflict::Fail, Room::default())
+            .unwrap();
 
         put(&b, "mine.md", "from b");
         assert_eq!(store.refresh(&b, &mut mb).unwrap(), 3);
@@ -841,7 +1087,9 @@ mod tests {
             Some("from b"),
             "b's change kept"
         );
-        let err = store.commit(&b, &mut mb, OnConflict::Fail).unwrap_err();
+        let err = store
+            .commit(&b, &mut mb, OnConflict::Fail, Room::default())
+            .unwrap_err();
         assert!(
             matches!(&err, PersistentError::Conflict(p) if p == &["mine.md"]),
             "{err}"

@@ -32,7 +32,7 @@ use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
 use crate::tools::{Callee, Extras, Tool, ToolRegistry};
-use crate::trace::{TraceSettings, Tracer};
+use crate::trace::{CallTrace, TraceSettings, Tracer};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -41,6 +41,9 @@ use tracing::Instrument;
 
 /// The compiled-code cache's directory, in the data directory.
 pub const CACHE_DIR: &str = "cache";
+
+/// The call id prefix and tool name under which a commit outside a call is traced.
+pub const COMMIT_CALL: &str = "hookhost/commit";
 
 /// Why a runtime could not start.
 #[derive(Debug, thiserror::Error)]
@@ -902,6 +905,51 @@ impl Runtime {
         &self.tracer
     }
 
+    /// The checkouts of `session`'s persistent directories that a call's hooks or tool
+    /// loaded, in its `trace`.
+    pub fn trace_loads(&self, session: &Session, trace: &mut CallTrace<'_>) {
+        for (mount, loaded) in self.sessions.dirs().take_loads(session.mounts()) {
+            trace.persistent_loaded(&mount, &loaded);
+        }
+    }
+
+    /// After a call of `session`: its loads traced ([`Self::trace_loads`]), and its
+    /// persistent directories committed after every call published, in its `trace`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Commit`] naming the mount that could not be published.
+    pub async fn after_call(
+        &self,
+        session: &Session,
+        trace: &mut CallTrace<'_>,
+    ) -> Result<(), SessionError> {
+        self.trace_loads(session, trace);
+        let committed = self.sessions.commit(session, Some(CommitAt::Call)).await;
+        trace.commits(&committed);
+        committed.map(drop)
+    }
+
+    /// Publishes `session`'s persistent directories whose boundary is `at` (every one for
+    /// `None`) outside a call — at an agent's turn end, on `hookhost/commit` — as
+    /// [`Sessions::commit`] does, traced in the session's trace as [`COMMIT_CALL`]`-ID`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Commit`] naming the mount that could not be published.
+    pub async fn commit(
+        &self,
+        session: &Session,
+        at: Option<CommitAt>,
+    ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
+        let id = format!("{COMMIT_CALL}-{}", uuid::Uuid::new_v4().simple());
+        let mut trace = self.tracer.begin(session, &id, COMMIT_CALL);
+        let committed = self.sessions.commit(session, at).await;
+        trace.commits(&committed);
+        trace.end();
+        committed
+    }
+
     /// Its metrics as OpenMetrics text (what `/metrics` serves), with the session counts,
     /// kept instances, disk use and upstream states read now.
     pub async fn metrics_text(&self) -> String {
@@ -1305,24 +1353,11 @@ impl Runtime {
         // Persistent directories committed after every call publish this one's changes;
         // when they cannot be (a conflict), the model is told, and the changes stay in the
         // session's checkout.
-        for (mount, loaded) in self.sessions.dirs().take_loads(session.mounts()) {
-            trace.persistent_loaded(&mount, &loaded);
-        }
         let mut result = result;
-        match self.sessions.commit(session, Some(CommitAt::Call)).await {
-            Ok(committed) => {
-                for (mount, report) in committed.iter().filter(|(_, r)| !r.is_empty()) {
-                    trace.persistent_committed(mount, Ok(report));
-                }
-            }
-            Err(e) => {
-                if let SessionError::Commit { mount, source } = &e {
-                    trace.persistent_committed(mount, Err(source));
-                }
-                result
-                    .output
-                    .push_str(&format!("\n[hookhost: not published: {e}]"));
-            }
+        if let Err(e) = self.after_call(session, &mut trace).await {
+            result
+                .output
+                .push_str(&format!("\n[hookhost: not published: {e}]"));
         }
         span.record("outcome", outcome);
         trace.finish(outcome, result.output.len(), started.elapsed());

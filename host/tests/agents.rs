@@ -63,7 +63,12 @@ impl Agent {
             .spawn()
             .unwrap();
         let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin).unwrap();
+        // A hook that refuses its arguments exits before it reads: the pipe breaks, as it
+        // would for an agent writing to it.
+        match input.write_all(stdin) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            written => written.unwrap(),
+        }
         drop(input);
         child.wait_with_output().unwrap()
     }
@@ -358,6 +363,73 @@ fn input_that_cannot_be_read_is_a_non_blocking_error() {
     }
     let unknown = agent.hook("claude-code", "NotAnEvent", b"{}");
     assert_eq!(unknown.status.code(), Some(2));
+}
+
+/// A second audit, kept across the tenant's sessions in a persistent directory that is
+/// published at each turn's end (its default boundary).
+const KEPT_AUDIT: &str = "\n[[hooks]]\nname = \"kept-audit\"\ncomponent = \"builtin:audit\"\n\
+     grants = { \"/persistent/audit\" = \"rw\" }\n\
+     settings = { file = \"/persistent/audit/audit.jsonl\" }\n\
+     [persistent.\"/persistent/audit\"]\nbacking = \"{data}/tenants/{tenant}/kept-audit\"\n";
+
+impl Agent {
+    /// The kept audit as published.
+    fn kept_audit(&self) -> Option<String> {
+        std::fs::read_to_string(self.data().join("tenants/default/kept-audit/audit.jsonl")).ok()
+    }
+}
+
+/// A turn's end (Claude Code's `Stop`) publishes what the turn's hooks wrote in persistent
+/// directories, not before; of two sessions that changed the same file, the second's turn
+/// end fails, naming it, as the agent's non-blocking error, and its lines stay in its
+/// checkout.
+#[test]
+fn a_turn_end_publishes_what_the_turn_wrote_in_persistent_directories() {
+    let agent = Agent::new(KEPT_AUDIT);
+    let call = |session: &str, command: &str| {
+        let pre = claude(session, &agent.project, "PreToolUse", command, None);
+        assert_eq!(agent.answer("claude-code", "pre-tool", &pre), Value::Null);
+        let post = claude(session, &agent.project, "PostToolUse", command, Some("out"));
+        agent.answer("claude-code", "post-tool", &post);
+    };
+    let stop = |session: &str| {
+        let input = json!({"session_id": session, "transcript_path": "/tmp/t.jsonl",
+            "cwd": agent.project, "hook_event_name": "Stop", "stop_hook_active": false});
+        agent.hook("claude-code", "Stop", input.to_string().as_bytes())
+    };
+
+    call("s-a", "ls");
+    assert_eq!(agent.kept_audit(), None, "published before the turn ended");
+    let ended = stop("s-a");
+    assert_eq!(ended.status.code(), Some(0), "{}", text(&ended.stderr));
+    let published = agent.kept_audit().unwrap();
+    assert!(published.contains(r#""call_id":"toolu_2""#), "{published}");
+
+    // b loads what a published; both append to it; a's turn ends first.
+    call("s-b", "pwd");
+    call("s-a", "date");
+    assert_eq!(stop("s-a").status.code(), Some(0));
+    let conflict = stop("s-b");
+    assert_eq!(conflict.status.code(), Some(1));
+    let said = text(&conflict.stderr);
+    assert!(
+        said.starts_with("hookhost hook claude-code: ")
+            && said.contains("conflict")
+            && said.contains("audit.jsonl"),
+        "{said}"
+    );
+    let published = agent.kept_audit().unwrap();
+    assert!(published.contains(r#""call_id":"toolu_4""#), "{published}");
+    assert!(!published.contains(r#""call_id":"toolu_3""#), "{published}");
+    let kept = std::fs::read_to_string(
+        agent
+            .data()
+            .join("tenants/default/sessions/s-b/persistent/audit/audit.jsonl"),
+    )
+    .unwrap();
+    assert!(kept.contains(r#""call_id":"toolu_3""#), "{kept}");
+    // A turn end of a session hookhost never saw has nothing to publish.
+    assert_eq!(stop("s-unknown").status.code(), Some(0));
 }
 
 #[test]
@@ -695,7 +767,7 @@ fn the_real_claude_code_cli_reaches_the_daemon_through_the_command() {
 
 #[test]
 fn the_real_codex_cli_runs_every_call_through_hookhost() {
-    let agent = Agent::new("");
+    let agent = Agent::new(KEPT_AUDIT);
     std::fs::create_dir(agent.project.join("victim")).unwrap();
     let home = agent.dir.path().join("home");
     let model = Model::start("codex", agent.dir.path());
@@ -755,8 +827,11 @@ fn the_real_codex_cli_runs_every_call_through_hookhost() {
     ] {
         assert!(audit.contains(line), "{line}: {audit}");
     }
-    // Codex says no goodbye: the session stays for the idle sweep.
+    // Codex says no goodbye: the session stays for the idle sweep. Its turn's end (Codex's
+    // `Stop`) published the kept audit.
     assert!(agent.sessions().contains(session), "{}", agent.sessions());
+    let kept = agent.kept_audit().expect("published at the turn's end");
+    assert!(kept.contains(r#""call_id":"call_e2e_1""#), "{kept}");
 }
 
 #[test]

@@ -1222,6 +1222,75 @@ access = "ro"
     config
 }
 
+/// A tenant's disk quota counts its persistent directories' stores beside its checkouts:
+/// a commit that would take it over fails, nothing of it published, and the session keeps
+/// its checkout.
+#[test]
+fn a_commit_over_the_tenants_quota_fails_and_keeps_the_checkout() {
+    let data = tempfile::tempdir().unwrap();
+    let config = persistent_config(data.path());
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[tenants.small]\ndisk_quota_bytes = 450000\n");
+    std::fs::write(&config, text).unwrap();
+    let run = |args: &[&str]| {
+        let out = hookhost_with(data.path(), &config, args);
+        (out.status.success(), stdout(&out), stderr(&out))
+    };
+    let session = run(&["session", "new", "--tenant", "small"])
+        .1
+        .trim()
+        .to_string();
+    let write = |name: &str| {
+        let args = format!(
+            r#"{{"path":"/persistent/notes/{name}","content":"{}"}}"#,
+            "x".repeat(100_000)
+        );
+        let (_, out, _) = run(&[
+            "call",
+            "--tenant",
+            "small",
+            "--session",
+            &session,
+            "write_file",
+            &args,
+        ]);
+        assert!(out.contains("Wrote"), "{out}");
+    };
+    // 100 KB in the checkout, then in the store too: 200 KB of 450.
+    write("one.md");
+    let (ok, _, err) = run(&["session", "commit", "--tenant", "small", &session]);
+    assert!(ok, "{err}");
+    // 200 KB more in the checkout fit (400 KB); in the store as well they would not.
+    write("two.md");
+    write("three.md");
+    let (ok, _, err) = run(&["session", "commit", "--tenant", "small", &session]);
+    assert!(
+        !ok && err.contains("disk quota: the commit would add 200000 bytes and 2 files"),
+        "{err}"
+    );
+    let store = data.path().join("tenants/small/persistent/notes");
+    assert!(store.join("one.md").exists());
+    assert!(!store.join("two.md").exists() && !store.join("three.md").exists());
+    let checkout = data
+        .path()
+        .join("tenants/small/sessions")
+        .join(&session)
+        .join("persistent/notes");
+    assert!(checkout.join("two.md").exists() && checkout.join("three.md").exists());
+    // Dropping the checkout frees its room.
+    assert!(
+        run(&[
+            "session",
+            "delete",
+            "--tenant",
+            "small",
+            "--discard",
+            &session
+        ])
+        .0
+    );
+}
+
 /// Sessions work in their own checkouts of a persistent directory: what one writes reaches
 /// the others only after its commit boundary, at their next call; a file changed on both
 /// sides fails the second

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{alive, announced_url, wait_gone};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -398,7 +398,6 @@ impl StdioServer {
     }
 
     fn send(&mut self, message: serde_json::Value) {
-        use std::io::Write;
         let stdin = self.stdin.as_mut().unwrap();
         writeln!(stdin, "{message}").unwrap();
         stdin.flush().unwrap();
@@ -829,19 +828,23 @@ struct Fleet {
 
 impl Fleet {
     fn new() -> Fleet {
+        Fleet::with_config(
+            &hookhost::config::DEFAULT_CONFIG.replace("enabled = true", "enabled = false"),
+        )
+    }
+
+    /// A fleet whose hosts run `config` (with the database as its session store).
+    fn with_config(config: &str) -> Fleet {
         let pg = postgres::PgServer::start();
         let url = pg.database("fleet");
         let data = tempfile::tempdir().unwrap();
-        let config = data.path().join("hookhost.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "{}\n[sessions]\nstore = {url:?}\n",
-                hookhost::config::DEFAULT_CONFIG.replace("enabled = true", "enabled = false")
-            ),
-        )
-        .unwrap();
-        Fleet { pg, data, config }
+        let path = data.path().join("hookhost.toml");
+        std::fs::write(&path, format!("{config}\n[sessions]\nstore = {url:?}\n")).unwrap();
+        Fleet {
+            pg,
+            data,
+            config: path,
+        }
     }
 
     fn host(&self, idle: &str) -> LoggedServer {
@@ -1730,13 +1733,8 @@ fn upstreams_with_an_instance_per_tenant_or_session_keep_tenants_apart() {
 /// SDK over `serve --http`): a session's writes reach the others after its
 /// `hookhost/commit`; a conflict fails the second commit and keeps its text; a read-only
 /// directory refuses writes; 16 sessions committing at once all land.
-#[test]
-fn persistent_directories_commit_over_mcp() {
-    let data = tempfile::tempdir().unwrap();
-    let config = data.path().join("persistent.toml");
-    std::fs::write(
-        &config,
-        r#"
+/// A tenant's notes kept across sessions, and read-only docs.
+const PERSISTENT_CONFIG: &str = r#"
 [tools.read_file]
 component = "builtin:read_file"
 grants = { "/persistent/notes" = "ro", "/persistent/docs" = "ro" }
@@ -1751,9 +1749,13 @@ backing = "{data}/tenants/{tenant}/persistent/notes"
 [persistent."/persistent/docs"]
 backing = "{data}/docs"
 access = "ro"
-"#,
-    )
-    .unwrap();
+"#;
+
+#[test]
+fn persistent_directories_commit_over_mcp() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("persistent.toml");
+    std::fs::write(&config, PERSISTENT_CONFIG).unwrap();
     let server = serve_unauthenticated(data.path(), &config);
     let backing = data.path().join("tenants/default/persistent/notes");
     let out = Command::new(python())
@@ -1768,4 +1770,95 @@ access = "ro"
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("16 concurrent commits ok"), "{stdout}");
+}
+
+/// The first key of the database's advisory locks on backing trees (hookhost's
+/// `STORE_LOCKS`, "hook"); the second is `hashtext` of the tree's path.
+const STORE_LOCKS: i32 = 0x686f_6f6b;
+
+/// Hosts of a fleet commit to one persistent directory one at a time through the
+/// database: 32 sessions spread over two hosts all land, each counted once by the store;
+/// and while another connection holds the tree's lock in the database, a commit waits for
+/// it (no file lock is involved).
+#[test]
+fn a_fleet_commits_to_one_store_through_the_databases_lock() {
+    let fleet = Fleet::with_config(PERSISTENT_CONFIG);
+    let (a, b) = (fleet.host("1h"), fleet.host("1h"));
+    let backing = fleet.data.path().join("tenants/default/persistent/notes");
+    let out = Command::new(python())
+        .arg(workspace().join("tests/mcp/persistent.py"))
+        .args(["fleet", &a.url, &b.url, backing.to_str().unwrap(), "32"])
+        .output()
+        .expect("python runs");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("32 commits through two hosts ok"),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let run = |args: &[&str]| {
+        let out = fleet.hookhost(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let session = run(&["session", "new"]);
+    let wrote = run(&[
+        "call",
+        "--session",
+        &session,
+        "write_file",
+        r#"{"path":"/persistent/notes/held.md","content":"after the lock"}"#,
+    ]);
+    assert!(wrote.contains("Wrote"), "{wrote}");
+
+    let root = backing.canonicalize().unwrap();
+    let mut holder = fleet.pg.psql("fleet");
+    let mut sql = holder.stdin.take().unwrap();
+    writeln!(
+        sql,
+        "SELECT pg_advisory_lock({STORE_LOCKS}, hashtext('{}')); SELECT 'held';",
+        root.display()
+    )
+    .unwrap();
+    let mut answers = BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert!(
+        answers.any(|l| l.is_ok_and(|l| l == "held")),
+        "psql took the lock"
+    );
+    let mut commit = fleet
+        .hookhost(&["session", "commit", &session])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        commit.try_wait().unwrap().is_none(),
+        "the commit waits for the database's lock"
+    );
+    assert!(!root.join("held.md").exists());
+    drop(sql);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = commit.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the commit did not go on once the lock was released"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read_to_string(root.join("held.md")).unwrap(),
+        "after the lock"
+    );
 }

@@ -4,12 +4,15 @@ publishing it with `hookhost/commit` (what an agent's harness sends at the end o
 Run by host/tests/mcp.rs; every check is an assertion.
 
     persistent.py URL BACKING
+    persistent.py fleet URL_A URL_B BACKING COUNT
 
 - what session A writes, B does not read until A commits; then B's next call reads it;
 - A and B change one file: A's commit wins, B's fails naming the file, and B still reads
   its own text;
 - /persistent/docs is read-only: write_file is refused though granted read-write;
-- 16 sessions write and commit at once: every file lands, whole, in BACKING.
+- 16 sessions write and commit at once: every file lands, whole, in BACKING;
+- (fleet) COUNT sessions spread over two hosts sharing a PostgreSQL session table commit
+  at once: every commit lands, and the store counts COUNT commits.
 """
 
 import asyncio
@@ -96,5 +99,27 @@ async def main(url, backing):
     print("16 concurrent commits ok")
 
 
+async def fleet(url_a, url_b, backing, count):
+    """`count` sessions, every other one on each host of a fleet, write and commit at once:
+    every commit lands whole, and the store counted each once (its generation)."""
+
+    async def one(n):
+        async with session(url_a if n % 2 else url_b) as s:
+            assert "Wrote" in await write(s, f"/persistent/notes/fleet/{n}.md", f"session {n}\n" * 100)
+            done = await commit(s)
+            assert done["committed"][0]["created"] == [f"fleet/{n}.md"], done
+
+    await asyncio.gather(*(one(n) for n in range(count)))
+    for n in range(count):
+        with open(os.path.join(backing, "fleet", f"{n}.md")) as f:
+            assert f.read() == f"session {n}\n" * 100, n
+    with open(os.path.join(backing, ".hookhost", "generation")) as f:
+        assert int(f.read()) == count, "a commit was counted twice or lost"
+    print(f"{count} commits through two hosts ok")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    if sys.argv[1] == "fleet":
+        asyncio.run(fleet(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    else:
+        asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -192,6 +192,20 @@ impl PgServer {
         format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// An interactive `psql` on database `name` (unaligned, tuples only), reading its
+    /// statements from stdin: for what must stay held across statements, such as a lock.
+    /// Its connection ends with it.
+    pub fn psql(&self, name: &str) -> Child {
+        Command::new(self.bin.join("psql"))
+            .args(["-At", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "postgres", "-d", name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("psql runs")
+    }
+
     /// Runs `sql` in database `name` and returns what `psql` printed (unaligned, tuples
     /// only).
     pub fn query(&self, name: &str, sql: &str) -> String {

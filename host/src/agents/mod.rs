@@ -24,6 +24,7 @@ use crate::abi::{CallContext, ToolCall, ToolResult};
 use crate::chain::{FailurePolicy, HookChain};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::MAX_HOOK_INPUT_BYTES;
+use crate::mounts::CommitAt;
 use crate::runtime::Runtime;
 use crate::sessions::{Session, hook_calls_dir};
 use crate::trace::CallTrace;
@@ -91,6 +92,10 @@ impl Agent {
             (Agent::Cursor | Agent::Copilot, Event::PostTool) => "postToolUse",
             (Agent::Cursor | Agent::Copilot, Event::SessionStart) => "sessionStart",
             (Agent::Cursor | Agent::Copilot, Event::SessionEnd) => "sessionEnd",
+            (Agent::ClaudeCode | Agent::Codex, Event::TurnEnd) => "Stop",
+            (Agent::Gemini, Event::TurnEnd) => "AfterAgent",
+            (Agent::Cursor, Event::TurnEnd) => "stop",
+            (Agent::Copilot, Event::TurnEnd) => "agentStop",
         })
     }
 }
@@ -102,14 +107,18 @@ pub enum Event {
     PostTool,
     SessionStart,
     SessionEnd,
+    /// The agent finished answering a prompt: its turn's end, where persistent
+    /// directories with `commit = "turn"` are published.
+    TurnEnd,
 }
 
 impl Event {
-    pub const ALL: [Event; 4] = [
+    pub const ALL: [Event; 5] = [
         Event::PreTool,
         Event::PostTool,
         Event::SessionStart,
         Event::SessionEnd,
+        Event::TurnEnd,
     ];
 
     /// An event by hookhost's name (`pre-tool`) or any agent's (`PreToolUse`,
@@ -125,6 +134,7 @@ impl Event {
             "posttool" | "posttooluse" | "aftertool" => Event::PostTool,
             "sessionstart" => Event::SessionStart,
             "sessionend" => Event::SessionEnd,
+            "turnend" | "stop" | "afteragent" | "agentstop" => Event::TurnEnd,
             _ => return None,
         })
     }
@@ -136,6 +146,7 @@ impl Event {
             Event::PostTool => "post-tool",
             Event::SessionStart => "session-start",
             Event::SessionEnd => "session-end",
+            Event::TurnEnd => "turn-end",
         }
     }
 }
@@ -387,6 +398,20 @@ pub async fn handle(
         }
         return Ok(nothing());
     }
+    if event == Event::TurnEnd {
+        // The turn's changes to persistent directories are published; one that cannot be
+        // (a conflict) is the agent's non-blocking error, which the user sees, and stays in
+        // the session's checkout.
+        let session = match sessions.open(&settings.tenant, &id).await {
+            Ok(session) => session,
+            Err(crate::sessions::SessionError::NotFound { .. }) => return Ok(nothing()),
+            Err(e) => return Err(e.into()),
+        };
+        return Ok(match runtime.commit(&session, Some(CommitAt::Turn)).await {
+            Ok(_) => nothing(),
+            Err(e) => protocol::unreadable(agent, &e.to_string()),
+        });
+    }
     let workdir = input.cwd.as_deref().filter(|_| settings.trust_cwd);
     let session = sessions
         .open_or_create(&settings.tenant, &id, workdir)
@@ -394,6 +419,8 @@ pub async fn handle(
     let Some(call) = input.tool else {
         return Ok(nothing());
     };
+    // What other sessions committed to its persistent directories since it loaded them.
+    sessions.refresh(&session).await;
     let canonical = tools::canonical(agent, &call.name);
     let tool_call = ToolCall {
         id: call.id.clone(),
@@ -422,7 +449,7 @@ pub async fn handle(
     let decision = match event {
         Event::PreTool => turn.pre_tool(trace).await,
         Event::PostTool => turn.post_tool(&call, trace).await?,
-        Event::SessionStart | Event::SessionEnd => Decision::Pass,
+        Event::SessionStart | Event::SessionEnd | Event::TurnEnd => Decision::Pass,
     };
     Ok(protocol::answer(
         agent,
@@ -500,6 +527,7 @@ impl Turn<'_> {
                 .leave(self.session, &self.ctx, passage, refused, &mut trace)
                 .await;
         }
+        self.runtime.trace_loads(self.session, &mut trace);
         trace.finish("pre-tool", 0, self.started.elapsed());
         decision
     }
@@ -557,6 +585,11 @@ impl Turn<'_> {
             .chain
             .leave(self.session, &self.ctx, passage, result, &mut trace)
             .await;
+        // A checkout committed after every call that cannot be published stays as it is;
+        // the agent's tool already ran, and the next commit tries again.
+        if let Err(e) = self.runtime.after_call(self.session, &mut trace).await {
+            tracing::warn!(session = %self.session.id, error = %e, "not published");
+        }
         trace.finish(outcome, result.output.len(), self.started.elapsed());
         Ok(if result.output == original {
             Decision::Pass

@@ -97,7 +97,7 @@ pub fn parse(agent: Agent, event: Event, stdin: &[u8]) -> Result<HookInput, Stri
     };
     let tool = match event {
         Event::PreTool | Event::PostTool => Some(call(agent, event, &value, &session)?),
-        Event::SessionStart | Event::SessionEnd => None,
+        Event::SessionStart | Event::SessionEnd | Event::TurnEnd => None,
     };
     Ok(HookInput { session, cwd, tool })
 }

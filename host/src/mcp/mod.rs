@@ -48,7 +48,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The MCP method by which a client publishes its session's persistent directories.
-pub const COMMIT_METHOD: &str = "hookhost/commit";
+pub const COMMIT_METHOD: &str = crate::runtime::COMMIT_CALL;
 
 mod admin;
 pub mod gateway;
@@ -343,7 +343,6 @@ impl ServerHandler for McpServer {
         let session = self.session_for(&context)?;
         let committed = self
             .runtime
-            .sessions()
             .commit(&session, None)
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;

@@ -15,12 +15,13 @@ use crate::limits::ORPHAN_GRACE;
 use crate::mounts::{
     self, CommitAt, MountError, MountTable, ResolvedMount, ResolvedPersistent, Scope,
 };
-use crate::persistent::{Backing, CommitReport, LoadReport, Manifest};
+use crate::persistent::{Backing, CommitReport, LoadReport, Manifest, Room, StoreLocks};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use std::collections::HashSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -32,15 +33,23 @@ pub struct MountDirs {
     /// Persistent directories' checkouts loaded and not yet reported to a trace, by
     /// checkout directory.
     loads: Mutex<Vec<(PathBuf, LoadReport)>>,
+    /// The locks of persistent directories' backing trees.
+    locks: Arc<dyn StoreLocks>,
 }
 
 impl MountDirs {
-    pub fn new(data_root: PathBuf) -> MountDirs {
+    pub fn new(data_root: PathBuf, locks: Arc<dyn StoreLocks>) -> MountDirs {
         MountDirs {
             data_root,
             ensured: Mutex::new(HashSet::new()),
             loads: Mutex::default(),
+            locks,
         }
+    }
+
+    /// The locks of persistent directories' backing trees (see [`StoreLocks`]).
+    pub fn locks(&self) -> &Arc<dyn StoreLocks> {
+        &self.locks
     }
 
     pub fn data_root(&self) -> &Path {
@@ -67,7 +76,7 @@ impl MountDirs {
         if !self.ensured().contains(&mount.host) {
             mounts::ensure_dir(&self.data_root, mount)?;
             if let Some(persistent) = &mount.persistent
-                && let Some(loaded) = load_checkout(mount, persistent)?
+                && let Some(loaded) = load_checkout(mount, persistent, &self.locks)?
             {
                 let mut loads = self.loads.lock().unwrap_or_else(|e| e.into_inner());
                 loads.push((mount.host.clone(), loaded));
@@ -153,6 +162,7 @@ impl MountDirs {
 fn load_checkout(
     mount: &ResolvedMount,
     persistent: &ResolvedPersistent,
+    locks: &Arc<dyn StoreLocks>,
 ) -> Result<Option<LoadReport>, MountError> {
     if persistent.manifest.exists() {
         return Ok(None);
@@ -161,7 +171,7 @@ fn load_checkout(
         path: mount.virtual_path.clone(),
         source: io::Error::other(e.to_string()),
     };
-    let backing = Backing::new(persistent.backing.clone());
+    let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
     let (manifest, loaded) = backing.load(&mount.host).map_err(err)?;
     manifest.write(&persistent.manifest).map_err(err)?;
     Ok(Some(loaded))
@@ -178,6 +188,8 @@ fn load_checkout(
 pub fn commit_checkouts(
     mounts: &[ResolvedMount],
     at: Option<CommitAt>,
+    locks: &Arc<dyn StoreLocks>,
+    mut room: Room,
 ) -> Result<Vec<(String, CommitReport)>, SessionError> {
     let mut committed = Vec::new();
     for mount in mounts {
@@ -189,7 +201,7 @@ pub fn commit_checkouts(
             continue;
         }
         let failed = |source| {
-            tracing::warn!(
+            tracing::info!(
                 target: "hookhost::trace",
                 kind = "persistent_dir.commit.failed",
                 mount = mount.virtual_path,
@@ -201,11 +213,17 @@ pub fn commit_checkouts(
             }
         };
         let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
-        let backing = Backing::new(persistent.backing.clone());
+        let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
         let report = backing
-            .commit(&mount.host, &mut manifest, persistent.spec.on_conflict)
+            .commit(
+                &mount.host,
+                &mut manifest,
+                persistent.spec.on_conflict,
+                room,
+            )
             .map_err(failed)?;
         manifest.write(&persistent.manifest).map_err(failed)?;
+        room = room.less(report.bytes, report.created.len() as u64);
         if !report.is_empty() {
             tracing::info!(
                 target: "hookhost::trace",
@@ -227,7 +245,7 @@ pub fn commit_checkouts(
 /// Brings the loaded checkouts among `mounts` (one session's) up to what other sessions
 /// committed since (see [`Backing::refresh`]). A checkout that cannot be refreshed is
 /// left as it is, and logged: the call goes on with what the session had.
-pub fn refresh_checkouts(mounts: &[ResolvedMount]) {
+pub fn refresh_checkouts(mounts: &[ResolvedMount], locks: &Arc<dyn StoreLocks>) {
     for mount in mounts {
         let Some(persistent) = &mount.persistent else {
             continue;
@@ -236,7 +254,7 @@ pub fn refresh_checkouts(mounts: &[ResolvedMount]) {
             continue;
         }
         let refreshed = Manifest::read(&persistent.manifest).and_then(|mut manifest| {
-            let backing = Backing::new(persistent.backing.clone());
+            let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
             let brought = backing.refresh(&mount.host, &mut manifest)?;
             if brought > 0 {
                 manifest.write(&persistent.manifest)?;

@@ -223,7 +223,7 @@ impl Sessions {
             Some(url) => Box::new(PgTable::connect(url.expose()).await?),
             None => Box::new(SqliteTable::open(&data_root)?),
         };
-        let dirs = Arc::new(MountDirs::new(data_root));
+        let dirs = Arc::new(MountDirs::new(data_root, table.store_locks()));
         Ok(Sessions::new(table, dirs, mounts, tenants))
     }
 
@@ -506,7 +506,7 @@ impl Sessions {
         // Its persistent directories are published before it goes; one that cannot be
         // keeps the session (and its checkout) for the conflict to be resolved.
         if publish {
-            self.commit(&session, Some(CommitAt::Session)).await?;
+            self.commit(&session, None).await?;
         }
         // Row first: a crash after this leaves orphaned directories, which gc removes. Of
         // hosts deleting it at once, the one whose statement removed the row goes on.
@@ -520,7 +520,7 @@ impl Sessions {
     }
 
     /// Publishes `session`'s persistent directories whose boundary is `at` (every one for
-    /// `None`), as [`dirs::commit_checkouts`] does.
+    /// `None`: the session's end, an explicit commit), as [`dirs::commit_checkouts`] does.
     ///
     /// # Errors
     ///
@@ -533,8 +533,9 @@ impl Sessions {
         if !session.mounts.iter().any(|m| m.persistent.is_some()) {
             return Ok(Vec::new());
         }
-        let mounts = session.mounts.clone();
-        tokio::task::spawn_blocking(move || dirs::commit_checkouts(&mounts, at))
+        let room = self.room(&session.tenant).await?;
+        let (mounts, locks) = (session.mounts.clone(), self.dirs.locks().clone());
+        tokio::task::spawn_blocking(move || dirs::commit_checkouts(&mounts, at, &locks, room))
             .await
             .map_err(|e| SessionError::Commit {
                 mount: "its persistent directories".into(),
@@ -547,8 +548,9 @@ impl Sessions {
     /// each call.
     pub async fn refresh(&self, session: &Session) {
         if session.mounts.iter().any(|m| m.persistent.is_some()) {
-            let mounts = session.mounts.clone();
-            let _ = tokio::task::spawn_blocking(move || dirs::refresh_checkouts(&mounts)).await;
+            let (mounts, locks) = (session.mounts.clone(), self.dirs.locks().clone());
+            let _ =
+                tokio::task::spawn_blocking(move || dirs::refresh_checkouts(&mounts, &locks)).await;
         }
     }
 
@@ -571,7 +573,7 @@ impl Sessions {
                 continue;
             }
             let session = self.resolve(&record)?;
-            if let Err(e) = self.commit(&session, Some(CommitAt::Session)).await {
+            if let Err(e) = self.commit(&session, None).await {
                 tracing::warn!(session = %key, error = %e, "idle session kept: its persistent directories could not be published");
                 continue;
             }
@@ -735,7 +737,13 @@ impl Sessions {
                 .await?;
         }
         // Temporaries in every mount of the data directory (never in a user's workdir).
-        let dirs = self.mount_dirs(None, |m| !m.in_workdir()).await?;
+        let dirs = self
+            .mount_dirs(None, |m, dirs| {
+                if !m.in_workdir() {
+                    dirs.insert(m.host.clone());
+                }
+            })
+            .await?;
         (report.orphans, report.partials) = self
             .dirs
             .sweep(&self.mounts, self.table.as_ref(), &dirs, STALE_PARTIAL_AGE)
@@ -778,19 +786,17 @@ impl Sessions {
         }
     }
 
-    /// The host directories of the mounts that `keep` accepts, of every session of
+    /// The host directories that `pick` picks from each mount of every session of
     /// `tenant` (of every tenant when `None`), each once.
     async fn mount_dirs(
         &self,
         tenant: Option<&TenantId>,
-        keep: impl Fn(&ResolvedMount) -> bool,
+        pick: impl Fn(&ResolvedMount, &mut BTreeSet<PathBuf>),
     ) -> Result<Vec<PathBuf>, SessionError> {
         let mut dirs = BTreeSet::new();
         for record in self.table.list(tenant).await? {
             for mount in self.resolve(&record)?.mounts {
-                if keep(&mount) {
-                    dirs.insert(mount.host);
-                }
+                pick(&mount, &mut dirs);
             }
         }
         Ok(dirs.into_iter().collect())

@@ -7,6 +7,10 @@
 //! instant (see [`SessionTable::delete_if_idle`]). The schema is made at connection,
 //! under an advisory lock, so hosts starting together do not race.
 //!
+//! Persistent directories' backing trees are locked in the database too
+//! ([`PgStoreLocks`]), so hosts of a fleet commit to a shared tree one at a time without
+//! relying on file locks across machines.
+//!
 //! Connections are pooled ([`deadpool_postgres`], at most [`PG_POOL_SIZE`]). TLS is the
 //! URL's `sslmode`, as libpq reads it, with rustls: `disable`; `prefer` (the default: TLS
 //! when the server offers it); `require`, `verify-ca` and `verify-full` (TLS or no
@@ -17,14 +21,20 @@
 
 use super::table::{Owner, Row, SessionError, SessionRecord, SessionTable, created, millis};
 use crate::ids::{SessionId, TenantId};
-use crate::limits::PG_POOL_SIZE;
+use crate::limits::{PG_POOL_SIZE, STORE_LOCK_WAIT};
+use crate::persistent::{PersistentError, StoreLocks};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 use tokio_postgres::NoTls;
 
 /// The key of the advisory lock under which the schema is made.
 const SCHEMA_LOCK: i64 = 0x686f_6f6b_686f_7374; // "hookhost"
+
+/// The first key of the advisory locks of backing trees (the second is the hash of the
+/// tree's path): apart from every other lock of the database's users.
+const STORE_LOCKS: i32 = 0x686f_6f6b; // "hook"
 
 const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS hookhost_sessions (
@@ -83,6 +93,124 @@ fn parse(url: &str) -> Result<(tokio_postgres::Config, TlsParams), tokio_postgre
         }
     };
     Ok((rewritten.parse()?, params))
+}
+
+/// A pool of at most [`PG_POOL_SIZE`] connections to the database at `url`, made on the
+/// runtime of the task that first asks for each.
+fn pool(url: &str) -> Result<Pool, SessionError> {
+    let (config, tls) = parse(url)?;
+    let recycling = || ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match config.get_ssl_mode() {
+        tokio_postgres::config::SslMode::Disable => {
+            Manager::from_config(config, NoTls, recycling())
+        }
+        _ => Manager::from_config(config, tls_connector(&tls)?, recycling()),
+    };
+    Pool::builder(manager)
+        .max_size(PG_POOL_SIZE)
+        .build()
+        .map_err(|e| SessionError::Pool(e.to_string()))
+}
+
+/// The locks of persistent directories' backing trees for a fleet: a session-level
+/// advisory lock per tree (`pg_advisory_lock(STORE_LOCKS, hashtext(PATH))`), held on a
+/// connection of its own for as long as its guard lives. Loads and commits take it from
+/// blocking threads, so its connections live on a runtime of their own (one thread),
+/// never waiting on the runtime that serves calls. A host that dies holding one loses its
+/// connection, and the database releases the lock.
+///
+/// Hosts share a tree by its path: the shared storage is mounted at the same path on
+/// each. Two paths whose hashes collide share a lock, which costs only waiting.
+pub struct PgStoreLocks {
+    requests: tokio::sync::mpsc::UnboundedSender<LockRequest>,
+    /// Where the database is, for errors.
+    at: String,
+}
+
+/// A lock asked for: granted (or why not) on `granted`; released when `release`'s sender
+/// (the guard) is dropped.
+struct LockRequest {
+    key: String,
+    granted: std::sync::mpsc::Sender<Result<(), String>>,
+    release: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl PgStoreLocks {
+    fn start(pool: Pool, at: String) -> std::io::Result<PgStoreLocks> {
+        let (requests, mut incoming) = tokio::sync::mpsc::unbounded_channel::<LockRequest>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("hookhost-store-locks".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    while let Some(request) = incoming.recv().await {
+                        tokio::spawn(hold(pool.clone(), request));
+                    }
+                });
+            })?;
+        Ok(PgStoreLocks { requests, at })
+    }
+}
+
+/// Takes the lock `request` asks for, says so, and holds it until its guard is dropped.
+async fn hold(pool: Pool, request: LockRequest) {
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&STORE_LOCKS, &request.key];
+    let client = match pool.get().await {
+        Ok(client) => client,
+        Err(e) => {
+            let _ = request.granted.send(Err(crate::error_line(&e)));
+            return;
+        }
+    };
+    if let Err(e) = client
+        .execute("SELECT pg_advisory_lock($1, hashtext($2))", &params)
+        .await
+    {
+        let _ = request.granted.send(Err(crate::error_line(&e)));
+        // Whether the lock was taken is unknown: the connection goes, and the lock with it.
+        drop(deadpool_postgres::Object::take(client));
+        return;
+    }
+    // A waiter that gave up has dropped its guard too: the lock is released at once.
+    let _ = request.granted.send(Ok(()));
+    let _ = request.release.await;
+    // Released before the connection goes back to the pool; one that cannot say so is
+    // closed, which releases it.
+    if client
+        .execute("SELECT pg_advisory_unlock($1, hashtext($2))", &params)
+        .await
+        .is_err()
+    {
+        drop(deadpool_postgres::Object::take(client));
+    }
+}
+
+impl StoreLocks for PgStoreLocks {
+    fn lock(&self, root: &Path) -> Result<Box<dyn Send>, PersistentError> {
+        let (granted, answer) = std::sync::mpsc::channel();
+        let (release, on_release) = tokio::sync::oneshot::channel::<()>();
+        let request = LockRequest {
+            key: root.to_string_lossy().into_owned(),
+            granted,
+            release: on_release,
+        };
+        self.requests
+            .send(request)
+            .map_err(|_| PersistentError::Lock("the lock thread stopped".into()))?;
+        match answer.recv_timeout(STORE_LOCK_WAIT) {
+            Ok(Ok(())) => Ok(Box::new(release)),
+            Ok(Err(e)) => Err(PersistentError::Lock(format!("{}: {e}", self.at))),
+            Err(_) => Err(PersistentError::Lock(format!(
+                "not granted by {} within {} s",
+                self.at,
+                STORE_LOCK_WAIT.as_secs()
+            ))),
+        }
+    }
 }
 
 /// The rustls connector for `params`: verifying against `sslrootcert`, else the system's
@@ -144,6 +272,7 @@ pub struct PgTable {
     pool: Pool,
     /// Where the database is, for errors (see [`store_address`]).
     at: String,
+    locks: Arc<PgStoreLocks>,
 }
 
 impl PgTable {
@@ -168,21 +297,12 @@ impl PgTable {
     }
 
     async fn open(url: &str, at: String) -> Result<PgTable, SessionError> {
-        let (config, tls) = parse(url)?;
-        let recycling = || ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
+        let locks = PgStoreLocks::start(pool(url)?, at.clone());
+        let table = PgTable {
+            pool: pool(url)?,
+            at,
+            locks: Arc::new(locks.map_err(|e| SessionError::Pool(e.to_string()))?),
         };
-        let manager = match config.get_ssl_mode() {
-            tokio_postgres::config::SslMode::Disable => {
-                Manager::from_config(config, NoTls, recycling())
-            }
-            _ => Manager::from_config(config, tls_connector(&tls)?, recycling()),
-        };
-        let pool = Pool::builder(manager)
-            .max_size(PG_POOL_SIZE)
-            .build()
-            .map_err(|e| SessionError::Pool(e.to_string()))?;
-        let table = PgTable { pool, at };
         let mut client = table.client().await?;
         let schema = client.transaction().await?;
         schema
@@ -304,6 +424,10 @@ impl SessionTable for PgTable {
     async fn ping(&self) -> Result<(), SessionError> {
         self.client().await?.simple_query("SELECT 1").await?;
         Ok(())
+    }
+
+    fn store_locks(&self) -> Arc<dyn StoreLocks> {
+        self.locks.clone()
     }
 
     async fn delete(&self, tenant: &TenantId, id: &SessionId) -> Result<bool, SessionError> {

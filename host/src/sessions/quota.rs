@@ -29,6 +29,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::ids::TenantId;
 use crate::limits::{QUOTA_CHECK_INTERVAL, QUOTA_REPORTED_FILES};
 use crate::mounts::Scope;
+use crate::persistent::Room;
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -290,12 +291,41 @@ impl Sessions {
         Ok(usage)
     }
 
-    /// Walks all of `tenant`'s session and tenant directories: what its quota counts.
+    /// Walks all of `tenant`'s session and tenant directories, and the backing trees of
+    /// its persistent directories that are its own (a `{tenant}` template; one shared by
+    /// tenants is no one's): what its quota counts.
     async fn measure_tenant(&self, tenant: &TenantId) -> Result<Usage, SessionError> {
         let dirs = self
-            .mount_dirs(Some(tenant), |m| m.scope != Scope::Persistent)
+            .mount_dirs(Some(tenant), |m, dirs| {
+                if m.scope != Scope::Persistent {
+                    dirs.insert(m.host.clone());
+                }
+                if let Some(persistent) = &m.persistent
+                    && persistent.spec.backing.contains("{tenant}")
+                {
+                    dirs.insert(persistent.backing.clone());
+                }
+            })
             .await?;
         Ok(measure_async(dirs).await)
+    }
+
+    /// What a commit of `tenant`'s may add to its stores: what its disk quota leaves,
+    /// measured afresh (unbounded without a quota).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError`] when its sessions cannot be listed or resolved.
+    pub(super) async fn room(&self, tenant: &TenantId) -> Result<Room, SessionError> {
+        let quota = self.tenants().quota(tenant);
+        if !quota.is_set() {
+            return Ok(Room::default());
+        }
+        let used = self.remeasure(tenant).await.unwrap_or_default();
+        Ok(Room {
+            bytes: quota.bytes.map(|max| max.saturating_sub(used.bytes)),
+            files: quota.entries.map(|max| max.saturating_sub(used.entries)),
+        })
     }
 }
 

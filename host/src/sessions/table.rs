@@ -5,10 +5,11 @@
 
 use crate::ids::{IdError, SessionId, TenantId};
 use crate::limits::SQLITE_BUSY_TIMEOUT;
+use crate::persistent::{FileLocks, StoreLocks};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The session table's file, in the data directory.
@@ -223,6 +224,12 @@ pub trait SessionTable: Send + Sync {
     ///
     /// [`SessionError`] from the database.
     async fn ping(&self) -> Result<(), SessionError>;
+
+    /// Who locks persistent directories' backing trees for the hosts sharing this table:
+    /// `flock` for one machine's ([`FileLocks`]); a shared database's locks for a fleet.
+    fn store_locks(&self) -> Arc<dyn StoreLocks> {
+        Arc::new(FileLocks)
+    }
 }
 
 /// The session table in an SQLite file.

@@ -9,7 +9,7 @@ use crate::limits::TRACE_TEXT_BYTES;
 use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
 use crate::persistent::{CommitReport, LoadReport, PersistentError};
-use crate::sessions::Session;
+use crate::sessions::{Session, SessionError};
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -241,6 +241,27 @@ impl<'a> CallTrace<'a> {
                 );
             }
         }
+    }
+
+    /// What a session's commit did, per mount (see [`Self::persistent_committed`]): what
+    /// each published (nothing for one with nothing to publish), or the one that failed.
+    pub fn commits(&mut self, committed: &Result<Vec<(String, CommitReport)>, SessionError>) {
+        match committed {
+            Ok(committed) => {
+                for (mount, report) in committed.iter().filter(|(_, r)| !r.is_empty()) {
+                    self.persistent_committed(mount, Ok(report));
+                }
+            }
+            Err(SessionError::Commit { mount, source }) => {
+                self.persistent_committed(mount, Err(source));
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Writes the events of a trace that is not a call's (a commit at a turn's end).
+    pub fn end(mut self) {
+        self.flush();
     }
 
     /// The call's last event, and every event not yet written goes to the trace file.
