@@ -19,6 +19,7 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("write_file", "write-file", "guests/tools/write-file"),
     ("edit_file", "edit-file", "guests/tools/edit-file"),
     ("todo_write", "todo-write", "guests/tools/todo-write"),
+    ("snapshots", "snapshots", "guests/stores/snapshots"),
 ];
 
 /// The bench's stand-in for a hook built from an interpreted language.

@@ -1,6 +1,7 @@
 //! Compiling and preparing components: the engine, the built-ins, `InstancePre`s.
 
 pub use crate::abi::SettingType;
+use crate::abi::store::StorePre;
 use crate::abi::{HookPre, ToolPre};
 use crate::limits::EPOCH_TICK;
 use crate::sandbox::{self, StoreState};
@@ -261,6 +262,17 @@ impl ComponentLoader {
     ) -> Result<ToolPre, LoadError> {
         let pre = self.instance_pre(component, "tool", unknown_imports_trap)?;
         ToolPre::new(pre, &self.engine).map_err(|e| link_error(component, "tool", e))
+    }
+
+    /// Compiles a store component (`harness:store`) and links it against the host's
+    /// imports.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ComponentLoader::hook`].
+    pub fn store(&self, component: &ComponentRef) -> Result<StorePre, LoadError> {
+        let pre = self.instance_pre(component, "store", false)?;
+        StorePre::new(pre, &self.engine).map_err(|e| link_error(component, "store", e))
     }
 
     /// Reads and compiles a component (from the compiled-code cache when it holds it).

@@ -58,6 +58,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod secret;
 pub mod sessions;
+pub mod stores;
 pub mod tools;
 pub mod trace;
 

@@ -48,6 +48,9 @@ enum Command {
     /// Sessions.
     #[command(subcommand)]
     Session(cli::session::SessionCommand),
+    /// Persistent directories: the versions their store keeps.
+    #[command(subcommand)]
+    Persistent(cli::persistent::PersistentCommand),
     /// List the configured tools.
     Tools,
     /// The configuration.
@@ -60,8 +63,8 @@ enum Command {
     Demo,
     /// Answer a coding agent's hook: its JSON on stdin, its answer on stdout (`hook AGENT
     /// EVENT`); or write hookhost's hooks into the agent's settings (`hook install AGENT`).
-    /// EVENT: pre-tool, post-tool, session-start, session-end (or the agent's own name for
-    /// it: PreToolUse, BeforeTool, preToolUse, …). What each agent can and cannot take from
+    /// EVENT: pre-tool, post-tool, session-start, session-end, turn-end (or the agent's own
+    /// name for it: PreToolUse, BeforeTool, preToolUse, Stop, …). What each agent can and cannot take from
     /// a hook (Copilot CLI cannot have a tool's output replaced; Codex CLI cuts an output
     /// before its hooks see it): docs/agents.md.
     Hook(cli::hook::HookArgs),
@@ -174,6 +177,10 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
         Command::Call(args) => cli::call::call(args, plan, &data).await,
         Command::Session(command) => {
             cli::session::run(command, plan, &data).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Persistent(command) => {
+            cli::persistent::run(command, plan, &data).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools => cli::call::tools(plan, &data).await,

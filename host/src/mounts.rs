@@ -81,6 +81,11 @@ pub struct PersistentSpec {
     pub commit: CommitAt,
     #[serde(default)]
     pub on_conflict: OnConflict,
+    /// A store component (`builtin:NAME` or a `.wasm` path of the `harness:store` world)
+    /// that keeps the tree in `backing` its own way, instead of hookhost as it is: it is
+    /// given `backing` as `/store` and the checkout as `/checkout`, and loads and commits.
+    #[serde(default)]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -84,6 +84,8 @@ pub enum PersistentError {
         files: u64,
         left: String,
     },
+    #[error("the store component {component}: {why}")]
+    Store { component: String, why: String },
     #[error(
         "{0} cannot be published: the store has a directory there, or a file where it needs one"
     )]
@@ -123,6 +125,17 @@ pub struct Manifest {
     /// The backing tree's generation (its count of commits) it is up to date with.
     #[serde(default)]
     generation: u64,
+    /// For a store component's checkout: the store's version it is based on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    store_version: Option<String>,
+}
+
+/// How a file of a checkout changed since it was loaded (or last published).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    Created,
+    Updated,
+    Deleted,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -132,6 +145,95 @@ struct Loaded {
 }
 
 impl Manifest {
+    /// The manifest of a checkout that a store component has just loaded at `version`:
+    /// each of its files as it is now. Returns it with the files and bytes loaded.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Io`] when the checkout cannot be read.
+    pub fn loaded_by_store(
+        checkout: &Path,
+        version: String,
+    ) -> Result<(Manifest, u64, u64), PersistentError> {
+        let mut manifest = Manifest {
+            store_version: Some(version),
+            ..Manifest::default()
+        };
+        let mut bytes = 0;
+        walk(checkout, "", &mut |relative, meta| {
+            if relative == HOST_DIR || relative.starts_with(".hookhost/") {
+                return;
+            }
+            let now = Version::of(meta);
+            bytes += now.size;
+            manifest.files.insert(
+                relative.to_string(),
+                Loaded {
+                    base: now,
+                    copy: now,
+                },
+            );
+        })?;
+        let files = manifest.files.len() as u64;
+        Ok((manifest, files, bytes))
+    }
+
+    /// The store's version a store component's checkout is based on.
+    pub fn store_version(&self) -> Option<&str> {
+        self.store_version.as_deref()
+    }
+
+    /// What changed in `checkout` since this manifest's load or last commit.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Io`] when the checkout cannot be read.
+    pub fn changes(&self, checkout: &Path) -> Result<Vec<(String, FileChange)>, PersistentError> {
+        Ok(changes(checkout, self)?
+            .into_iter()
+            .map(|(relative, change)| {
+                let change = match change {
+                    Change::Put { created: true } => FileChange::Created,
+                    Change::Put { created: false } => FileChange::Updated,
+                    Change::Delete => FileChange::Deleted,
+                };
+                (relative, change)
+            })
+            .collect())
+    }
+
+    /// Records that a store published `published` (changes of `checkout`) as `version`:
+    /// the checkout's copies of them are the new base.
+    ///
+    /// # Errors
+    ///
+    /// [`PersistentError::Io`] when the checkout cannot be read.
+    pub fn published(
+        &mut self,
+        checkout: &Path,
+        published: &[(String, FileChange)],
+        version: String,
+    ) -> Result<(), PersistentError> {
+        for (relative, change) in published {
+            match (change, current(&checkout.join(relative))?) {
+                (FileChange::Deleted, _) | (_, None) => {
+                    self.files.remove(relative);
+                }
+                (_, Some(now)) => {
+                    self.files.insert(
+                        relative.clone(),
+                        Loaded {
+                            base: now,
+                            copy: now,
+                        },
+                    );
+                }
+            }
+        }
+        self.store_version = Some(version);
+        Ok(())
+    }
+
     /// Reads the manifest at `path`.
     ///
     /// # Errors
@@ -214,7 +316,9 @@ pub struct FileLocks;
 
 impl StoreLocks for FileLocks {
     fn lock(&self, root: &Path) -> Result<Box<dyn Send>, PersistentError> {
-        let path = root.join(HOST_DIR).join("lock");
+        let host = root.join(HOST_DIR);
+        fs::create_dir_all(&host).map_err(io_at(&host))?;
+        let path = host.join("lock");
         let lock = File::options()
             .create(true)
             .truncate(false)
@@ -619,7 +723,16 @@ impl Room {
             removed += size(&root.join(relative)).unwrap_or(0);
             gone += 1;
         }
-        let (bytes, files) = (added.saturating_sub(removed), files.saturating_sub(gone));
+        self.check(added.saturating_sub(removed), files.saturating_sub(gone))
+    }
+
+    /// Fails with [`PersistentError::Quota`] when adding `bytes` and `files` to a store
+    /// would take more than the room left.
+    ///
+    /// # Errors
+    ///
+    /// The [`PersistentError::Quota`] that says so.
+    pub fn check(&self, bytes: u64, files: u64) -> Result<(), PersistentError> {
         let left = if let Some(left) = self.bytes.filter(|left| bytes > *left) {
             format!("the tenant has {left} bytes left")
         } else if let Some(left) = self.files.filter(|left| files > *left) {
@@ -855,7 +968,8 @@ fn sync_dir(dir: &Path) -> Result<(), PersistentError> {
         .map_err(io_at(dir))
 }
 
-fn elapsed_ms(started: Instant) -> u64 {
+/// Milliseconds since `started`.
+pub fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

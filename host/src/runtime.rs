@@ -25,9 +25,10 @@ use crate::mounts::{MountError, MountTable};
 use crate::sandbox::{self, Sandbox};
 use crate::secret::{Secret, TokenDigest};
 use crate::sessions::{
-    MountDirs, QuotaCall, RateRefusal, Session, SessionError, SessionHolder, Sessions, Tenant,
-    Tenants,
+    MountDirs, QuotaCall, RateRefusal, Session, SessionError, SessionHolder, Sessions,
+    StoreBackend, Tenant, Tenants,
 };
+use crate::stores::StoreComponent;
 use crate::tools::bash::{BashTool, Readiness, Unavailable};
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
@@ -163,6 +164,30 @@ async fn load_tools(
         tools.push((spec.clone(), Arc::new(tool) as Arc<dyn Tool>));
     }
     Ok(tools)
+}
+
+/// The store components of `mounts`' persistent directories, by virtual path.
+fn load_stores(
+    mounts: &MountTable,
+    loader: &ComponentLoader,
+    sandbox: &Arc<Sandbox>,
+) -> Result<BTreeMap<String, Arc<StoreComponent>>, StartError> {
+    let mut stores = BTreeMap::new();
+    for (path, spec) in mounts.iter() {
+        let Some(store) = spec.persistent.as_ref().and_then(|p| p.store.as_deref()) else {
+            continue;
+        };
+        let component = ComponentRef::parse(store);
+        let pre = loader
+            .store(&component)
+            .map_err(|source| StartError::Load {
+                owner: format!("persistent.{path:?}.store"),
+                source,
+            })?;
+        let store = StoreComponent::new(pre, component, sandbox.clone());
+        stores.insert(path.to_string(), Arc::new(store));
+    }
+    Ok(stores)
 }
 
 /// What the upstream servers tell every MCP client: the tools changed (an upstream came
@@ -356,6 +381,8 @@ struct Served {
     upstreams: Vec<UpstreamEntry>,
     /// The upstream servers with an instance per tenant or per session.
     pools: Vec<Arc<upstream::Pool>>,
+    /// The store components of persistent directories, by virtual path.
+    stores: BTreeMap<String, Arc<StoreComponent>>,
     /// The file the config was read from.
     config_file: String,
     /// The admin page's token (see [`Runtime::admin_token`]).
@@ -463,7 +490,9 @@ impl Served {
             .collect();
         let upstreams =
             connect_upstreams(&shared, kept.map_or(&[][..], |k| &k.upstreams), signals).await;
+        let stores = load_stores(&plan.mounts, &loader, &sandbox)?;
         let served = Served {
+            stores,
             engine,
             chain: Arc::new(HookChain::new(layers, sandbox.clone())),
             loader,
@@ -512,6 +541,14 @@ impl Served {
             .iter()
             .map(|pool| pool.clone() as Arc<dyn SessionHolder>);
         layers.chain(tools).chain(pools).collect()
+    }
+
+    /// Its store components, as the session table calls them.
+    fn store_backends(&self) -> crate::sessions::StoreBackends {
+        self.stores
+            .iter()
+            .map(|(path, store)| (path.clone(), store.clone() as Arc<dyn StoreBackend>))
+            .collect()
     }
 
     /// The hook chain of `tenant`'s sessions.
@@ -813,6 +850,7 @@ impl Runtime {
         let signals = Signals::default();
         let (served, holders) =
             Served::build(plan, &sessions.tenants(), &dirs, &[], None, &signals).await?;
+        sessions.set_stores(served.store_backends());
         sessions.measure_quotas().await?;
         for holder in holders {
             sessions.hold(holder);
@@ -875,6 +913,7 @@ impl Runtime {
             self.sessions.hold(holder);
         }
         self.sessions.set_tenants(tenants);
+        self.sessions.set_stores(served.store_backends());
         self.served.store(Arc::new(served));
         // A tenant given a quota is measured now; the others keep their measure.
         if let Err(e) = self.sessions.measure_quotas().await {
@@ -903,6 +942,24 @@ impl Runtime {
     /// What observes its calls: traces, metrics, spans.
     pub fn tracer(&self) -> &Tracer {
         &self.tracer
+    }
+
+    /// Readies `session`'s persistent directories for a call: the checkouts its store
+    /// components keep loaded (see [`Sessions::load_stores`]), the others brought up to
+    /// what other sessions committed since (see [`Sessions::refresh`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Commit`] naming a store-kept directory that could not be loaded.
+    pub async fn prepare(&self, session: &Session) -> Result<(), SessionError> {
+        self.sessions.load_stores(session).await?;
+        self.sessions.refresh(session).await;
+        Ok(())
+    }
+
+    /// The store component of the persistent directory `virtual_path`, if it has one.
+    pub fn store(&self, virtual_path: &str) -> Option<Arc<StoreComponent>> {
+        self.served.load().stores.get(virtual_path).cloned()
     }
 
     /// The checkouts of `session`'s persistent directories that a call's hooks or tool
@@ -1288,8 +1345,9 @@ impl Runtime {
         })?;
         self.sessions.mark_active(session).await;
         let _running = self.sessions.enter(session);
-        // What other sessions committed to its persistent directories since it loaded them.
-        self.sessions.refresh(session).await;
+        // Its persistent directories loaded, and brought up to what other sessions
+        // committed since; a call that cannot have them fails.
+        let prepared = self.prepare(session).await;
         let started = std::time::Instant::now();
         let ctx = CallContext {
             session_id: session.id.to_string(),
@@ -1328,15 +1386,16 @@ impl Runtime {
             Ok(None)
         };
         // A call the quota refused, stopped or withheld the output of failed.
-        let (result, outcome) = match quota {
-            Err(refused) => (ToolResult::error(refused), "failed"),
-            Ok(None) => {
+        let (result, outcome) = match (prepared, quota) {
+            (Err(e), _) => (ToolResult::error(e.to_string()), "failed"),
+            (_, Err(refused)) => (ToolResult::error(refused), "failed"),
+            (_, Ok(None)) => {
                 chain
                     .run(session, ctx, call, target, &mut trace)
                     .instrument(span.clone())
                     .await
             }
-            Ok(Some(quota)) => {
+            (_, Ok(Some(quota))) => {
                 let bounded = WithinQuota {
                     tool: target,
                     quota: &quota,

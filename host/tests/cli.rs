@@ -1400,6 +1400,155 @@ fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A persistent directory kept by a store component, the example `builtin:snapshots`:
+/// sessions load and commit through it (traced as any persistent directory), a conflict
+/// names its file, every commit is a version that `persistent history` lists and
+/// `persistent restore` brings back; a commit of 1,000 files killed (`kill -9`) midway
+/// leaves the next session a whole version, never part of one.
+#[test]
+fn a_store_component_keeps_every_commit_as_a_version_to_restore() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("store.toml");
+    std::fs::write(
+        &config,
+        r#"
+[tools.read_file]
+component = "builtin:read_file"
+grants = { "/persistent/notes" = "ro" }
+
+[tools.write_file]
+component = "builtin:write_file"
+grants = { "/persistent/notes" = "rw" }
+
+[persistent."/persistent/notes"]
+backing = "{data}/tenants/{tenant}/notes"
+store = "builtin:snapshots"
+"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = hookhost_with(data.path(), &config, args);
+        (out.status.success(), stdout(&out), stderr(&out))
+    };
+    let new = || run(&["session", "new"]).1.trim().to_string();
+    let call = |session: &str, tool: &str, args: String| {
+        run(&["call", "--session", session, tool, &args]).1
+    };
+    let read = |session: &str| {
+        call(
+            session,
+            "read_file",
+            r#"{"path":"/persistent/notes/a.md"}"#.into(),
+        )
+    };
+    let write = |session: &str, text: &str| {
+        let args = format!(r#"{{"path":"/persistent/notes/a.md","content":"{text}"}}"#);
+        assert!(call(session, "write_file", args).contains("Wrote"));
+    };
+
+    let a = new();
+    write(&a, "first");
+    let (ok, out, err) = run(&["session", "commit", &a]);
+    assert!(ok && out.contains("1 created"), "{out}{err}");
+    let b = new();
+    assert!(read(&b).contains("first"), "b loads what a committed");
+    write(&a, "second");
+    write(&b, "b's own");
+    assert!(run(&["session", "commit", &a]).0);
+    let (ok, _, err) = run(&["session", "commit", &b]);
+    assert!(
+        !ok && err.contains("conflict") && err.contains("a.md"),
+        "{err}"
+    );
+    let (_, trace, _) = run(&["session", "trace", &b, "--kind", "persistent_dir.*"]);
+    assert!(
+        trace.contains(r#""kind":"persistent_dir.loaded""#),
+        "{trace}"
+    );
+    assert!(run(&["session", "delete", "--discard", &b]).0);
+
+    let (ok, history, err) = run(&["persistent", "history", "/persistent/notes"]);
+    assert!(ok, "{err}");
+    let versions: Vec<&str> = history
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(versions, ["000001", "000002"], "{history}");
+    let (ok, restored, err) = run(&["persistent", "restore", "/persistent/notes", "000001"]);
+    assert!(ok, "{err}");
+    assert_eq!(restored.trim(), "000003");
+    assert!(
+        read(&new()).contains("first"),
+        "the restored version is the newest"
+    );
+    let (ok, _, err) = run(&["persistent", "restore", "/persistent/notes", "000009"]);
+    assert!(!ok && err.contains("no version"), "{err}");
+
+    // 1,000 files, killed at points over the commit's length.
+    let store = data.path().join("tenants/default/notes");
+    let prepare = |round: usize| {
+        let session = new();
+        read(&session);
+        let dir = data.path().join(format!(
+            "tenants/default/sessions/{session}/persistent/notes/round-{round}"
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        for n in 0..1000 {
+            std::fs::write(
+                dir.join(format!("{n}.txt")),
+                format!("round {round} file {n}\n").repeat(20),
+            )
+            .unwrap();
+        }
+        session
+    };
+    let session = prepare(0);
+    let started = std::time::Instant::now();
+    assert!(run(&["session", "commit", &session]).0);
+    let length = started.elapsed();
+    for (round, fraction) in [0.3, 0.6, 0.9].into_iter().enumerate() {
+        let round = round + 1;
+        let session = prepare(round);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .args(["--data", data.path().to_str().unwrap()])
+            .args(["--config", config.to_str().unwrap()])
+            .args(["session", "commit", &session])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(length.mul_f64(fraction));
+        let _ = child.kill();
+        let _ = child.wait();
+        let next = new();
+        read(&next);
+        let loaded = data.path().join(format!(
+            "tenants/default/sessions/{next}/persistent/notes/round-{round}"
+        ));
+        let files: Vec<_> = std::fs::read_dir(&loaded)
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
+        assert!(
+            files.is_empty() || files.len() == 1000,
+            "round {round}: {} of 1000 files in the version loaded",
+            files.len()
+        );
+        for file in &files {
+            let text = std::fs::read_to_string(file.path()).unwrap();
+            assert!(
+                text.len() > 100 && text.ends_with('\n'),
+                "torn: {:?}",
+                file.path()
+            );
+        }
+    }
+    let head = std::fs::read_to_string(store.join("HEAD")).unwrap();
+    assert!(
+        store.join("v").join(head.trim()).is_dir(),
+        "HEAD names a whole version"
+    );
+}
+
 /// A commit of 1,000 files killed (`kill -9`) at points spread over its length: the store
 /// then holds all of it or none of it once the next session has loaded it, never part, and
 /// never a torn file.

@@ -13,6 +13,7 @@
 //! (its `types` interface is the same), so a [`ToolCall`] or [`ToolResult`] moves between
 //! hooks of either version and tools unchanged, without a copy.
 
+pub mod store;
 pub mod v0_1;
 pub mod v0_2;
 

@@ -419,8 +419,8 @@ pub async fn handle(
     let Some(call) = input.tool else {
         return Ok(nothing());
     };
-    // What other sessions committed to its persistent directories since it loaded them.
-    sessions.refresh(&session).await;
+    // Its persistent directories loaded, and brought up to what other sessions committed.
+    runtime.prepare(&session).await?;
     let canonical = tools::canonical(agent, &call.name);
     let tool_call = ToolCall {
         id: call.id.clone(),

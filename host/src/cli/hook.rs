@@ -95,7 +95,9 @@ pub async fn hook(
         bail!("`hookhost hook` needs AGENT and EVENT, or `install AGENT`");
     };
     let event = Event::parse(&event).with_context(|| {
-        format!("unknown event {event:?}: pre-tool, post-tool, session-start, session-end or turn-end")
+        format!(
+            "unknown event {event:?}: pre-tool, post-tool, session-start, session-end or turn-end"
+        )
     })?;
     let settings = HookSettings {
         tenant: TenantId::new(tenant).context("--tenant")?,

@@ -6,6 +6,7 @@ pub mod component;
 pub mod config;
 pub mod hook;
 pub mod logging;
+pub mod persistent;
 pub mod serve;
 pub mod session;
 

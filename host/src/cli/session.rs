@@ -73,8 +73,19 @@ pub enum SessionCommand {
     },
 }
 
-/// Runs `command` on the sessions under `data`.
+/// Runs `command` on the sessions under `data`; with the store components of persistent
+/// directories loaded when the config has any (a commit, or a delete that commits, calls
+/// them).
 pub async fn run(command: SessionCommand, plan: Plan, data: &Path) -> Result<()> {
+    let stores = plan
+        .mounts
+        .iter()
+        .any(|(_, m)| m.persistent.as_ref().is_some_and(|p| p.store.is_some()));
+    if stores {
+        let trace = plan.trace.clone();
+        let runtime = super::start(plan, data, hookhost::OneShot::Stores).await?;
+        return session_command(runtime.sessions(), &trace, command).await;
+    }
     let sessions = Sessions::at(
         data,
         plan.session_store.as_ref(),

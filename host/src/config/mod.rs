@@ -136,6 +136,15 @@ impl Config {
             let resolved = dir.join(path).display().to_string();
             *component = Spanned::new(component.span(), resolved);
         }
+        let stores = self
+            .persistent
+            .values_mut()
+            .filter_map(|p| p.store.as_mut());
+        for store in stores {
+            if !store.starts_with("builtin:") && Path::new(store.as_str()).is_relative() {
+                *store = dir.join(store.as_str()).display().to_string();
+            }
+        }
     }
 
     /// Parses and validates config text; `file` names it in errors.

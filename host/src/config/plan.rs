@@ -61,6 +61,9 @@ pub enum OneShot {
     /// hook (`hookhost hook …`), whose agent runs its own tools. The four built-in tools,
     /// loaded and asked to describe themselves, were 1 ms of a hook's 11, measured.
     Hooks,
+    /// Only what persistent directories need: their store components, no hook or tool
+    /// (`hookhost session`, `hookhost persistent`).
+    Stores,
 }
 
 impl Plan {
@@ -104,10 +107,13 @@ impl Plan {
     pub fn one_shot(mut self, part: OneShot) -> Plan {
         self.engine.pooling = false;
         self.trace.watch = false;
-        if part == OneShot::Hooks {
+        if part != OneShot::Calls {
             self.tools.clear();
             self.bash = None;
             self.upstreams.clear();
+        }
+        if part == OneShot::Stores {
+            self.hooks.clear();
         }
         self
     }

@@ -30,6 +30,7 @@ impl Config {
         let hook_names: BTreeSet<&str> = hooks.iter().map(|h| h.component.name.as_str()).collect();
         self.check_engine()?;
         let tenants = self.tenants_plan(&hook_names)?;
+        self.check_stores()?;
         Ok(Plan {
             mounts: self.mount_table(&mounts)?,
             tools: self.tools_plan(&mounts, text)?,
@@ -628,6 +629,19 @@ pub fn is_tool_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl Config {
+    /// Each persistent directory's `store`, when it names one, is a component there is.
+    fn check_stores(&self) -> Result<(), Invalid> {
+        for (path, spec) in &self.persistent {
+            if let Some(store) = &spec.store {
+                let key = format!("persistent.{:?}.store", path.get_ref());
+                check_component(&key, &Spanned::new(path.span(), store.clone()))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid> {

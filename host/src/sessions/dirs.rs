@@ -15,7 +15,9 @@ use crate::limits::ORPHAN_GRACE;
 use crate::mounts::{
     self, CommitAt, MountError, MountTable, ResolvedMount, ResolvedPersistent, Scope,
 };
-use crate::persistent::{Backing, CommitReport, LoadReport, Manifest, Room, StoreLocks};
+use crate::persistent::{
+    Backing, CommitReport, LoadReport, Manifest, PersistentError, Room, StoreLocks,
+};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use std::collections::HashSet;
@@ -75,15 +77,22 @@ impl MountDirs {
         }
         if !self.ensured().contains(&mount.host) {
             mounts::ensure_dir(&self.data_root, mount)?;
+            // A store component's checkout is loaded before the call, not here.
             if let Some(persistent) = &mount.persistent
+                && persistent.spec.store.is_none()
                 && let Some(loaded) = load_checkout(mount, persistent, &self.locks)?
             {
-                let mut loads = self.loads.lock().unwrap_or_else(|e| e.into_inner());
-                loads.push((mount.host.clone(), loaded));
+                self.loaded(&mount.host, loaded);
             }
             self.ensured().insert(mount.host.clone());
         }
         Ok(())
+    }
+
+    /// Keeps the load of the checkout `host` for the trace of the call that caused it.
+    pub fn loaded(&self, host: &Path, loaded: LoadReport) {
+        let mut loads = self.loads.lock().unwrap_or_else(|e| e.into_inner());
+        loads.push((host.to_path_buf(), loaded));
     }
 
     /// The loads of `mounts`' checkouts (one session's) not reported yet, by virtual path:
@@ -193,25 +202,13 @@ pub fn commit_checkouts(
 ) -> Result<Vec<(String, CommitReport)>, SessionError> {
     let mut committed = Vec::new();
     for mount in mounts {
-        let Some(persistent) = &mount.persistent else {
+        let Some(persistent) = due(mount, at).filter(|p| p.spec.store.is_none()) else {
             continue;
         };
-        let due = at.is_none_or(|at| at == persistent.spec.commit);
-        if !due || mount.read_only() || !persistent.manifest.exists() {
+        if mount.read_only() || !persistent.manifest.exists() {
             continue;
         }
-        let failed = |source| {
-            tracing::info!(
-                target: "hookhost::trace",
-                kind = "persistent_dir.commit.failed",
-                mount = mount.virtual_path,
-                reason = %source,
-            );
-            SessionError::Commit {
-                mount: mount.virtual_path.clone(),
-                source,
-            }
-        };
+        let failed = |source| commit_failed(mount, source);
         let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
         let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
         let report = backing
@@ -224,22 +221,49 @@ pub fn commit_checkouts(
             .map_err(failed)?;
         manifest.write(&persistent.manifest).map_err(failed)?;
         room = room.less(report.bytes, report.created.len() as u64);
-        if !report.is_empty() {
-            tracing::info!(
-                target: "hookhost::trace",
-                kind = "persistent_dir.commit.succeeded",
-                mount = mount.virtual_path,
-                created = report.created.len(),
-                updated = report.updated.len(),
-                deleted = report.deleted.len(),
-                kept_theirs = report.kept_theirs.len(),
-                bytes = report.bytes,
-                ms = report.ms,
-            );
-        }
+        log_commit(mount, &report);
         committed.push((mount.virtual_path.clone(), report));
     }
     Ok(committed)
+}
+
+/// `mount`'s persistent directory when it is one whose boundary is `at` (every one for
+/// `None`).
+pub(super) fn due(mount: &ResolvedMount, at: Option<CommitAt>) -> Option<&ResolvedPersistent> {
+    let persistent = mount.persistent.as_ref()?;
+    at.is_none_or(|at| at == persistent.spec.commit)
+        .then_some(persistent)
+}
+
+/// The error of `mount`'s failed commit, logged on `hookhost::trace`.
+pub(super) fn commit_failed(mount: &ResolvedMount, source: PersistentError) -> SessionError {
+    tracing::info!(
+        target: "hookhost::trace",
+        kind = "persistent_dir.commit.failed",
+        mount = mount.virtual_path,
+        reason = %source,
+    );
+    SessionError::Commit {
+        mount: mount.virtual_path.clone(),
+        source,
+    }
+}
+
+/// What `mount`'s commit published, logged on `hookhost::trace`.
+pub(super) fn log_commit(mount: &ResolvedMount, report: &CommitReport) {
+    if !report.is_empty() {
+        tracing::info!(
+            target: "hookhost::trace",
+            kind = "persistent_dir.commit.succeeded",
+            mount = mount.virtual_path,
+            created = report.created.len(),
+            updated = report.updated.len(),
+            deleted = report.deleted.len(),
+            kept_theirs = report.kept_theirs.len(),
+            bytes = report.bytes,
+            ms = report.ms,
+        );
+    }
 }
 
 /// Brings the loaded checkouts among `mounts` (one session's) up to what other sessions
@@ -250,7 +274,8 @@ pub fn refresh_checkouts(mounts: &[ResolvedMount], locks: &Arc<dyn StoreLocks>) 
         let Some(persistent) = &mount.persistent else {
             continue;
         };
-        if !persistent.manifest.exists() {
+        // A store component's checkout holds the store as loaded (see `super::stores`).
+        if persistent.spec.store.is_some() || !persistent.manifest.exists() {
             continue;
         }
         let refreshed = Manifest::read(&persistent.manifest).and_then(|mut manifest| {

@@ -15,6 +15,7 @@ pub mod holders;
 pub mod postgres;
 pub mod quota;
 pub mod rate;
+pub mod stores;
 pub mod table;
 pub mod tenants;
 
@@ -23,6 +24,7 @@ pub use holders::SessionHolder;
 pub use postgres::PgTable;
 pub use quota::{Quota, QuotaCall, Usage};
 pub use rate::RateRefusal;
+pub use stores::{StoreBackend, StoreBackends};
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
 pub use tenants::{Tenant, Tenants, WorkdirTemplate};
 
@@ -187,6 +189,8 @@ pub struct Sessions {
     /// When each session was last written as active, to skip redundant writes.
     touched: Mutex<HashMap<SessionKey, SystemTime>>,
     holders: holders::Holders,
+    /// The store components of persistent directories (see [`stores`]).
+    stores: ArcSwap<StoreBackends>,
 }
 
 impl Sessions {
@@ -244,6 +248,7 @@ impl Sessions {
             in_flight: Mutex::default(),
             touched: Mutex::default(),
             holders: holders::Holders::default(),
+            stores: ArcSwap::default(),
         }
     }
 
@@ -534,13 +539,17 @@ impl Sessions {
             return Ok(Vec::new());
         }
         let room = self.room(&session.tenant).await?;
+        let (mut committed, room) = self.commit_stores(session, at, room).await?;
         let (mounts, locks) = (session.mounts.clone(), self.dirs.locks().clone());
-        tokio::task::spawn_blocking(move || dirs::commit_checkouts(&mounts, at, &locks, room))
-            .await
-            .map_err(|e| SessionError::Commit {
-                mount: "its persistent directories".into(),
-                source: crate::persistent::PersistentError::Stopped(e.to_string()),
-            })?
+        let kept =
+            tokio::task::spawn_blocking(move || dirs::commit_checkouts(&mounts, at, &locks, room))
+                .await
+                .map_err(|e| SessionError::Commit {
+                    mount: "its persistent directories".into(),
+                    source: crate::persistent::PersistentError::Stopped(e.to_string()),
+                })??;
+        committed.extend(kept);
+        Ok(committed)
     }
 
     /// Brings `session`'s persistent directories up to what other sessions committed since
