@@ -1400,6 +1400,53 @@ fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// Writes round `round`'s 1,000 files (a commit's worth) into the checkout of
+/// `/persistent/notes` of `session`, as a command would have made them.
+fn write_round(data: &Path, session: &str, round: usize) {
+    let dir = data.join(format!(
+        "tenants/default/sessions/{session}/persistent/notes/round-{round}"
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in 0..1000 {
+        std::fs::write(
+            dir.join(format!("{n}.txt")),
+            format!("round {round} file {n}\n").repeat(20),
+        )
+        .unwrap();
+    }
+}
+
+/// How many of a round's files `dir` holds, each checked whole.
+fn whole_files(dir: &Path) -> usize {
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    for file in &files {
+        let text = std::fs::read_to_string(file.path()).unwrap();
+        assert!(
+            text.len() > 100 && text.ends_with('\n'),
+            "torn: {:?}",
+            file.path()
+        );
+    }
+    files.len()
+}
+
+/// `hookhost session commit SESSION`, killed (`kill -9`) after `after`.
+fn commit_killed_after(data: &Path, config: &Path, session: &str, after: std::time::Duration) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .args(["--data", data.to_str().unwrap()])
+        .args(["--config", config.to_str().unwrap()])
+        .args(["session", "commit", session])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// A persistent directory kept by a store component, the example `builtin:snapshots`:
 /// sessions load and commit through it (traced as any persistent directory), a conflict
 /// names its file, every commit is a version that `persistent history` lists and
@@ -1489,17 +1536,7 @@ store = "builtin:snapshots"
     let prepare = |round: usize| {
         let session = new();
         read(&session);
-        let dir = data.path().join(format!(
-            "tenants/default/sessions/{session}/persistent/notes/round-{round}"
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        for n in 0..1000 {
-            std::fs::write(
-                dir.join(format!("{n}.txt")),
-                format!("round {round} file {n}\n").repeat(20),
-            )
-            .unwrap();
-        }
+        write_round(data.path(), &session, round);
         session
     };
     let session = prepare(0);
@@ -1509,38 +1546,16 @@ store = "builtin:snapshots"
     for (round, fraction) in [0.3, 0.6, 0.9].into_iter().enumerate() {
         let round = round + 1;
         let session = prepare(round);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .args(["--data", data.path().to_str().unwrap()])
-            .args(["--config", config.to_str().unwrap()])
-            .args(["session", "commit", &session])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(length.mul_f64(fraction));
-        let _ = child.kill();
-        let _ = child.wait();
+        commit_killed_after(data.path(), &config, &session, length.mul_f64(fraction));
         let next = new();
         read(&next);
-        let loaded = data.path().join(format!(
+        let count = whole_files(&data.path().join(format!(
             "tenants/default/sessions/{next}/persistent/notes/round-{round}"
-        ));
-        let files: Vec<_> = std::fs::read_dir(&loaded)
-            .map(|d| d.flatten().collect())
-            .unwrap_or_default();
+        )));
         assert!(
-            files.is_empty() || files.len() == 1000,
-            "round {round}: {} of 1000 files in the version loaded",
-            files.len()
+            count == 0 || count == 1000,
+            "round {round}: {count} of 1000 files in the version loaded"
         );
-        for file in &files {
-            let text = std::fs::read_to_string(file.path()).unwrap();
-            assert!(
-                text.len() > 100 && text.ends_with('\n'),
-                "torn: {:?}",
-                file.path()
-            );
-        }
     }
     let head = std::fs::read_to_string(store.join("HEAD")).unwrap();
     assert!(
@@ -1558,7 +1573,9 @@ fn a_commit_killed_midway_leaves_all_of_it_or_none() {
     let config = persistent_config(data.path());
     let run = |args: &[&str]| hookhost_with(data.path(), &config, args);
     let backing = data.path().join("tenants/default/persistent/notes");
-    let prepare = |round: usize| {
+    // A session's first use loads the checkout (and completes or sweeps a commit
+    // stopped midway).
+    let session_used = || {
         let session = stdout(&run(&["session", "new"])).trim().to_string();
         run(&[
             "call",
@@ -1567,35 +1584,14 @@ fn a_commit_killed_midway_leaves_all_of_it_or_none() {
             "read_file",
             r#"{"path":"/persistent/notes/x"}"#,
         ]);
-        // The files a command would have made in the checkout.
-        let checkout = data.path().join(format!(
-            "tenants/default/sessions/{session}/persistent/notes/round-{round}"
-        ));
-        std::fs::create_dir_all(&checkout).unwrap();
-        for n in 0..1000 {
-            std::fs::write(
-                checkout.join(format!("{n}.txt")),
-                format!("round {round} file {n}\n").repeat(20),
-            )
-            .unwrap();
-        }
         session
     };
-    let published = |round: usize| {
-        let dir = backing.join(format!("round-{round}"));
-        let files: Vec<_> = std::fs::read_dir(&dir)
-            .map(|d| d.flatten().collect())
-            .unwrap_or_default();
-        for file in &files {
-            let text = std::fs::read_to_string(file.path()).unwrap();
-            assert!(
-                text.len() > 100 && text.ends_with('\n'),
-                "torn: {:?}",
-                file.path()
-            );
-        }
-        files.len()
+    let prepare = |round: usize| {
+        let session = session_used();
+        write_round(data.path(), &session, round);
+        session
     };
+    let published = |round: usize| whole_files(&backing.join(format!("round-{round}")));
 
     // One commit uninterrupted, to know its length.
     let session = prepare(0);
@@ -1611,30 +1607,8 @@ fn a_commit_killed_midway_leaves_all_of_it_or_none() {
     {
         let round = round + 1;
         let session = prepare(round);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .args([
-                "--data",
-                data.path().to_str().unwrap(),
-                "--config",
-                config.to_str().unwrap(),
-            ])
-            .args(["session", "commit", &session])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(length.mul_f64(fraction));
-        let _ = child.kill();
-        let _ = child.wait();
-        // The next load (a new session's first use) completes or sweeps it.
-        let next = stdout(&run(&["session", "new"])).trim().to_string();
-        run(&[
-            "call",
-            "--session",
-            &next,
-            "read_file",
-            r#"{"path":"/persistent/notes/x"}"#,
-        ]);
+        commit_killed_after(data.path(), &config, &session, length.mul_f64(fraction));
+        session_used();
         let count = published(round);
         assert!(
             count == 0 || count == 1000,
