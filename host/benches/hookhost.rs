@@ -669,6 +669,7 @@ const GROUPS: &[&str] = &[
     "agent-hook",
     "trace",
     "trace-cost",
+    "persistent",
     "end-to-end",
 ];
 
@@ -680,6 +681,10 @@ struct Args {
     /// instead of the built-in 10 MB stand-in.
     #[arg(long, value_name = "FILE")]
     heavy: Option<PathBuf>,
+    /// Where the `persistent` rows put their tree [default: the scratch directory, a tmpfs
+    /// when there is one]: a directory on XFS or Btrfs measures loads that share blocks.
+    #[arg(long, value_name = "DIR")]
+    persistent_dir: Option<PathBuf>,
     /// Run one group of rows only, e.g. under a profiler.
     #[arg(long, value_name = "GROUP", value_parser = clap::builder::PossibleValuesParser::new(GROUPS))]
     only: Option<String>,
@@ -698,12 +703,124 @@ async fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    run(args.heavy, args.only.as_deref()).await
+    run(args.heavy, args.only.as_deref(), args.persistent_dir).await
+}
+
+/// Files and bytes per file of the persistent directory measured.
+const PERSISTENT_FILES: usize = 10_000;
+const PERSISTENT_FILE_BYTES: usize = 10_000;
+/// Loads measured (each of the whole tree), and commits of 10 files.
+const PERSISTENT_LOADS: usize = 3;
+const PERSISTENT_COMMITS: usize = 20;
+
+/// A persistent directory of 10,000 files (100 MB): its load into a checkout and a commit
+/// of 10 changed files in it, beside a plain copy of the same files (and the same 10 copied
+/// and renamed into place, fsynced, as a careful writer does); and a call that touches no
+/// persistent directory with one declared, beside the same call with none.
+async fn persistent_rows(base: &Path) -> Result<Vec<Row>> {
+    use hookhost::persistent::{Backing, OnConflict, Room};
+    let tree = base.join("store");
+    for n in 0..PERSISTENT_FILES {
+        let dir = tree.join(format!("d{}", n / 100));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join(format!("{n}.txt")),
+            vec![b'p'; PERSISTENT_FILE_BYTES],
+        )?;
+    }
+    let backing = Backing::new(tree.clone());
+    let (mut loads, mut copies) = (Vec::new(), Vec::new());
+    let checkout = base.join("checkout");
+    let mut manifest = None;
+    for round in 0..PERSISTENT_LOADS {
+        let _ = std::fs::remove_dir_all(&checkout);
+        let started = Instant::now();
+        manifest = Some(backing.load(&checkout)?.0);
+        loads.push(started.elapsed());
+        let copy = base.join(format!("copy-{round}"));
+        let started = Instant::now();
+        copy_tree(&tree, &copy)?;
+        copies.push(started.elapsed());
+        std::fs::remove_dir_all(&copy)?;
+    }
+    let mut manifest = manifest.context("loaded")?;
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
+    let (load, copy) = (median(loads), median(copies));
+    let mut rows = vec![Row {
+        what: "load of a 10,000-file, 100 MB persistent directory into a checkout (median of 3)"
+            .into(),
+        hookhost: ms(load),
+        native: format!("{} (a plain copy)", ms(copy)),
+        ratio: ratio(load.as_secs_f64(), copy.as_secs_f64()),
+        goal: "≈ a copy (ms where blocks are shared: XFS, Btrfs)",
+    }];
+
+    let (mut commits, mut natives) = (Vec::new(), Vec::new());
+    for round in 0..PERSISTENT_COMMITS {
+        let changed: Vec<PathBuf> = (0..10)
+            .map(|i| PathBuf::from(format!("d{i}/{}.txt", i * 100 + round)))
+            .collect();
+        for path in &changed {
+            std::fs::write(checkout.join(path), format!("round {round}\n"))?;
+        }
+        let started = Instant::now();
+        backing.commit(&checkout, &mut manifest, OnConflict::Fail, Room::default())?;
+        commits.push(started.elapsed());
+        let started = Instant::now();
+        for path in &changed {
+            let target = tree.join(path);
+            let staged = target.with_extension("native");
+            std::fs::copy(checkout.join(path), &staged)?;
+            File::open(&staged)?.sync_all()?;
+            std::fs::rename(&staged, &target)?;
+        }
+        natives.push(started.elapsed());
+    }
+    rows.push(Row::latency(
+        "commit of 10 changed files in that directory (median of 20)",
+        median(commits),
+        median(natives),
+        "≤ 10 ms",
+    ));
+
+    let plain = runtime(&base.join("plain"), &config(10_000, false, 1_000)?).await?;
+    let declared = config_text(10_000, false, 1_000)
+        + "\n[persistent.\"/persistent/notes\"]\nbacking = \"{data}/tenants/{tenant}/notes\"\n";
+    let declared = Config::parse(&declared, "<bench config>")?.plan;
+    let declared = runtime(&base.join("declared"), &declared).await?;
+    let without = latency(&plain, "noop", CALLS).await?;
+    let with = latency(&declared, "noop", CALLS).await?;
+    rows.push(Row::latency(
+        "call touching no persistent directory: one declared / none (median)",
+        with,
+        without,
+        "unchanged (1.0×)",
+    ));
+    Ok(rows)
+}
+
+/// Copies the regular files under `from` to `to`, as `cp -r` does.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs the measurements (those of group `only`, or all) and prints the table (Markdown)
 /// on stdout. `heavy` replaces the built-in heavy hook for its two rows.
-async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
+async fn run(
+    heavy: Option<PathBuf>,
+    only: Option<&str>,
+    persistent_dir: Option<PathBuf>,
+) -> Result<()> {
     let wanted = |group: &str| only.is_none_or(|only| only == group);
     let shm = Path::new("/dev/shm");
     let scratch = if shm.is_dir() {
@@ -1134,6 +1251,14 @@ async fn run(heavy: Option<PathBuf>, only: Option<&str>) -> Result<()> {
             ratio: ratio(off, on),
             goal: "≥ 15,000/s traced",
         });
+    }
+
+    if wanted("persistent") {
+        let base = match &persistent_dir {
+            Some(dir) => tempfile::tempdir_in(dir).context("--persistent-dir")?,
+            None => tempfile::tempdir_in(scratch.path())?,
+        };
+        rows.extend(persistent_rows(base.path()).await?);
     }
 
     if wanted("end-to-end") {

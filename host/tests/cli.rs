@@ -1401,10 +1401,10 @@ fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
 }
 
 /// Writes round `round`'s 1,000 files (a commit's worth) into the checkout of
-/// `/persistent/notes` of `session`, as a command would have made them.
-fn write_round(data: &Path, session: &str, round: usize) {
+/// `/persistent/NAME` of `session`, as a command would have made them.
+fn write_round(data: &Path, session: &str, name: &str, round: usize) {
     let dir = data.join(format!(
-        "tenants/default/sessions/{session}/persistent/notes/round-{round}"
+        "tenants/default/sessions/{session}/persistent/{name}/round-{round}"
     ));
     std::fs::create_dir_all(&dir).unwrap();
     for n in 0..1000 {
@@ -1447,6 +1447,73 @@ fn commit_killed_after(data: &Path, config: &Path, session: &str, after: std::ti
     let _ = child.wait();
 }
 
+/// A read-only persistent directory refuses every writer at once, whatever its grant:
+/// `write_file` and `edit_file` (WASI's read-only preopen) and a `bash` command (a
+/// read-only bind mount); the backing tree is untouched.
+#[test]
+fn a_read_only_persistent_directory_refuses_every_writer() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("ro.toml");
+    let text = hookhost::config::DEFAULT_CONFIG
+        .replace(
+            "# grants = { \"/workspace\" = \"rw\", \"/artifacts\" = \"ro\" }",
+            "grants = { \"/workspace\" = \"rw\", \"/persistent/docs\" = \"rw\" }",
+        )
+        .replace(
+            "[tools.write_file]\ncomponent = \"builtin:write_file\"\ngrants = { ",
+            "[tools.write_file]\ncomponent = \"builtin:write_file\"\ngrants = { \"/persistent/docs\" = \"rw\", ",
+        )
+        .replace(
+            "[tools.edit_file]\ncomponent = \"builtin:edit_file\"\ngrants = { ",
+            "[tools.edit_file]\ncomponent = \"builtin:edit_file\"\ngrants = { \"/persistent/docs\" = \"rw\", ",
+        )
+        + "\n[persistent.\"/persistent/docs\"]\nbacking = \"{data}/docs\"\naccess = \"ro\"\n";
+    assert_eq!(
+        text.matches("\"/persistent/docs\" = \"rw\"").count(),
+        3,
+        "{text}"
+    );
+    std::fs::write(&config, text).unwrap();
+    let docs = data.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("readme.md"), "hello").unwrap();
+    let run = |args: &[&str]| stdout(&hookhost_with(data.path(), &config, args));
+    let session = run(&["session", "new"]).trim().to_string();
+    let call = |tool: &str, args: &str| run(&["call", "--session", &session, tool, args]);
+
+    let wrote = call(
+        "write_file",
+        r#"{"path":"/persistent/docs/x.md","content":"no"}"#,
+    );
+    assert!(wrote.contains("permission denied"), "{wrote}");
+    let edited = call(
+        "edit_file",
+        r#"{"path":"/persistent/docs/readme.md","old_string":"hello","new_string":"bye"}"#,
+    );
+    assert!(edited.contains("permission denied"), "{edited}");
+    let shell = call(
+        "bash",
+        r#"{"command":"echo no > /persistent/docs/y.md; cat /persistent/docs/readme.md"}"#,
+    );
+    assert!(
+        shell.contains("Read-only file system") && shell.contains("hello"),
+        "{shell}"
+    );
+    assert!(run(&["session", "delete", &session]).is_empty());
+    // The tree holds its own file and the lock its load took, nothing of the session's.
+    let mut left: Vec<_> = std::fs::read_dir(&docs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".hookhost", "readme.md"]);
+    assert_eq!(
+        std::fs::read_to_string(docs.join("readme.md")).unwrap(),
+        "hello"
+    );
+}
+
 /// A persistent directory kept by a store component, the example `builtin:snapshots`:
 /// sessions load and commit through it (traced as any persistent directory), a conflict
 /// names its file, every commit is a version that `persistent history` lists and
@@ -1455,24 +1522,8 @@ fn commit_killed_after(data: &Path, config: &Path, session: &str, after: std::ti
 #[test]
 fn a_store_component_keeps_every_commit_as_a_version_to_restore() {
     let data = tempfile::tempdir().unwrap();
-    let config = data.path().join("store.toml");
-    std::fs::write(
-        &config,
-        r#"
-[tools.read_file]
-component = "builtin:read_file"
-grants = { "/persistent/notes" = "ro" }
-
-[tools.write_file]
-component = "builtin:write_file"
-grants = { "/persistent/notes" = "rw" }
-
-[persistent."/persistent/notes"]
-backing = "{data}/tenants/{tenant}/notes"
-store = "builtin:snapshots"
-"#,
-    )
-    .unwrap();
+    // The example's /persistent/journal is kept by builtin:snapshots.
+    let config = example("persistent.toml");
     let run = |args: &[&str]| {
         let out = hookhost_with(data.path(), &config, args);
         (out.status.success(), stdout(&out), stderr(&out))
@@ -1485,11 +1536,11 @@ store = "builtin:snapshots"
         call(
             session,
             "read_file",
-            r#"{"path":"/persistent/notes/a.md"}"#.into(),
+            r#"{"path":"/persistent/journal/a.md"}"#.into(),
         )
     };
     let write = |session: &str, text: &str| {
-        let args = format!(r#"{{"path":"/persistent/notes/a.md","content":"{text}"}}"#);
+        let args = format!(r#"{{"path":"/persistent/journal/a.md","content":"{text}"}}"#);
         assert!(call(session, "write_file", args).contains("Wrote"));
     };
 
@@ -1514,29 +1565,29 @@ store = "builtin:snapshots"
     );
     assert!(run(&["session", "delete", "--discard", &b]).0);
 
-    let (ok, history, err) = run(&["persistent", "history", "/persistent/notes"]);
+    let (ok, history, err) = run(&["persistent", "history", "/persistent/journal"]);
     assert!(ok, "{err}");
     let versions: Vec<&str> = history
         .lines()
         .map(|l| l.split('\t').next().unwrap())
         .collect();
     assert_eq!(versions, ["000001", "000002"], "{history}");
-    let (ok, restored, err) = run(&["persistent", "restore", "/persistent/notes", "000001"]);
+    let (ok, restored, err) = run(&["persistent", "restore", "/persistent/journal", "000001"]);
     assert!(ok, "{err}");
     assert_eq!(restored.trim(), "000003");
     assert!(
         read(&new()).contains("first"),
         "the restored version is the newest"
     );
-    let (ok, _, err) = run(&["persistent", "restore", "/persistent/notes", "000009"]);
+    let (ok, _, err) = run(&["persistent", "restore", "/persistent/journal", "000009"]);
     assert!(!ok && err.contains("no version"), "{err}");
 
     // 1,000 files, killed at points over the commit's length.
-    let store = data.path().join("tenants/default/notes");
+    let store = data.path().join("tenants/default/persistent/journal");
     let prepare = |round: usize| {
         let session = new();
         read(&session);
-        write_round(data.path(), &session, round);
+        write_round(data.path(), &session, "journal", round);
         session
     };
     let session = prepare(0);
@@ -1550,7 +1601,7 @@ store = "builtin:snapshots"
         let next = new();
         read(&next);
         let count = whole_files(&data.path().join(format!(
-            "tenants/default/sessions/{next}/persistent/notes/round-{round}"
+            "tenants/default/sessions/{next}/persistent/journal/round-{round}"
         )));
         assert!(
             count == 0 || count == 1000,
@@ -1588,7 +1639,7 @@ fn a_commit_killed_midway_leaves_all_of_it_or_none() {
     };
     let prepare = |round: usize| {
         let session = session_used();
-        write_round(data.path(), &session, round);
+        write_round(data.path(), &session, "notes", round);
         session
     };
     let published = |round: usize| whole_files(&backing.join(format!("round-{round}")));

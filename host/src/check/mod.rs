@@ -5,8 +5,10 @@
 //! scratch mounts, through what a chain will ask of it: for a hook, `before-execute` and
 //! `after-execute` of an ordinary call, an empty output, Unicode, a 1 MiB output, a tool's
 //! error and an inner hook's refusal, each on a fresh instance within the default limits;
-//! for a tool, its descriptor and one call. Each finding is one line; the component
-//! conforms when none is a failure.
+//! for a tool, its descriptor and one call; for a persistent directory's store
+//! (`harness:store`), loads and commits through sessions, a conflict, and its versions
+//! when it keeps them. Each finding is one line; the component conforms when none is a
+//! failure.
 
 use crate::chain::{FailurePolicy, InstanceMode};
 use crate::component::{ComponentLoader, ComponentRef, Import};
@@ -24,13 +26,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod hook;
+mod store;
 mod tool;
 
-/// The worlds of `harness:hooks` a component may implement.
+/// The worlds a component may implement: `hook` and `tool` of `harness:hooks`, `store` of
+/// `harness:store`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum World {
     Hook,
     Tool,
+    Store,
 }
 
 impl World {
@@ -39,6 +44,15 @@ impl World {
         match self {
             World::Hook => "harness:hooks/tool-hook@",
             World::Tool => "harness:hooks/tool-provider@",
+            World::Store => "harness:store/store@",
+        }
+    }
+
+    /// The WIT package of its world.
+    fn package(self) -> &'static str {
+        match self {
+            World::Hook | World::Tool => "harness:hooks",
+            World::Store => "harness:store",
         }
     }
 }
@@ -48,6 +62,7 @@ impl fmt::Display for World {
         f.write_str(match self {
             World::Hook => "hook",
             World::Tool => "tool",
+            World::Store => "store",
         })
     }
 }
@@ -203,10 +218,12 @@ pub fn inspect(
     let compiled = loader.compile_ref(component)?;
     let ty = compiled.component.component_type();
     let world = ty.exports(loader.engine()).find_map(|(name, _)| {
-        [World::Hook, World::Tool].into_iter().find_map(|w| {
-            name.strip_prefix(w.export())
-                .map(|version| (w, version.to_string()))
-        })
+        [World::Hook, World::Tool, World::Store]
+            .into_iter()
+            .find_map(|w| {
+                name.strip_prefix(w.export())
+                    .map(|version| (w, version.to_string()))
+            })
     });
     Ok(Inspection {
         size: compiled.size,
@@ -246,9 +263,10 @@ pub async fn check(
     let Some((world, version)) = inspection.world.clone() else {
         report.add(
             Verdict::Fail,
-            "exports neither harness:hooks/tool-hook nor harness:hooks/tool-provider: build it \
-             for the `hook` or `tool` world of wit/hooks@0.2.0 (wit-bindgen: `world: \"hook\"`; \
-             componentize-py: `-w hook`; componentize-js: `--world-name hook`)",
+            "exports neither harness:hooks/tool-hook nor harness:hooks/tool-provider (nor \
+             harness:store/store): build it for the `hook` or `tool` world of wit/hooks@0.2.0 \
+             (wit-bindgen: `world: \"hook\"`; componentize-py: `-w hook`; componentize-js: \
+             `--world-name hook`), or a store for wit/store@0.1.0",
         );
         return Ok(report);
     };
@@ -263,7 +281,10 @@ pub async fn check(
     }
     report.add(
         Verdict::Pass,
-        format!("implements the `{world}` world of harness:hooks@{version}"),
+        format!(
+            "implements the `{world}` world of {}@{version}",
+            world.package()
+        ),
     );
     let (met, unmet): (Vec<&Import>, Vec<&Import>) = inspection
         .imports
@@ -303,6 +324,10 @@ pub async fn check(
         }
     }
     let unprovided: Vec<String> = unmet.iter().map(|i| i.name.clone()).collect();
+    if world == World::Store {
+        store::suite(component, &scratch, &mut report).await;
+        return Ok(report);
+    }
 
     let plan = match scratch_plan(component, world, options, &unprovided) {
         Ok(plan) => plan,
@@ -335,6 +360,8 @@ pub async fn check(
     match world {
         World::Hook => hook::check(&runtime, &session, options, &mut report).await,
         World::Tool => tool::check(&runtime, component, &session, options, &mut report).await,
+        // Checked by its own suite, above.
+        World::Store => {}
     }
     Ok(report)
 }
@@ -512,6 +539,7 @@ fn scratch_plan(
             instance: InstanceMode::default(),
         }),
         World::Tool => plan.tools.push(checked),
+        World::Store => return Err("a store is checked by its own suite".into()),
     }
     Ok(plan)
 }
