@@ -938,10 +938,13 @@ fn walk(
         } else {
             format!("{prefix}/{name}")
         };
-        let meta = fs::symlink_metadata(entry.path()).map_err(io_at(&entry.path()))?;
-        if meta.is_dir() {
+        // The entry's type comes with the listing, and its metadata is `fstatat` on the
+        // listed directory (never following a symlink): no path is looked up again.
+        let kind = entry.file_type().map_err(io_at(&entry.path()))?;
+        if kind.is_dir() {
             walk(&entry.path(), &relative, found)?;
-        } else if meta.is_file() {
+        } else if kind.is_file() {
+            let meta = entry.metadata().map_err(io_at(&entry.path()))?;
             found(&relative, &meta);
         }
     }

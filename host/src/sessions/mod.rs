@@ -535,7 +535,11 @@ impl Sessions {
         session: &Session,
         at: Option<CommitAt>,
     ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
-        if !session.mounts.iter().any(|m| m.persistent.is_some()) {
+        // Nothing loaded is due: what most calls find, at the cost of a stat or none.
+        let due = |m: &ResolvedMount| {
+            dirs::due(m, at).is_some_and(|p| !m.read_only() && p.manifest.exists())
+        };
+        if !session.mounts.iter().any(due) {
             return Ok(Vec::new());
         }
         let room = self.room(&session.tenant).await?;
@@ -556,7 +560,12 @@ impl Sessions {
     /// it loaded them, keeping what it changed (see [`dirs::refresh_checkouts`]): before
     /// each call.
     pub async fn refresh(&self, session: &Session) {
-        if session.mounts.iter().any(|m| m.persistent.is_some()) {
+        let loaded = |m: &ResolvedMount| {
+            m.persistent
+                .as_ref()
+                .is_some_and(|p| p.spec.store.is_none() && p.manifest.exists())
+        };
+        if session.mounts.iter().any(loaded) {
             let (mounts, locks) = (session.mounts.clone(), self.dirs.locks().clone());
             let _ =
                 tokio::task::spawn_blocking(move || dirs::refresh_checkouts(&mounts, &locks)).await;
