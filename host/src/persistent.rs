@@ -161,7 +161,7 @@ impl Manifest {
         };
         let mut bytes = 0;
         walk(checkout, "", &mut |relative, meta| {
-            if relative == HOST_DIR || relative.starts_with(".hookhost/") {
+            if is_host_path(relative) {
                 return;
             }
             let now = Version::of(meta);
@@ -673,7 +673,7 @@ impl Backing {
     fn files(&self) -> Result<Vec<(String, Version)>, PersistentError> {
         let mut files = Vec::new();
         walk(&self.root, "", &mut |relative, meta| {
-            if !(relative == HOST_DIR || relative.starts_with(".hookhost/")) {
+            if !is_host_path(relative) {
                 files.push((relative.to_string(), Version::of(meta)));
             }
         })?;
@@ -744,6 +744,14 @@ impl Room {
     }
 }
 
+/// Whether `relative` is the host's directory of a tree, or in it: never loaded nor
+/// published.
+fn is_host_path(relative: &str) -> bool {
+    relative
+        .strip_prefix(HOST_DIR)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// Whether the files at `a` and `b` hold the same bytes.
 fn same_content(a: &Path, b: &Path) -> Result<bool, PersistentError> {
     use std::io::Read;
@@ -786,7 +794,7 @@ fn changes(checkout: &Path, manifest: &Manifest) -> Result<Vec<(String, Change)>
             .rsplit('/')
             .next()
             .is_some_and(|name| name.starts_with(REFRESH_PREFIX));
-        if relative != HOST_DIR && !relative.starts_with(".hookhost/") && !refreshing {
+        if !is_host_path(relative) && !refreshing {
             found.insert(relative.to_string(), Version::of(meta));
         }
     })?;

@@ -999,6 +999,10 @@ impl Runtime {
         session: &Session,
         at: Option<CommitAt>,
     ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
+        // Most turn ends have nothing to publish: no trace is begun for them.
+        if !self.sessions.has_due(session, at) {
+            return Ok(Vec::new());
+        }
         let id = format!("{COMMIT_CALL}-{}", uuid::Uuid::new_v4().simple());
         let mut trace = self.tracer.begin(session, &id, COMMIT_CALL);
         let committed = self.sessions.commit(session, at).await;

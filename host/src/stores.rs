@@ -103,6 +103,19 @@ impl StoreComponent {
         }
     }
 
+    /// What a call of its `versions` export gave, as [`Self::answer`] for `store`'s.
+    fn versions_answer<T>(
+        &self,
+        called: Result<Option<Result<T, String>>, Failure>,
+    ) -> Result<T, PersistentError> {
+        match called {
+            Ok(Some(Ok(value))) => Ok(value),
+            Ok(Some(Err(why))) => Err(self.failed(why)),
+            Ok(None) => Err(self.failed("it keeps no versions")),
+            Err(failure) => Err(self.failed(failure)),
+        }
+    }
+
     /// The versions the store keeps of `mount`, oldest first.
     ///
     /// # Errors
@@ -114,16 +127,11 @@ impl StoreComponent {
         limits: &Limits,
     ) -> Result<Vec<Version>, PersistentError> {
         let mut store = self.wasi(mount, None, Access::ReadOnly, limits)?;
-        match self
+        let called = self
             .pre
             .history(&mut store, limits, &mount.virtual_path)
-            .await
-        {
-            Ok(Some(Ok(versions))) => Ok(versions),
-            Ok(Some(Err(why))) => Err(self.failed(why)),
-            Ok(None) => Err(self.failed("it keeps no versions")),
-            Err(failure) => Err(self.failed(failure)),
-        }
+            .await;
+        self.versions_answer(called)
     }
 
     /// Makes version `id` of `mount` the newest: its new version.
@@ -138,16 +146,11 @@ impl StoreComponent {
         limits: &Limits,
     ) -> Result<String, PersistentError> {
         let mut store = self.wasi(mount, None, Access::ReadOnly, limits)?;
-        match self
+        let called = self
             .pre
             .restore(&mut store, limits, &mount.virtual_path, id)
-            .await
-        {
-            Ok(Some(Ok(version))) => Ok(version),
-            Ok(Some(Err(why))) => Err(self.failed(why)),
-            Ok(None) => Err(self.failed("it keeps no versions")),
-            Err(failure) => Err(self.failed(failure)),
-        }
+            .await;
+        self.versions_answer(called)
     }
 }
 

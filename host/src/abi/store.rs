@@ -121,18 +121,10 @@ impl StorePre {
         limits: &Limits,
         mount: &str,
     ) -> Result<Option<Result<Vec<Version>, String>>, Failure> {
-        let Some(versions) = &self.versions else {
-            return Ok(None);
-        };
-        Failure::bounded(store, limits, async |store| {
-            let instance = versions.instantiate_async(&mut *store).await?;
-            instance
-                .harness_store_versions()
-                .call_history(store, mount)
-                .await
+        self.versions(store, limits, async |instance, store| {
+            instance.call_history(store, mount).await
         })
         .await
-        .map(Some)
     }
 
     /// `restore`; `None` for a store that keeps no versions.
@@ -147,15 +139,29 @@ impl StorePre {
         mount: &str,
         id: &str,
     ) -> Result<Option<Result<String, String>>, Failure> {
+        self.versions(store, limits, async |instance, store| {
+            instance.call_restore(store, mount, id).await
+        })
+        .await
+    }
+
+    /// `call` on a fresh instance's `versions` export, within `limits`; `None` for a store
+    /// that keeps no versions.
+    async fn versions<T>(
+        &self,
+        store: &mut Store<StoreState>,
+        limits: &Limits,
+        call: impl AsyncFnOnce(
+            &versioned::exports::harness::store::versions::Guest,
+            &mut Store<StoreState>,
+        ) -> wasmtime::Result<T>,
+    ) -> Result<Option<T>, Failure> {
         let Some(versions) = &self.versions else {
             return Ok(None);
         };
         Failure::bounded(store, limits, async |store| {
             let instance = versions.instantiate_async(&mut *store).await?;
-            instance
-                .harness_store_versions()
-                .call_restore(store, mount, id)
-                .await
+            call(instance.harness_store_versions(), store).await
         })
         .await
         .map(Some)

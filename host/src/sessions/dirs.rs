@@ -202,12 +202,9 @@ pub fn commit_checkouts(
 ) -> Result<Vec<(String, CommitReport)>, SessionError> {
     let mut committed = Vec::new();
     for mount in mounts {
-        let Some(persistent) = due(mount, at).filter(|p| p.spec.store.is_none()) else {
+        let Some(persistent) = publishable(mount, at).filter(|p| p.spec.store.is_none()) else {
             continue;
         };
-        if mount.read_only() || !persistent.manifest.exists() {
-            continue;
-        }
         let failed = |source| commit_failed(mount, source);
         let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
         let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
@@ -233,6 +230,15 @@ pub(super) fn due(mount: &ResolvedMount, at: Option<CommitAt>) -> Option<&Resolv
     let persistent = mount.persistent.as_ref()?;
     at.is_none_or(|at| at == persistent.spec.commit)
         .then_some(persistent)
+}
+
+/// `mount`'s persistent directory when a commit at `at` publishes it: due then, writable,
+/// and loaded (its manifest is there).
+pub(super) fn publishable(
+    mount: &ResolvedMount,
+    at: Option<CommitAt>,
+) -> Option<&ResolvedPersistent> {
+    due(mount, at).filter(|p| !mount.read_only() && p.manifest.exists())
 }
 
 /// The error of `mount`'s failed commit, logged on `hookhost::trace`.

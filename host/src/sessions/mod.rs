@@ -535,14 +535,10 @@ impl Sessions {
         session: &Session,
         at: Option<CommitAt>,
     ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
-        // Nothing loaded is due: what most calls find, at the cost of a stat or none.
-        let due = |m: &ResolvedMount| {
-            dirs::due(m, at).is_some_and(|p| !m.read_only() && p.manifest.exists())
-        };
-        if !session.mounts.iter().any(due) {
+        if !self.has_due(session, at) {
             return Ok(Vec::new());
         }
-        let room = self.room(&session.tenant).await?;
+        let room = self.room(&session.tenant).await;
         let (mut committed, room) = self.commit_stores(session, at, room).await?;
         let (mounts, locks) = (session.mounts.clone(), self.dirs.locks().clone());
         let kept =
@@ -554,6 +550,16 @@ impl Sessions {
                 })??;
         committed.extend(kept);
         Ok(committed)
+    }
+
+    /// Whether a commit of `session` at `at` has anything to publish: a persistent
+    /// directory loaded and due then. What most calls find is no, at the cost of a stat or
+    /// none.
+    pub fn has_due(&self, session: &Session, at: Option<CommitAt>) -> bool {
+        session
+            .mounts
+            .iter()
+            .any(|m| dirs::publishable(m, at).is_some())
     }
 
     /// Brings `session`'s persistent directories up to what other sessions committed since

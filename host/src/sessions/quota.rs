@@ -311,21 +311,18 @@ impl Sessions {
     }
 
     /// What a commit of `tenant`'s may add to its stores: what its disk quota leaves,
-    /// measured afresh (unbounded without a quota).
-    ///
-    /// # Errors
-    ///
-    /// [`SessionError`] when its sessions cannot be listed or resolved.
-    pub(super) async fn room(&self, tenant: &TenantId) -> Result<Room, SessionError> {
+    /// measured afresh (unbounded without a quota; a use that cannot be measured is logged
+    /// and counts as none).
+    pub(super) async fn room(&self, tenant: &TenantId) -> Room {
         let quota = self.tenants().quota(tenant);
         if !quota.is_set() {
-            return Ok(Room::default());
+            return Room::default();
         }
         let used = self.remeasure(tenant).await.unwrap_or_default();
-        Ok(Room {
+        Room {
             bytes: quota.bytes.map(|max| max.saturating_sub(used.bytes)),
             files: quota.entries.map(|max| max.saturating_sub(used.entries)),
-        })
+        }
     }
 }
 

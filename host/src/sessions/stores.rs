@@ -56,7 +56,12 @@ impl Sessions {
     /// [`SessionError::Commit`] naming the directory that could not be loaded (its checkout
     /// is left without a manifest: the next call tries again).
     pub async fn load_stores(&self, session: &Session) -> Result<(), SessionError> {
-        for (mount, persistent) in store_mounts(session, None) {
+        let stores = session
+            .mounts
+            .iter()
+            .filter_map(|m| Some((m, m.persistent.as_ref()?)))
+            .filter(|(_, p)| p.spec.store.is_some());
+        for (mount, persistent) in stores {
             if persistent.manifest.exists() {
                 continue;
             }
@@ -83,10 +88,12 @@ impl Sessions {
         mut room: Room,
     ) -> Result<(Vec<(String, CommitReport)>, Room), SessionError> {
         let mut committed = Vec::new();
-        for (mount, persistent) in store_mounts(session, at) {
-            if mount.read_only() || !persistent.manifest.exists() {
-                continue;
-            }
+        let publishable = session
+            .mounts
+            .iter()
+            .filter_map(|m| Some((m, super::dirs::publishable(m, at)?)))
+            .filter(|(_, p)| p.spec.store.is_some());
+        for (mount, persistent) in publishable {
             let failed = |source| super::dirs::commit_failed(mount, source);
             let backend = self.backend(mount).map_err(failed)?;
             let _lock = self.lock(persistent).await.map_err(failed)?;
@@ -143,7 +150,10 @@ impl Sessions {
             })?;
         self.lock(persistent)
             .await
-            .map_err(|source| super::dirs::commit_failed(mount, source))
+            .map_err(|source| SessionError::Commit {
+                mount: mount.virtual_path.clone(),
+                source,
+            })
     }
 
     fn backend(&self, mount: &ResolvedMount) -> Result<Arc<dyn StoreBackend>, PersistentError> {
@@ -169,22 +179,6 @@ impl Sessions {
             .await
             .map_err(|e| PersistentError::Stopped(e.to_string()))?
     }
-}
-
-/// The mounts of `session` kept by a store component and due at `at` (every one for
-/// `None`).
-fn store_mounts(
-    session: &Session,
-    at: Option<CommitAt>,
-) -> impl Iterator<Item = (&ResolvedMount, &ResolvedPersistent)> {
-    session.mounts.iter().filter_map(move |mount| {
-        let persistent = super::dirs::due(mount, at)?;
-        persistent
-            .spec
-            .store
-            .is_some()
-            .then_some((mount, persistent))
-    })
 }
 
 /// Makes `dir` an empty directory: what a load before it left is gone.
