@@ -26,7 +26,7 @@ use hookhost::{
     CallContext, Config, Runtime, Session, TenantId, ToolCall, ToolDescriptor, ToolResult,
 };
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -291,7 +291,7 @@ async fn sandbox_start(data: &Path) -> Result<(Duration, Duration)> {
     for _ in 0..SANDBOX_STARTS {
         let start = Instant::now();
         let shell = ready
-            .start(&[], "/", &policy)
+            .start(&[], "/", &policy, "bench")
             .await
             .map_err(anyhow::Error::msg)?;
         drop(shell.send("true", "/").await?);
@@ -309,6 +309,53 @@ async fn sandbox_start(data: &Path) -> Result<(Duration, Duration)> {
         native.push(start.elapsed());
     }
     Ok((median(sandboxed), median(native)))
+}
+
+/// System calls timed for the seccomp row.
+const SYSCALLS: u32 = 1_000_000;
+
+/// What the sandbox's system-call filter costs: [`SYSCALLS`] `getppid` calls in a child
+/// process, without the filter and then with it (the filter cannot be removed, hence the
+/// child); the times of both.
+fn seccomp_cost() -> Result<(Duration, Duration)> {
+    let program = hookhost::tools::bash::seccomp::program()?;
+    let (read, write) = std::io::pipe()?;
+    // SAFETY: the child makes system calls, writes to the pipe and exits.
+    let pid = unsafe { libc::fork() };
+    anyhow::ensure!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let time = || {
+            let start = Instant::now();
+            for _ in 0..SYSCALLS {
+                // SAFETY: getppid has no arguments and cannot fail.
+                unsafe { libc::getppid() };
+            }
+            start.elapsed().as_nanos() as u64
+        };
+        let unfiltered = time();
+        let filtered = match seccompiler::apply_filter(&program) {
+            Ok(()) => time(),
+            Err(_) => 0,
+        };
+        let mut write = write;
+        let _ = write.write_all(format!("{filtered} {unfiltered}").as_bytes());
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    drop(write);
+    let mut said = String::new();
+    let mut read = read;
+    read.read_to_string(&mut said)?;
+    // SAFETY: reaps the child forked above.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    let mut times = said
+        .split_whitespace()
+        .map(|n| n.parse::<u64>().map(Duration::from_nanos));
+    let (Some(Ok(filtered)), Some(Ok(unfiltered))) = (times.next(), times.next()) else {
+        anyhow::bail!("the filtered child said {said:?}");
+    };
+    anyhow::ensure!(!filtered.is_zero(), "the filter could not be installed");
+    Ok((filtered, unfiltered))
 }
 
 /// The same hook logic, natively: audit's two lines, offload's check (and write).
@@ -948,6 +995,21 @@ async fn run(
             native,
             "—",
         ));
+        let (filtered, unfiltered) = seccomp_cost()?;
+        rows.push(Row {
+            what: "system call (`getppid`) under the sandbox's seccomp filter (mean of 10^6)"
+                .into(),
+            hookhost: format!("{:.1} ns", filtered.as_nanos() as f64 / SYSCALLS as f64),
+            native: format!(
+                "{:.1} ns unfiltered",
+                unfiltered.as_nanos() as f64 / SYSCALLS as f64
+            ),
+            ratio: ratio(
+                SYSCALLS as f64 / unfiltered.as_secs_f64(),
+                SYSCALLS as f64 / filtered.as_secs_f64(),
+            ),
+            goal: "—",
+        });
     }
 
     if wanted("per-session") {

@@ -27,6 +27,7 @@
 //! |---|---|
 //! | [`limits`] | every limit, default and range, and the security rules they enforce |
 //! | [`ids`], [`secret`], [`failure`], [`metrics`], [`guest_log`] | ids and tool patterns, the config's secrets, how a layer failed, counters, a guest's stderr |
+//! | [`beneath`] | a session's tree as host code sees it: through descriptors, following no symlink, any depth, what the session hid given back |
 //! | [`persistent`] | persistent directories: a backing tree, a session's checkout, atomic commits, the trees' locks |
 //! | [`mounts`] | virtual paths and the host directories behind them |
 //! | [`sessions`] | sessions end to end: the table, directories, tenants ([`sessions::Tenant`]: everything declared of one), quotas, and what holds per-session state ([`sessions::SessionHolder`]) |
@@ -43,6 +44,7 @@
 
 pub mod abi;
 pub mod agents;
+pub mod beneath;
 pub mod chain;
 pub mod check;
 pub mod component;

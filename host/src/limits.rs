@@ -75,9 +75,12 @@ pub const SYSTEM_PATHS: &[&str] = &[
 /// running as root, a `pids` cgroup per sandbox (see [`ShellLimits`]).
 pub const DEFAULT_SHELL_PROCESSES: u64 = 256;
 
-/// Memory one process of a `bash` command may map privately and writably
-/// (`RLIMIT_DATA`: heap and anonymous memory, not its program's code): 4 GiB. Address space
-/// that is only reserved (`PROT_NONE`, as JavaScript engines do) does not count.
+/// Memory a `bash` sandbox may use: 4 GiB. Where hookhost can make a memory cgroup per
+/// sandbox (see `tools/bash/cgroup.rs`), what its processes, `/tmp`, `/dev/shm`, shared
+/// memory and `memfd`s hold together; always also what each process may map privately and
+/// writably (`RLIMIT_DATA`: heap and anonymous memory, not its program's code; address space
+/// only reserved, `PROT_NONE`, as JavaScript engines do, does not count). Without a cgroup
+/// the bound is per process only, which `hookhost config check` says.
 pub const DEFAULT_SHELL_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 
 /// CPU time one process of a `bash` command may use (`RLIMIT_CPU`): the longest wall-clock
@@ -114,6 +117,14 @@ pub const MAX_HOOK_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 /// session's next command makes a new one (about 6 ms).
 pub const MAX_IDLE_SHELLS: usize = 128;
 
+/// Lines of a `bash` sandbox's own stderr (bubblewrap's, its launcher's, or what a command
+/// writes through `/proc/1/fd/2`) that reach hookhost's log, labelled with the session,
+/// over the sandbox's life; the rest is read and dropped, with one line saying so.
+pub const MAX_SANDBOX_LOG_LINES: usize = 20;
+
+/// The longest line of a sandbox's stderr logged; the rest of it is dropped.
+pub const MAX_SANDBOX_LOG_LINE: usize = 1024;
+
 /// How long a new `bash` sandbox may take to start before the command fails.
 pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -136,8 +147,10 @@ pub const DEFAULT_MAX_RESOURCES: usize = 1_000;
 pub const MAX_TRACED_ENTRIES: usize = 200_000;
 
 /// The most entries, and bytes in its files, of a mount the trace walks on the async
-/// executor (a new session's mounts, nearly empty); a larger one is walked on a blocking
-/// thread, so that no call waits behind it.
+/// executor (a new session's mounts, nearly empty), or of the entries a watch reports
+/// touched that it stats and reads there; more are looked at on a blocking thread, so that
+/// no call waits behind a tenant's files: what the executor hashes of a look is bounded by
+/// `INLINE_WALK_BYTES`.
 pub const INLINE_WALK_ENTRIES: usize = 64;
 pub const INLINE_WALK_BYTES: u64 = 256 * 1024;
 
@@ -156,14 +169,48 @@ pub const MAX_TRACED_DEPTH: usize = 64;
 
 /// The largest file a mount's first trace look reads (to know its hash before a call
 /// changes it): the user's project may hold large files no call touches. A larger file is
-/// read when it changes; its `before_sha256` is then unknown (null).
+/// read when it changes; its `before_sha256` is then unknown (null, with
+/// `before_unhashed: "first-look"`).
 pub const MAX_BASELINE_READ_BYTES: u64 = 1024 * 1024;
+
+/// The most the trace reads and hashes of one changed file at one look: 64 MiB of its data
+/// (and of holes hashed as zeros, see [`MAX_ZERO_FILLED_HOLE_BYTES`]; the holes of a sparse
+/// file are not read and do not count). A file with more is not read: its `file.*` event
+/// carries its size and mtime, `sha256` null and `unhashed: "file-cap"`.
+pub const MAX_HASHED_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The data and hole extents the trace maps of one file (two `lseek`s each) to hash it by
+/// extent: a file cut into more is reported as one over [`MAX_HASHED_FILE_BYTES`].
+pub const MAX_HASHED_EXTENTS: usize = 4096;
+
+/// The most the trace reads and hashes in one call, over all its phases and mounts:
+/// 256 MiB, about 0.2 s of one core here (SHA-256 at some 1.2 GiB/s with the CPU's SHA
+/// extensions), spent on a blocking thread, not an async worker. Files past it are
+/// reported by size and mtime, `unhashed: "call-budget"`, and stay so until they change.
+/// It bounds what a tenant's files cost the host per call, whatever they hold.
+pub const MAX_HASHED_BYTES_PER_CALL: u64 = 256 * 1024 * 1024;
+
+/// Holes a file may have in all and still be hashed as its content (the SHA-256
+/// `sha256sum` prints), its holes hashed as zeros from memory: 1 MiB. A file with more
+/// holes is hashed by extent (`sparse`; see `trace::hash`), its holes never read nor
+/// hashed byte by byte.
+pub const MAX_ZERO_FILLED_HOLE_BYTES: u64 = 1024 * 1024;
 
 /// The largest text file whose content the trace keeps, to diff its next change.
 pub const MAX_KEPT_TEXT: usize = 64 * 1024;
 
 /// Text the trace keeps per mount of a session, for diffs; files past it are hashed only.
 pub const MAX_KEPT_TEXT_PER_MOUNT: usize = 4 * 1024 * 1024;
+
+/// How long the diffs of one call may search for the shortest edit, in all: 100 ms. A
+/// diff of two 64 KiB texts of random lines takes some 130 ms here; past the time a diff
+/// is still right, only longer (each then costs a few ms, linear in its texts, which
+/// [`MAX_KEPT_TEXT`] and [`MAX_KEPT_TEXT_PER_MOUNT`] bound).
+pub const MAX_DIFF_TIME_PER_CALL: Duration = Duration::from_millis(100);
+
+/// The most text (both sides) the diffs of one look may have to be made on the async
+/// executor: more is diffed on a blocking thread.
+pub const INLINE_DIFF_BYTES: usize = 16 * 1024;
 
 /// The default largest unified diff written inline in a `file.*` trace event; a larger one
 /// is written under the session's `/artifacts/trace/diffs/` and referenced
@@ -526,3 +573,16 @@ pub const GUARD_KILL_ROUNDS: usize = 64;
 /// How long the host waits for an unsandboxed command's guard to end it (timeout, a
 /// failed guard) before it kills the guard's process group itself.
 pub const GUARD_END_GRACE: Duration = Duration::from_secs(2);
+
+// Host walks of a session's trees (see `crate::beneath`).
+
+/// Directory descriptors one walk of a session's tree keeps open: the levels nearest its
+/// root. Deeper ones are closed on the way down and reopened through `..` on the way up,
+/// checked to be the directory left, so a tree of any depth is walked, counted and removed
+/// (no `PATH_MAX`, no recursion) without running the host out of descriptors.
+pub const WALK_OPEN_DIRS: usize = 64;
+
+/// How many times removing a tree starts again when the session's files changed under it
+/// (a directory not empty any more, an entry swapped): a session whose processes are gone
+/// cannot keep that up.
+pub const REMOVE_ATTEMPTS: usize = 4;

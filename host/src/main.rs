@@ -73,9 +73,6 @@ enum Command {
     SandboxShell {
         /// The commands' limits, as JSON.
         limits: String,
-        /// A `cgroup.procs` file to join first.
-        #[arg(long)]
-        cgroup: Option<PathBuf>,
     },
     /// Around an unsandboxed bash command: end it with hookhost (hookhost starts this).
     #[command(hide = true, name = "command-guard")]
@@ -98,9 +95,9 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     hookhost::install_crypto_provider();
-    if let Command::SandboxShell { limits, cgroup } = &cli.command {
+    if let Command::SandboxShell { limits } = &cli.command {
         // Before anything else: no config, logging or runtime inside a sandbox.
-        return hookhost::tools::bash::launcher::main(limits, cgroup.as_deref());
+        return hookhost::tools::bash::launcher::main(limits);
     }
     if let Command::Guard { command } = &cli.command {
         return hookhost::tools::bash::guard::main(command);

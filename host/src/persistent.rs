@@ -33,12 +33,38 @@
 //!
 //! Security rules: paths in a tree are relative and made of normal components only; the
 //! top-level `.hookhost` name is the host's and is neither loaded nor published.
+//!
+//! **The checkout is the session's**, and hostile: it may hold a symlink anywhere, swap a
+//! directory for one while the host works in it, hide what it wrote. The host works in a
+//! checkout only through its directory's descriptor ([`crate::beneath`]), never by a path
+//! through it:
+//! - a walk (what changed, what a store loaded) opens each directory from its parent's
+//!   descriptor without following it;
+//! - a file hashed, compared or copied is opened beneath the checkout through no symlink
+//!   and read from the descriptor opened; a commit publishes the very file its walk
+//!   listed (the same inode: a file replaced since fails the commit, to be tried again);
+//! - a file written into the checkout (a load, a refresh) is made beside its name in its
+//!   parent directory's descriptor and renamed over it, the directories on its way made
+//!   one at a time: a symlink is never written through, only ever replaced.
+//!
+//! **An incoming file is kept out** of a checkout (a load's or a refresh's) when its path
+//! there crosses something the session made that is not a directory — a symlink, a file —
+//! or its place holds a directory; a refresh also keeps it out when its place holds a
+//! symlink (a load of a fresh checkout replaces one). The manifest keeps what it had for
+//! that path (or nothing), so the session's own state of the path wins in its checkout:
+//! if the session publishes there, its commit meets the store's version as a conflict
+//! (or [`PersistentError::Shape`], a file of its where the store has a directory). The
+//! backing tree and what the host keeps in it (`.hookhost/`) are the host's: they are
+//! worked in by path. Symlinks are never published.
 
+use crate::beneath::{self, Walk};
+use rustix::fd::OwnedFd;
+use rustix::fs::{Mode, Stat};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -115,6 +141,16 @@ impl Version {
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
         }
     }
+
+    /// The same as [`Version::of`], from `fstat`'s answer.
+    fn of_stat(stat: &Stat) -> Version {
+        Version {
+            ino: stat.st_ino,
+            size: u64::try_from(stat.st_size).unwrap_or(0),
+            mtime_ns: i128::from(stat.st_mtime) * 1_000_000_000
+                + i128::from(stat.st_mtime_nsec as i64),
+        }
+    }
 }
 
 /// What a checkout loaded, per file (`/`-separated relative path): the backing tree's
@@ -136,6 +172,16 @@ pub enum FileChange {
     Created,
     Updated,
     Deleted,
+}
+
+/// A file of a checkout that changed since it was loaded (or last published).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// `/`-separated, relative to the checkout.
+    pub path: String,
+    pub change: FileChange,
+    /// Its size in the checkout as listed (0 when deleted).
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -160,20 +206,16 @@ impl Manifest {
             ..Manifest::default()
         };
         let mut bytes = 0;
-        walk(checkout, "", &mut |relative, meta| {
-            if is_host_path(relative) {
-                return;
-            }
-            let now = Version::of(meta);
+        for (relative, now) in Checkout::open(checkout)?.files()? {
             bytes += now.size;
             manifest.files.insert(
-                relative.to_string(),
+                relative,
                 Loaded {
                     base: now,
                     copy: now,
                 },
             );
-        })?;
+        }
         let files = manifest.files.len() as u64;
         Ok((manifest, files, bytes))
     }
@@ -188,16 +230,24 @@ impl Manifest {
     /// # Errors
     ///
     /// [`PersistentError::Io`] when the checkout cannot be read.
-    pub fn changes(&self, checkout: &Path) -> Result<Vec<(String, FileChange)>, PersistentError> {
-        Ok(changes(checkout, self)?
+    pub fn changes(&self, checkout: &Path) -> Result<Vec<Changed>, PersistentError> {
+        Ok(changes(&Checkout::open(checkout)?, self)?
             .into_iter()
-            .map(|(relative, change)| {
-                let change = match change {
-                    Change::Put { created: true } => FileChange::Created,
-                    Change::Put { created: false } => FileChange::Updated,
-                    Change::Delete => FileChange::Deleted,
-                };
-                (relative, change)
+            .map(|(path, change)| match change {
+                Change::Put { created, now } => Changed {
+                    path,
+                    change: if created {
+                        FileChange::Created
+                    } else {
+                        FileChange::Updated
+                    },
+                    bytes: now.size,
+                },
+                Change::Delete => Changed {
+                    path,
+                    change: FileChange::Deleted,
+                    bytes: 0,
+                },
             })
             .collect())
     }
@@ -211,22 +261,23 @@ impl Manifest {
     pub fn published(
         &mut self,
         checkout: &Path,
-        published: &[(String, FileChange)],
+        published: &[Changed],
         version: String,
     ) -> Result<(), PersistentError> {
-        for (relative, change) in published {
-            match (change, current(&checkout.join(relative))?) {
-                (FileChange::Deleted, _) | (_, None) => {
-                    self.files.remove(relative);
-                }
-                (_, Some(now)) => {
+        let checkout = Checkout::open(checkout)?;
+        for Changed { path, change, .. } in published {
+            match (change, checkout.place(path)?) {
+                (_, Place::File(now)) if *change != FileChange::Deleted => {
                     self.files.insert(
-                        relative.clone(),
+                        path.clone(),
                         Loaded {
                             base: now,
                             copy: now,
                         },
                     );
+                }
+                _ => {
+                    self.files.remove(path);
                 }
             }
         }
@@ -370,15 +421,12 @@ impl Backing {
         let mut manifest = Manifest::default();
         let mut bytes = 0;
         fs::create_dir_all(checkout).map_err(io_at(checkout))?;
+        let checkout = Checkout::open(checkout)?;
         for (relative, base) in self.files()? {
-            let from = self.root.join(&relative);
-            let to = checkout.join(&relative);
-            if let Some(parent) = to.parent() {
-                fs::create_dir_all(parent).map_err(io_at(parent))?;
+            if let Some(copy) = checkout.put(&relative, &self.root.join(&relative))? {
+                bytes += copy.size;
+                manifest.files.insert(relative, Loaded { base, copy });
             }
-            bytes += fs::copy(&from, &to).map_err(io_at(&from))?;
-            let copy = Version::of(&fs::symlink_metadata(&to).map_err(io_at(&to))?);
-            manifest.files.insert(relative, Loaded { base, copy });
         }
         manifest.generation = self.generation();
         let report = LoadReport {
@@ -407,7 +455,8 @@ impl Backing {
     ) -> Result<CommitReport, PersistentError> {
         let started = Instant::now();
         let _lock = self.lock()?;
-        let changes = changes(checkout, manifest)?;
+        let checkout = Checkout::open(checkout)?;
+        let changes = changes(&checkout, manifest)?;
         let mut report = CommitReport::default();
         let mut conflicts = Vec::new();
         let mut puts = Vec::new();
@@ -415,15 +464,15 @@ impl Backing {
         for (relative, change) in changes {
             let now = current(&self.root.join(&relative))?;
             let base = manifest.files.get(&relative).map(|l| l.base);
-            if now != base && matches!(change, Change::Put { .. }) {
-                let (theirs, ours) = (self.root.join(&relative), checkout.join(&relative));
-                if now.is_some() && same_content(&theirs, &ours)? {
-                    // Already published: what the store has is what the session has.
-                    if let (Some(base), Some(copy)) = (now, current(&ours)?) {
-                        manifest.files.insert(relative, Loaded { base, copy });
-                    }
-                    continue;
-                }
+            if let (Some(theirs), Change::Put { .. }) =
+                (now.filter(|now| Some(*now) != base), change)
+                && let Some(copy) = same_content(&self.root.join(&relative), &checkout, &relative)?
+            {
+                // Already published: what the store has is what the session has.
+                manifest
+                    .files
+                    .insert(relative, Loaded { base: theirs, copy });
+                continue;
             }
             if now != base {
                 match on_conflict {
@@ -439,13 +488,16 @@ impl Backing {
                 }
             }
             match change {
-                Change::Put { created } => {
+                Change::Put {
+                    created,
+                    now: listed,
+                } => {
                     if created && now.is_none() {
                         report.created.push(relative.clone());
                     } else {
                         report.updated.push(relative.clone());
                     }
-                    puts.push(relative);
+                    puts.push((relative, listed));
                 }
                 Change::Delete => {
                     if now.is_some() {
@@ -466,12 +518,12 @@ impl Backing {
             return Ok(report);
         }
 
-        room.admits(&self.root, checkout, &puts, &deletes)?;
+        room.admits(&self.root, &puts, &deletes)?;
 
         // Nothing may fail after the commit point but the file system itself: a file that
         // would replace a directory, or need one where the store has a file, stops the
         // commit here.
-        for relative in &puts {
+        for (relative, _) in &puts {
             let target = self.root.join(relative);
             let blocked = target.is_dir()
                 || Path::new(relative).ancestors().skip(1).any(|dir| {
@@ -491,13 +543,12 @@ impl Backing {
         let staged = host.join(format!("staged-{id}"));
         fs::create_dir_all(&staged).map_err(io_at(&staged))?;
         let mut journal = Journal::default();
-        for (n, relative) in puts.iter().enumerate() {
-            let from = checkout.join(relative);
+        let mut copies = Vec::with_capacity(puts.len());
+        for (n, (relative, listed)) in puts.iter().enumerate() {
             let to = staged.join(n.to_string());
-            report.bytes += fs::copy(&from, &to).map_err(io_at(&from))?;
-            File::open(&to)
-                .and_then(|f| f.sync_all())
-                .map_err(io_at(&to))?;
+            let (copy, bytes) = checkout.stage(relative, *listed, &to)?;
+            report.bytes += bytes;
+            copies.push(copy);
             journal.puts.push((n.to_string(), relative.clone()));
         }
         journal.deletes = deletes;
@@ -517,10 +568,8 @@ impl Backing {
         for relative in &journal.deletes {
             manifest.files.remove(relative);
         }
-        for (_, relative) in &journal.puts {
-            let base = current(&self.root.join(relative))?;
-            let copy = current(&checkout.join(relative))?;
-            if let (Some(base), Some(copy)) = (base, copy) {
+        for ((_, relative), copy) in journal.puts.iter().zip(copies) {
+            if let Some(base) = current(&self.root.join(relative))? {
                 manifest
                     .files
                     .insert(relative.clone(), Loaded { base, copy });
@@ -549,29 +598,19 @@ impl Backing {
         }
         let _lock = self.lock()?;
         let generation = self.generation();
+        let checkout = Checkout::open(checkout)?;
         let mut brought = 0;
         let mut seen = std::collections::BTreeSet::new();
         for (relative, now) in self.files()? {
-            let target = checkout.join(&relative);
+            // What the session left as loaded (or left missing) is brought; a path it
+            // changed, or made cross a symlink or a file, is kept as it has it.
             let unchanged = match manifest.files.get(&relative) {
-                Some(loaded) if loaded.base == now => None,
-                Some(loaded) => Some(current(&target)? == Some(loaded.copy)),
-                None => Some(current(&target)?.is_none()),
+                Some(loaded) if loaded.base == now => false,
+                Some(loaded) => checkout.place(&relative)? == Place::File(loaded.copy),
+                None => checkout.place(&relative)? == Place::Missing,
             };
             seen.insert(relative.clone());
-            if unchanged == Some(true) {
-                let from = self.root.join(&relative);
-                if let Some(parent) = target.parent() {
-                    fs::create_dir_all(parent).map_err(io_at(parent))?;
-                }
-                // Made beside it and renamed over it: a reader sees one version or the other.
-                let tmp = target.with_file_name(format!(
-                    ".hookhost-refresh-{}",
-                    uuid::Uuid::new_v4().simple()
-                ));
-                fs::copy(&from, &tmp).map_err(io_at(&from))?;
-                fs::rename(&tmp, &target).map_err(io_at(&target))?;
-                let copy = Version::of(&fs::symlink_metadata(&target).map_err(io_at(&target))?);
+            if unchanged && let Some(copy) = checkout.put(&relative, &self.root.join(&relative))? {
                 manifest.files.insert(relative, Loaded { base: now, copy });
                 brought += 1;
             }
@@ -584,9 +623,10 @@ impl Backing {
             .cloned()
             .collect();
         for relative in gone {
-            let target = checkout.join(&relative);
-            if current(&target)? == manifest.files.get(&relative).map(|l| l.copy) {
-                remove_any(&target)?;
+            let loaded = manifest.files.get(&relative).map(|l| l.copy);
+            if loaded.is_some_and(|copy| checkout.place(&relative).ok() == Some(Place::File(copy)))
+            {
+                checkout.remove(&relative)?;
                 manifest.files.remove(&relative);
                 brought += 1;
             }
@@ -670,14 +710,12 @@ impl Backing {
 
     /// Every regular file of the tree with its version, by relative path; the host's
     /// directory and symlinks left out.
-    fn files(&self) -> Result<Vec<(String, Version)>, PersistentError> {
-        let mut files = Vec::new();
-        walk(&self.root, "", &mut |relative, meta| {
-            if !is_host_path(relative) {
-                files.push((relative.to_string(), Version::of(meta)));
-            }
-        })?;
-        Ok(files)
+    fn files(&self) -> Result<BTreeMap<String, Version>, PersistentError> {
+        match beneath::open_root(&self.root, false) {
+            Ok(dir) => files_in(&dir, &self.root),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(io_at(&self.root)(e)),
+        }
     }
 }
 
@@ -698,13 +736,13 @@ impl Room {
         }
     }
 
-    /// Fails with [`PersistentError::Quota`] when publishing `puts` (from `checkout`) and
-    /// removing `deletes` would grow the store at `root` by more than the room left.
+    /// Fails with [`PersistentError::Quota`] when publishing `puts` (files of a checkout
+    /// as listed) and removing `deletes` would grow the store at `root` by more than the
+    /// room left.
     fn admits(
         &self,
         root: &Path,
-        checkout: &Path,
-        puts: &[String],
+        puts: &[(String, Version)],
         deletes: &[String],
     ) -> Result<(), PersistentError> {
         if self.bytes.is_none() && self.files.is_none() {
@@ -712,8 +750,8 @@ impl Room {
         }
         let size = |path: &Path| fs::symlink_metadata(path).map(|m| m.len()).ok();
         let (mut added, mut removed, mut files, mut gone) = (0u64, 0u64, 0u64, 0u64);
-        for relative in puts {
-            added += size(&checkout.join(relative)).unwrap_or(0);
+        for (relative, listed) in puts {
+            added += listed.size;
             match size(&root.join(relative)) {
                 Some(replaced) => removed += replaced,
                 None => files += 1,
@@ -752,69 +790,240 @@ fn is_host_path(relative: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// Whether the files at `a` and `b` hold the same bytes.
-fn same_content(a: &Path, b: &Path) -> Result<bool, PersistentError> {
+/// The version of the checkout's file `relative` when it holds the same bytes as the store's
+/// file `theirs` (`None` when it does not).
+fn same_content(
+    theirs: &Path,
+    checkout: &Checkout,
+    relative: &str,
+) -> Result<Option<Version>, PersistentError> {
     use std::io::Read;
-    let (meta_a, meta_b) = (
-        fs::metadata(a).map_err(io_at(a))?,
-        fs::metadata(b).map_err(io_at(b))?,
-    );
-    if meta_a.len() != meta_b.len() {
-        return Ok(false);
+    let (ours, stat) = checkout.open_file(relative)?;
+    let ours_at = checkout.path.join(relative);
+    let meta = fs::metadata(theirs).map_err(io_at(theirs))?;
+    if i64::try_from(meta.len()).ok() != Some(stat.st_size) {
+        return Ok(None);
     }
-    let mut fa = io::BufReader::new(File::open(a).map_err(io_at(a))?);
-    let mut fb = io::BufReader::new(File::open(b).map_err(io_at(b))?);
+    let mut fa = io::BufReader::new(File::open(theirs).map_err(io_at(theirs))?);
+    let mut fb = io::BufReader::new(ours);
     let (mut ba, mut bb) = ([0u8; 8192], [0u8; 8192]);
     loop {
-        let n = fa.read(&mut ba).map_err(io_at(a))?;
+        let n = fa.read(&mut ba).map_err(io_at(theirs))?;
         if n == 0 {
-            return Ok(true);
+            return Ok(Some(Version::of_stat(&stat)));
         }
-        fb.read_exact(&mut bb[..n]).map_err(io_at(b))?;
+        fb.read_exact(&mut bb[..n]).map_err(io_at(&ours_at))?;
         if ba[..n] != bb[..n] {
-            return Ok(false);
+            return Ok(None);
         }
     }
 }
 
 /// How a file of the checkout changed since the load.
+#[derive(Clone, Copy)]
 enum Change {
-    /// Made (`created`: it was not loaded) or rewritten.
+    /// Made (`created`: it was not loaded) or rewritten; `now` as the walk listed it.
     Put {
         created: bool,
+        now: Version,
     },
     Delete,
 }
 
 /// What changed in `checkout` since `manifest`.
-fn changes(checkout: &Path, manifest: &Manifest) -> Result<Vec<(String, Change)>, PersistentError> {
-    let mut found = BTreeMap::new();
-    walk(checkout, "", &mut |relative, meta| {
-        let refreshing = relative
+fn changes(
+    checkout: &Checkout,
+    manifest: &Manifest,
+) -> Result<Vec<(String, Change)>, PersistentError> {
+    let mut found = checkout.files()?;
+    found.retain(|relative, _| {
+        !relative
             .rsplit('/')
             .next()
-            .is_some_and(|name| name.starts_with(REFRESH_PREFIX));
-        if !is_host_path(relative) && !refreshing {
-            found.insert(relative.to_string(), Version::of(meta));
-        }
-    })?;
+            .is_some_and(|name| name.starts_with(REFRESH_PREFIX))
+    });
     let mut changes = Vec::new();
     for (relative, loaded) in &manifest.files {
         match found.get(relative) {
             None => changes.push((relative.clone(), Change::Delete)),
             Some(now) if *now != loaded.copy => {
-                changes.push((relative.clone(), Change::Put { created: false }));
+                let now = *now;
+                changes.push((
+                    relative.clone(),
+                    Change::Put {
+                        created: false,
+                        now,
+                    },
+                ));
             }
             Some(_) => {}
         }
     }
-    for relative in found.into_keys() {
+    for (relative, now) in found {
         if !manifest.files.contains_key(&relative) {
-            changes.push((relative, Change::Put { created: true }));
+            changes.push((relative, Change::Put { created: true, now }));
         }
     }
     changes.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(changes)
+}
+
+/// Every regular file below `dir` (the tree at `path`) with its version, by relative path;
+/// the host's directory, symlinks and names that are not UTF-8 left out. Never follows a
+/// symlink (see [`crate::beneath`]).
+fn files_in(dir: &OwnedFd, path: &Path) -> Result<BTreeMap<String, Version>, PersistentError> {
+    let mut files = BTreeMap::new();
+    beneath::walk(dir, Walk::EXACT, &mut |e: &beneath::Entry<'_>| {
+        let Ok(relative) = std::str::from_utf8(e.path) else {
+            tracing::warn!(dir = %path.display(), "a file name that is not UTF-8 is not kept");
+            return Ok(false);
+        };
+        if is_host_path(relative) {
+            return Ok(false);
+        }
+        if e.is_file() {
+            files.insert(relative.to_string(), Version::of_stat(e.stat));
+        }
+        Ok(e.is_dir())
+    })
+    .map_err(io_at(path))?;
+    Ok(files)
+}
+
+/// A session's checkout as the host works in it: through its directory's descriptor, never
+/// following what the session made (see the module's security rules).
+struct Checkout {
+    dir: OwnedFd,
+    path: PathBuf,
+}
+
+/// What a checkout holds at a file's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Nothing (nor, maybe, the directories on the way).
+    Missing,
+    /// A regular file.
+    File(Version),
+    /// What the session made that is not a regular file — a symlink, a directory — or a
+    /// way through a symlink or a non-directory.
+    Other,
+}
+
+impl Checkout {
+    /// The checkout at `path` (a host path).
+    fn open(path: &Path) -> Result<Checkout, PersistentError> {
+        let dir = beneath::open_root(path, false).map_err(io_at(path))?;
+        Ok(Checkout {
+            dir,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn failed(&self, relative: &str) -> impl FnOnce(io::Error) -> PersistentError {
+        let path = self.path.join(relative);
+        move |source| PersistentError::Io { path, source }
+    }
+
+    /// Its regular files and their versions (see [`files_in`]).
+    fn files(&self) -> Result<BTreeMap<String, Version>, PersistentError> {
+        files_in(&self.dir, &self.path)
+    }
+
+    /// What is at `relative` now.
+    fn place(&self, relative: &str) -> Result<Place, PersistentError> {
+        match beneath::stat(&self.dir, relative) {
+            Ok(None) => Ok(Place::Missing),
+            Ok(Some(stat))
+                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                    == rustix::fs::FileType::RegularFile =>
+            {
+                Ok(Place::File(Version::of_stat(&stat)))
+            }
+            Ok(Some(_)) => Ok(Place::Other),
+            Err(e) if beneath::crosses(&e) => Ok(Place::Other),
+            Err(e) => Err(self.failed(relative)(e)),
+        }
+    }
+
+    /// The regular file `relative`, opened to read through no symlink, and its metadata
+    /// as opened.
+    fn open_file(&self, relative: &str) -> Result<(File, Stat), PersistentError> {
+        let file = beneath::open_file(&self.dir, relative).map_err(self.failed(relative))?;
+        let stat = rustix::fs::fstat(&file).map_err(|e| self.failed(relative)(e.into()))?;
+        Ok((file, stat))
+    }
+
+    /// Copies the file `relative`, which the walk listed as `listed`, to `to` (a new file
+    /// of the store's, synced): from the descriptor it opened, so a symlink swapped in
+    /// since the walk is never read through, and only when it is still the file listed
+    /// (the same inode). Returns its version as copied and the bytes copied.
+    fn stage(
+        &self,
+        relative: &str,
+        listed: Version,
+        to: &Path,
+    ) -> Result<(Version, u64), PersistentError> {
+        let (mut from, stat) = self.open_file(relative)?;
+        if stat.st_ino != listed.ino {
+            return Err(self.failed(relative)(io::Error::other(
+                "replaced while it was being committed; commit again",
+            )));
+        }
+        let mut file = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(file_mode(&stat))
+            .open(to)
+            .map_err(io_at(to))?;
+        let bytes = io::copy(&mut from, &mut file).map_err(io_at(to))?;
+        file.sync_all().map_err(io_at(to))?;
+        Ok((Version::of_stat(&stat), bytes))
+    }
+
+    /// Writes the store's file `from` at `relative`: made beside it in its directory's
+    /// descriptor and renamed over it, the directories on the way made one at a time.
+    /// Returns the copy's version, or `None` when the file is kept out: its way crosses a
+    /// symlink or a file the session made, or its place holds a directory.
+    fn put(&self, relative: &str, from: &Path) -> Result<Option<Version>, PersistentError> {
+        let mut source = File::open(from).map_err(io_at(from))?;
+        let meta = source.metadata().map_err(io_at(from))?;
+        let (parent, name) = relative.rsplit_once('/').unwrap_or(("", relative));
+        let Some(dir) = beneath::make_dirs(&self.dir, parent).map_err(self.failed(relative))?
+        else {
+            return Ok(kept_out(relative));
+        };
+        let tmp = format!("{REFRESH_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        let mode = Mode::from_raw_mode(meta.mode() & 0o777) | Mode::RUSR | Mode::WUSR;
+        match beneath::replace(&dir, name, &tmp, mode, |to| {
+            io::copy(&mut source, to).map(drop)
+        }) {
+            Ok(stat) => Ok(Some(Version::of_stat(&stat))),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::ISDIR.raw_os_error()) => {
+                Ok(kept_out(relative))
+            }
+            Err(e) => Err(self.failed(relative)(e)),
+        }
+    }
+
+    /// Removes the file `relative` (never through a symlink).
+    fn remove(&self, relative: &str) -> Result<(), PersistentError> {
+        beneath::remove_file(&self.dir, relative).map_err(self.failed(relative))
+    }
+}
+
+/// Logs an incoming file kept out of a checkout; `None`.
+fn kept_out(relative: &str) -> Option<Version> {
+    tracing::info!(
+        file = relative,
+        "kept out of a checkout: its path there crosses a symlink or a file, or holds a directory"
+    );
+    None
+}
+
+/// The mode of a file the host copies: its permission bits (never set-id), readable and
+/// writable by the host.
+fn file_mode(stat: &Stat) -> u32 {
+    (stat.st_mode & 0o777) | 0o600
 }
 
 /// The renames and removals of one commit.
@@ -921,42 +1130,6 @@ fn current(path: &Path) -> Result<Option<Version>, PersistentError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_at(path)(e)),
     }
-}
-
-/// Calls `found` with each regular file under `dir` (relative, `/`-separated) and its
-/// metadata; never follows a symlink.
-fn walk(
-    dir: &Path,
-    prefix: &str,
-    found: &mut dyn FnMut(&str, &fs::Metadata),
-) -> Result<(), PersistentError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_at(dir)(e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(io_at(dir))?;
-        let Ok(name) = entry.file_name().into_string() else {
-            tracing::warn!(dir = %dir.display(), "a file name that is not UTF-8 is not kept");
-            continue;
-        };
-        let relative = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        // The entry's type comes with the listing, and its metadata is `fstatat` on the
-        // listed directory (never following a symlink): no path is looked up again.
-        let kind = entry.file_type().map_err(io_at(&entry.path()))?;
-        if kind.is_dir() {
-            walk(&entry.path(), &relative, found)?;
-        } else if kind.is_file() {
-            let meta = entry.metadata().map_err(io_at(&entry.path()))?;
-            found(&relative, &meta);
-        }
-    }
-    Ok(())
 }
 
 /// Writes `bytes` at `path` through a temporary file renamed over it, fsynced.
@@ -1219,6 +1392,111 @@ mod tests {
             matches!(&err, PersistentError::Conflict(p) if p == &["mine.md"]),
             "{err}"
         );
+    }
+
+    /// Attack 1 of issue 39: a session plants a link to a host directory; another
+    /// publishes a file at a path through it; the first one's refresh keeps that file out
+    /// of its checkout instead of writing it where the link points. A file it loaded, on a
+    /// way it turned into a link, is kept out too, and meets the store's change as a
+    /// conflict at its commit.
+    #[test]
+    fn a_refresh_never_writes_through_a_symlink_the_session_planted() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "d/x.md", "v1");
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        let (mut ma, _) = store.load(&a).unwrap();
+        let (mut mb, _) = store.load(&b).unwrap();
+        std::os::unix::fs::symlink(outside.path(), a.join("evil")).unwrap();
+        fs::rename(a.join("d"), a.join("d.mine")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), a.join("d")).unwrap();
+        put(&b, "evil/planted.txt", "X");
+        put(&b, "d/x.md", "v2");
+        store
+            .commit(&b, &mut mb, OnConflict::Fail, Room::default())
+            .unwrap();
+
+        assert_eq!(store.refresh(&a, &mut ma).unwrap(), 0);
+        let left: Vec<_> = fs::read_dir(outside.path()).unwrap().collect();
+        assert!(left.is_empty(), "written through a link: {left:?}");
+        assert!(fs::symlink_metadata(a.join("evil")).unwrap().is_symlink());
+        let err = store
+            .commit(&a, &mut ma, OnConflict::Fail, Room::default())
+            .unwrap_err();
+        assert!(
+            matches!(&err, PersistentError::Conflict(p) if p == &["d/x.md"]),
+            "{err}"
+        );
+    }
+
+    /// A checkout a load finds already there (a crash before its manifest) may hold links:
+    /// the load replaces what is at a file's name, never writes through a link on its way.
+    #[test]
+    fn a_load_never_writes_through_a_symlink_in_the_checkout() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let store = Backing::new(root.path().join("store"));
+        put(store.root(), "notes/a.md", "a");
+        put(store.root(), "top.md", "top");
+        let a = root.path().join("a");
+        fs::create_dir(&a).unwrap();
+        std::os::unix::fs::symlink(outside.path(), a.join("notes")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("top.md"), a.join("top.md")).unwrap();
+        let (manifest, loaded) = store.load(&a).unwrap();
+        assert_eq!(loaded.files, 1);
+        assert_eq!(manifest.files.keys().collect::<Vec<_>>(), ["top.md"]);
+        assert_eq!(read(&a, "top.md").as_deref(), Some("top"));
+        assert!(fs::symlink_metadata(a.join("top.md")).unwrap().is_file());
+        let left: Vec<_> = fs::read_dir(outside.path()).unwrap().collect();
+        assert!(left.is_empty(), "written through a link: {left:?}");
+    }
+
+    /// Attack 2 of issue 39, made deterministic: between the walk that lists a changed
+    /// file and the copy of it, the session swaps its directory for a link to a host
+    /// directory holding a file of the same name. The copy never reads through the link.
+    #[test]
+    fn a_directory_swapped_for_a_symlink_after_the_walk_is_never_copied_through() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("f.txt"), "HOST-SECRET").unwrap();
+        let store = Backing::new(root.path().join("store"));
+        let a = root.path().join("a");
+        let (mut manifest, _) = store.load(&a).unwrap();
+        put(&a, "real/f.txt", "mine");
+        let checkout = Checkout::open(&a).unwrap();
+        let listed = changes(&checkout, &manifest).unwrap();
+        let [(relative, Change::Put { now, .. })] = listed.as_slice() else {
+            panic!("{:?}", listed.iter().map(|(r, _)| r).collect::<Vec<_>>());
+        };
+        // The swap: `real` is now a link to the host directory.
+        fs::rename(a.join("real"), a.join("swap")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), a.join("real")).unwrap();
+        let to = root.path().join("staged");
+        let err = checkout.stage(relative, *now, &to).unwrap_err();
+        assert!(
+            matches!(&err, PersistentError::Io { source, .. } if beneath::crosses(source)),
+            "{err}"
+        );
+        assert!(!to.exists());
+        // Nor does a whole commit, whose walk now meets the link: it publishes the
+        // directory where it is now, and nothing of what the link points to.
+        let report = store
+            .commit(&a, &mut manifest, OnConflict::Fail, Room::default())
+            .unwrap();
+        assert_eq!(report.created, ["swap/f.txt"]);
+        assert_eq!(read(store.root(), "swap/f.txt").as_deref(), Some("mine"));
+        assert_eq!(read(store.root(), "real/f.txt"), None);
+        // A file replaced since the walk (another inode) is not published in its stead.
+        fs::remove_file(a.join("real")).unwrap();
+        put(&a, "real/f.txt", "mine");
+        let listed = changes(&checkout, &manifest).unwrap();
+        let [(relative, Change::Put { now, .. })] = listed.as_slice() else {
+            panic!("{:?}", listed.iter().map(|(r, _)| r).collect::<Vec<_>>());
+        };
+        put(&a, "real/g.txt", "other");
+        fs::rename(a.join("real/g.txt"), a.join("real/f.txt")).unwrap();
+        assert!(checkout.stage(relative, *now, &to).is_err());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::failure::Failure;
 use crate::limits::Limits;
 use crate::mounts::{ResolvedMount, Scope};
 use crate::persistent::{
-    self, CommitReport, FileChange, LoadReport, Manifest, PersistentError, Room,
+    self, Changed, CommitReport, FileChange, LoadReport, Manifest, PersistentError, Room,
 };
 use crate::sandbox::{Access, Grants, Sandbox, Settings, StoreState};
 use crate::sessions::{Session, StoreBackend};
@@ -206,26 +206,15 @@ impl StoreBackend for StoreComponent {
         if changes.is_empty() {
             return Ok(CommitReport::default());
         }
-        let size =
-            |path: &str| std::fs::symlink_metadata(mount.host.join(path)).map_or(0, |m| m.len());
-        let bytes: u64 = changes
-            .iter()
-            .filter(|(_, c)| *c != FileChange::Deleted)
-            .map(|(p, _)| size(p))
-            .sum();
-        let created = changes
-            .iter()
-            .filter(|(_, c)| *c == FileChange::Created)
-            .count() as u64;
-        let deleted = changes
-            .iter()
-            .filter(|(_, c)| *c == FileChange::Deleted)
-            .count() as u64;
+        // Sizes as the walk of the checkout listed them (never a path looked up again).
+        let bytes: u64 = changes.iter().map(|c| c.bytes).sum();
+        let count = |kind| changes.iter().filter(|c| c.change == kind).count() as u64;
+        let (created, deleted) = (count(FileChange::Created), count(FileChange::Deleted));
         room.check(bytes, created.saturating_sub(deleted))?;
 
         let wit: Vec<Change> = changes
             .iter()
-            .map(|(path, change)| Change {
+            .map(|Changed { path, change, .. }| Change {
                 path: path.clone(),
                 kind: match change {
                     FileChange::Created => ChangeKind::Created,
@@ -260,7 +249,8 @@ impl StoreBackend for StoreComponent {
         manifest.published(&mount.host, &changes, committed.version)?;
         let published: Vec<(String, FileChange)> = changes
             .into_iter()
-            .filter(|(path, _)| !committed.kept_theirs.contains(path))
+            .filter(|c| !committed.kept_theirs.contains(&c.path))
+            .map(|c| (c.path, c.change))
             .collect();
         let mut report = CommitReport {
             kept_theirs: committed.kept_theirs,

@@ -298,13 +298,14 @@ fn bash_text(
     let limits = shell.policy.limits;
     format!(
         "host-native, runs in {} sandboxed by {}{}\n       network: {network}; processes: {} ({}); \
-         memory: {} bytes a process; cpu: {} s a process; files up to {} bytes; /tmp: {} bytes",
+         memory: {} bytes ({}); cpu: {} s a process; files up to {} bytes; /tmp: {} bytes",
         bash.mount,
         ready.bwrap,
         grants_text(&bash.grants),
         limits.processes,
         ready.processes,
         limits.memory_bytes,
+        ready.memory,
         limits.cpu_secs,
         limits.file_bytes,
         limits.tmp_bytes

@@ -8,9 +8,14 @@
 //!
 //! Security rules for removal: it goes through `cap-std` directory handles opened on the
 //! data directory, so no path can lead outside it, and it never follows a symlink (a guest
-//! can plant relative symlinks that point anywhere: they are removed as links).
+//! can plant relative symlinks that point anywhere: they are removed as links). Inside a
+//! session's directory it goes by descriptor ([`crate::beneath::remove`]): a tree of any
+//! depth is removed (no `PATH_MAX`, no recursion), and directories the session made
+//! unreadable or unwritable (`chmod 000`, on a host that is not root) are given owner
+//! `rwx` back, so a session's files never outlive it.
 
 use super::table::{SessionError, SessionTable};
+use crate::beneath::{self, Walk};
 use crate::limits::ORPHAN_GRACE;
 use crate::mounts::{
     self, CommitAt, MountError, MountTable, ResolvedMount, ResolvedPersistent, Scope,
@@ -362,26 +367,33 @@ fn open_root(data_root: &Path) -> Result<Dir, SessionError> {
     })
 }
 
-/// Removes `relative` under `dir` and all it holds; symlinks are removed, not followed. A
-/// path that is missing is already removed.
+/// Removes `relative` under `dir` and all it holds (see [`beneath::remove`]); symlinks are
+/// removed, not followed. A path that is missing is already removed, as when a removal
+/// races another (a concurrent delete or sweep).
 fn remove_tree(dir: &Dir, relative: &Path) -> Result<(), SessionError> {
     let err = |source| SessionError::Remove {
         path: relative.to_path_buf(),
         source,
     };
-    match dir.symlink_metadata(relative) {
+    let Some(name) = relative.file_name() else {
+        return Err(err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a directory's entry",
+        )));
+    };
+    // The way to it is the data directory's layout, opened beneath `dir` through no
+    // symlink (mounts may nest); what is in it is the session's.
+    let parent = relative
+        .parent()
+        .map_or(Some(""), Path::to_str)
+        .map_or_else(
+            || Err(io::Error::new(io::ErrorKind::InvalidInput, "not UTF-8")),
+            |parent| beneath::open_dir(dir, parent),
+        );
+    match parent {
+        Ok(parent) => beneath::remove(&parent, name).map_err(err),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(err(e)),
-        Ok(meta) if meta.is_dir() => gone_is_fine(dir.remove_dir_all(relative)).map_err(err),
-        Ok(_) => gone_is_fine(dir.remove_file(relative)).map_err(err),
-    }
-}
-
-/// A removal racing another (a concurrent delete or sweep) finds things already gone.
-fn gone_is_fine(removed: io::Result<()>) -> io::Result<()> {
-    match removed {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        other => other,
     }
 }
 
@@ -511,8 +523,8 @@ async fn is_orphan(
 }
 
 /// Removes regular files named `*.partial` older than `max_age` under `dirs` (inside the
-/// data directory only; walked without following symlinks): temporaries that a built-in
-/// was stopped from renaming into place. Returns how many.
+/// data directory only; walked by descriptor without following symlinks, at any depth):
+/// temporaries that a built-in was stopped from renaming into place. Returns how many.
 pub fn remove_stale_partials<'a>(
     data_root: &Path,
     dirs: impl Iterator<Item = &'a Path>,
@@ -521,31 +533,41 @@ pub fn remove_stale_partials<'a>(
     let Ok(root) = open_root(data_root) else {
         return 0;
     };
+    let Some(cutoff) = std::time::SystemTime::now()
+        .checked_sub(max_age)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+    else {
+        return 0;
+    };
+    let cutoff = i128::try_from(cutoff.as_nanos()).unwrap_or(i128::MAX);
     let mut removed = 0;
-    let mut stack: Vec<PathBuf> = dirs
-        .filter_map(|d| d.strip_prefix(data_root).ok().map(Path::to_path_buf))
-        .collect();
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = root.read_dir(&dir) else {
+    for dir in dirs.filter_map(|d| d.strip_prefix(data_root).ok()) {
+        let Some(Ok(tree)) = dir.to_str().map(|d| beneath::open_dir(&root, d)) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let path = dir.join(entry.file_name());
-            let Ok(meta) = root.symlink_metadata(&path) else {
-                continue;
-            };
-            if meta.is_dir() {
-                stack.push(path);
-            } else if meta.is_file()
-                && path.extension().is_some_and(|e| e == "partial")
-                && meta
-                    .modified()
-                    .is_ok_and(|t| t.into_std().elapsed().is_ok_and(|age| age >= max_age))
-                && root.remove_file(&path).is_ok()
+        // Temporaries are swept, not hunted: what a session hid is left for its deletion.
+        let how = Walk {
+            regain: false,
+            strict: false,
+        };
+        let walked = beneath::walk(&tree, how, &mut |e: &beneath::Entry<'_>| {
+            let modified =
+                i128::from(e.stat.st_mtime) * 1_000_000_000 + i128::from(e.stat.st_mtime_nsec);
+            if e.is_file()
+                && e.name.to_bytes().ends_with(b".partial")
+                && modified <= cutoff
+                && rustix::fs::unlinkat(e.dir, e.name, rustix::fs::AtFlags::empty()).is_ok()
             {
-                tracing::info!(file = %path.display(), "removed a stale temporary file");
+                tracing::info!(
+                    file = %dir.join(String::from_utf8_lossy(e.path).as_ref()).display(),
+                    "removed a stale temporary file"
+                );
                 removed += 1;
             }
+            Ok(true)
+        });
+        if let Err(e) = walked {
+            tracing::debug!(dir = %dir.display(), error = %e, "not swept whole");
         }
     }
     removed
@@ -602,5 +624,54 @@ fn walk(
                 walk(root, next, rest, tenant, session, found);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session's directory goes whole: links removed not followed, a chain longer than
+    /// `PATH_MAX`, directories and files the session made unreadable or unwritable.
+    #[test]
+    fn a_session_directory_is_removed_whatever_it_holds() {
+        crate::beneath::as_ordinary_user(
+            "sessions::dirs::tests::a_session_directory_is_removed_whatever_it_holds",
+            |data| {
+                use std::os::unix::fs::PermissionsExt;
+                let outside = data.join("outside");
+                std::fs::create_dir(&outside).unwrap();
+                std::fs::write(outside.join("kept"), "host").unwrap();
+                let workspace = data.join("tenants/t/sessions/s/workspace");
+                std::fs::create_dir_all(workspace.join("hid/deeper")).unwrap();
+                std::fs::write(workspace.join("hid/deeper/f"), "x").unwrap();
+                std::os::unix::fs::symlink(&outside, workspace.join("link")).unwrap();
+                std::os::unix::fs::symlink("../../../../../outside", workspace.join("rel"))
+                    .unwrap();
+                let mut at = crate::beneath::open_root(&workspace, false).unwrap();
+                for _ in 0..500 {
+                    rustix::fs::mkdirat(&at, "aaaaaaaaaa", rustix::fs::Mode::RWXU).unwrap();
+                    at = crate::beneath::open_dir_in(&at, "aaaaaaaaaa".as_ref()).unwrap();
+                }
+                drop(at);
+                let mode = |p: &Path, m: u32| {
+                    std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+                };
+                mode(&workspace.join("hid/deeper/f"), 0);
+                mode(&workspace.join("hid/deeper"), 0);
+                mode(&workspace.join("hid"), 0o500);
+                mode(&workspace, 0);
+
+                let root = open_root(data).unwrap();
+                remove_tree(&root, Path::new("tenants/t/sessions/s/workspace")).unwrap();
+                assert!(!workspace.exists());
+                assert_eq!(
+                    std::fs::read_to_string(outside.join("kept")).unwrap(),
+                    "host"
+                );
+                // Gone already is fine.
+                remove_tree(&root, Path::new("tenants/t/sessions/s/workspace")).unwrap();
+            },
+        );
     }
 }

@@ -21,10 +21,14 @@
 //!
 //! Walks never follow symlinks (a link counts as an entry; what it points to is not the
 //! tenant's) and count every entry — files, directories, links — so empty files are not
-//! free.
+//! free. They go by descriptor ([`crate::beneath`]): a tree of any depth is counted whole
+//! (no `PATH_MAX`), and a directory the session made unreadable (`chmod 000`, on a host
+//! that is not root) is given owner `rwx` back and counted, so hiding files costs as much
+//! as keeping them.
 
 use super::{DiskUsage, Session, SessionError, Sessions, owned};
 use crate::abi::ToolResult;
+use crate::beneath::{self, Walk};
 use crate::failure::{Failure, FailureKind};
 use crate::ids::TenantId;
 use crate::limits::{QUOTA_CHECK_INTERVAL, QUOTA_REPORTED_FILES};
@@ -120,22 +124,24 @@ impl QuotaBook {
     }
 }
 
-/// What `dirs` hold, walked without following symlinks; missing directories hold nothing.
-/// Blocking: call it on the blocking pool ([`measure_async`]) from async code.
+/// What `dirs` hold, walked without following symlinks, whatever their depth, with what
+/// the session made unreadable given back (see [`Walk::EVERYTHING`]); missing directories
+/// hold nothing. Blocking: call it on the blocking pool ([`measure_async`]) from async code.
 pub fn measure<'a>(dirs: impl Iterator<Item = &'a Path>) -> Usage {
     let mut usage = Usage::default();
-    let mut stack: Vec<PathBuf> = dirs.map(Path::to_path_buf).collect();
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+    for dir in dirs {
+        let Ok(root) = beneath::open_root(dir, true) else {
             continue;
         };
-        for entry in entries.flatten() {
+        let counted = beneath::walk(&root, Walk::EVERYTHING, &mut |e: &beneath::Entry<'_>| {
             usage.entries += 1;
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => stack.push(entry.path()),
-                Ok(t) if t.is_file() => usage.bytes += entry.metadata().map_or(0, |m| m.len()),
-                _ => {}
+            if e.is_file() {
+                usage.bytes += u64::try_from(e.stat.st_size).unwrap_or(0);
             }
+            Ok(true)
+        });
+        if let Err(e) = counted {
+            tracing::warn!(dir = %dir.display(), error = %e, "a directory not counted whole");
         }
     }
     usage
@@ -482,30 +488,31 @@ fn hosts(dirs: &[(String, PathBuf)]) -> Vec<PathBuf> {
 /// The largest files (at most [`QUOTA_REPORTED_FILES`]) below `dirs` modified since
 /// `since`, named by their virtual paths, largest first. Blocking.
 fn written_since(dirs: &[(String, PathBuf)], since: SystemTime) -> Vec<(String, u64)> {
+    let since = since
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
     let mut found = Vec::new();
     for (virtual_path, host) in dirs {
-        let mut stack = vec![host.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let Ok(meta) = entry.metadata() else { continue };
-                if meta.is_dir() {
-                    stack.push(entry.path());
-                } else if meta.is_file() && meta.modified().is_ok_and(|m| m >= since) {
-                    let relative = entry.path();
-                    let relative = relative.strip_prefix(host).unwrap_or(&relative);
-                    found.push((
-                        format!(
-                            "{}/{}",
-                            virtual_path.trim_end_matches('/'),
-                            relative.display()
-                        ),
-                        meta.len(),
-                    ));
-                }
+        let Ok(root) = beneath::open_root(host, true) else {
+            continue;
+        };
+        let walked = beneath::walk(&root, Walk::EVERYTHING, &mut |e: &beneath::Entry<'_>| {
+            let modified =
+                i128::from(e.stat.st_mtime) * 1_000_000_000 + i128::from(e.stat.st_mtime_nsec);
+            if e.is_file() && modified >= since {
+                found.push((
+                    format!(
+                        "{}/{}",
+                        virtual_path.trim_end_matches('/'),
+                        String::from_utf8_lossy(e.path)
+                    ),
+                    u64::try_from(e.stat.st_size).unwrap_or(0),
+                ));
             }
+            Ok(true)
+        });
+        if let Err(e) = walked {
+            tracing::debug!(dir = %host.display(), error = %e, "a directory not walked whole");
         }
     }
     found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
@@ -531,6 +538,60 @@ mod tests {
                 bytes: 5,
                 entries: 4
             }
+        );
+    }
+
+    /// 600 levels of 10-byte names: 6,600 bytes of path, past `PATH_MAX`.
+    #[test]
+    fn a_file_below_a_chain_longer_than_path_max_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut at = beneath::open_root(dir.path(), false).unwrap();
+        for _ in 0..600 {
+            rustix::fs::mkdirat(&at, "aaaaaaaaaa", rustix::fs::Mode::RWXU).unwrap();
+            at = beneath::open_dir_in(&at, "aaaaaaaaaa".as_ref()).unwrap();
+        }
+        beneath::replace(&at, "f", ".f", rustix::fs::Mode::RUSR, |f| {
+            std::io::Write::write_all(f, &[0; 12345])
+        })
+        .unwrap();
+        let usage = measure(std::iter::once(dir.path()));
+        assert_eq!(
+            usage,
+            Usage {
+                bytes: 12345,
+                entries: 601
+            }
+        );
+        let since = SystemTime::now() - std::time::Duration::from_secs(60);
+        let wrote = written_since(&[("/w".into(), dir.path().to_path_buf())], since);
+        assert_eq!(wrote.len(), 1);
+        assert!(wrote[0].0.ends_with("/aaaaaaaaaa/f") && wrote[0].0.len() > 6600);
+    }
+
+    /// What a session (of a host that is not root) hides behind directories it made
+    /// unreadable, written through a descriptor opened before, still counts.
+    #[test]
+    fn files_in_directories_made_unreadable_count() {
+        crate::beneath::as_ordinary_user(
+            "sessions::quota::tests::files_in_directories_made_unreadable_count",
+            |root| {
+                use std::os::unix::fs::PermissionsExt;
+                let hid = root.join("hid");
+                std::fs::create_dir_all(hid.join("deeper")).unwrap();
+                let mut file = std::fs::File::create(hid.join("deeper/f")).unwrap();
+                for dir in [hid.join("deeper"), hid.clone()] {
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+                }
+                std::io::Write::write_all(&mut file, &[1; 4096]).unwrap();
+                let usage = measure(std::iter::once(root));
+                assert_eq!(
+                    usage,
+                    Usage {
+                        bytes: 4096,
+                        entries: 3
+                    }
+                );
+            },
         );
     }
 

@@ -187,9 +187,8 @@ fn empty_dir(dir: &std::path::Path) -> Result<(), PersistentError> {
         path: dir.to_path_buf(),
         source,
     };
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
-        _ => {}
-    }
+    // What a session left in its checkout is removed as a deleted session's is: by
+    // descriptor, whatever it hid or however deep.
+    crate::beneath::remove_path(dir).map_err(io)?;
     std::fs::create_dir_all(dir).map_err(io)
 }

@@ -2,10 +2,11 @@
 //! metrics and spans ([`CallTrace`]).
 
 use super::files::{self, Change, Entry, EntryType};
+use super::hash::{HashBudget, Unhashed};
 use super::{
     EVENTS_FILE, Event, Phase, PhaseEnd, SCHEMA_VERSION, SessionTrace, TRACE_DIR, observe,
 };
-use crate::limits::TRACE_TEXT_BYTES;
+use crate::limits::{INLINE_DIFF_BYTES, TRACE_TEXT_BYTES};
 use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
 use crate::persistent::{CommitReport, LoadReport, PersistentError};
@@ -25,6 +26,10 @@ pub struct CallTrace<'a> {
     pub(super) call: &'a str,
     pub(super) tool: &'a str,
     pub(super) diff_bytes: usize,
+    /// What its looks may still read and hash, over all its phases and mounts.
+    pub(super) budget: Arc<HashBudget>,
+    /// How long its diffs may still search for the shortest edit.
+    pub(super) diff_time_left: Duration,
     /// Events not yet written to the trace file.
     pub(super) lines: Vec<String>,
     /// Diff files written for this call.
@@ -64,14 +69,14 @@ impl<'a> CallTrace<'a> {
                     }
                     continue;
                 }
-                if let Some(look) = observe(&state, mount, first).await {
+                if let Some(look) = observe(&state, mount, first, &self.budget).await {
                     if first {
                         self.mounted(layer, mount, true, look.size);
                     }
                     // In a fleet, what changed between phases may be another host's
                     // calls, which that host reports: taken in, not reported.
                     if !state.fleet {
-                        self.changes(None, None, mount, look.changes);
+                        self.changes(None, None, mount, look.changes).await;
                     }
                 }
                 watched.push(mount.clone());
@@ -165,8 +170,9 @@ impl<'a> CallTrace<'a> {
         };
         self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
         for mount in watch.writable {
-            if let Some(look) = observe(&state, &mount, false).await {
-                self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes);
+            if let Some(look) = observe(&state, &mount, false, &self.budget).await {
+                self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes)
+                    .await;
             }
         }
     }
@@ -318,15 +324,19 @@ impl<'a> CallTrace<'a> {
     }
 
     /// One `file.*` event per change.
-    fn changes(
+    async fn changes(
         &mut self,
         layer: Option<&str>,
         phase: Option<Phase>,
         mount: &ResolvedMount,
         changes: Vec<Change>,
     ) {
-        for change in changes {
-            let path = format!("{}/{}", mount.virtual_path, change.path);
+        let paths: Vec<String> = changes
+            .iter()
+            .map(|change| format!("{}/{}", mount.virtual_path, change.path))
+            .collect();
+        let diffs = self.diffs(&paths, &changes).await;
+        for ((change, path), diff) in changes.into_iter().zip(paths).zip(diffs) {
             let kind = match (&change.before, &change.after) {
                 (None, _) => "file.created",
                 (Some(_), Some(_)) => "file.updated",
@@ -340,11 +350,17 @@ impl<'a> CallTrace<'a> {
                 before_type: before.kind,
                 before_bytes: before.bytes,
                 before_sha256: before.sha256,
+                before_sparse: before.sparse,
+                before_unhashed: before.unhashed,
+                before_mtime: before.mtime,
                 before_text: before.text,
                 before_link: before.link,
                 after_type: after.kind,
                 after_bytes: after.bytes,
                 after_sha256: after.sha256,
+                after_sparse: after.sparse,
+                after_unhashed: after.unhashed,
+                after_mtime: after.mtime,
                 after_text: after.text,
                 after_link: after.link,
                 appended_from: appended.map(|a| a.from),
@@ -353,7 +369,7 @@ impl<'a> CallTrace<'a> {
                 diff_bytes: None,
                 diff_ref: None,
             };
-            if let Some(diff) = self.diff(&path, &change).filter(|d| !d.is_empty()) {
+            if let Some(diff) = diff.filter(|d| !d.is_empty()) {
                 if diff.len() <= self.diff_bytes {
                     detail.diff = Some(diff);
                 } else {
@@ -365,26 +381,42 @@ impl<'a> CallTrace<'a> {
         }
     }
 
-    /// A unified diff of a text change, when both sides' text is known (a created file
-    /// counts as empty before; a deleted file gets none).
-    fn diff(&self, path: &str, change: &Change) -> Option<String> {
-        let after = change.after.as_ref()?.kept.as_deref()?;
-        let before = match &change.before {
-            None => "",
-            Some(before) => before.kept.as_deref()?,
+    /// The unified diff of each text change (see [`TextChange`]), searched for at most
+    /// the call's [`MAX_DIFF_TIME_PER_CALL`](crate::limits::MAX_DIFF_TIME_PER_CALL) in all
+    /// (past it a diff is still right, but not the shortest): on a blocking thread unless
+    /// the texts total at most [`INLINE_DIFF_BYTES`], so that no tenant's texts hold an
+    /// async worker.
+    async fn diffs(&mut self, paths: &[String], changes: &[Change]) -> Vec<Option<String>> {
+        let texts: Vec<Option<TextChange>> = paths
+            .iter()
+            .zip(changes)
+            .map(|(path, change)| TextChange::of(path, change))
+            .collect();
+        let bytes: usize = texts.iter().flatten().map(TextChange::bytes).sum();
+        if bytes == 0 {
+            return vec![None; changes.len()];
+        }
+        let left = self.diff_time_left;
+        let diff_all = move || {
+            let deadline = Instant::now() + left;
+            texts
+                .iter()
+                .map(|text| Some(text.as_ref()?.diff(deadline)))
+                .collect::<Vec<_>>()
         };
-        let diff = similar::TextDiff::from_lines(before, after);
-        let from = if change.before.is_some() {
-            format!("a{path}")
+        let started = Instant::now();
+        let diffs = if bytes <= INLINE_DIFF_BYTES {
+            diff_all()
         } else {
-            "/dev/null".to_string()
+            tokio::task::spawn_blocking(diff_all)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "cannot diff a call's changes");
+                    vec![None; changes.len()]
+                })
         };
-        Some(
-            diff.unified_diff()
-                .context_radius(3)
-                .header(&from, &format!("b{path}"))
-                .to_string(),
-        )
+        self.diff_time_left = left.saturating_sub(started.elapsed());
+        diffs
     }
 
     /// Writes a diff too large to inline under `trace/diffs/`; its virtual path.
@@ -469,7 +501,9 @@ impl Drop for CallTrace<'_> {
 }
 
 /// The detail of a `file.*` event: the fields of each side present when it is (a
-/// file's `sha256` null when not known), those of a side that is not a file left out.
+/// file's `sha256` null when not known: then `unhashed` says why, and `mtime` is there),
+/// those of a side that is not a file left out. `sparse` only when true: the `sha256` is
+/// the file's digest by extent (see [`super::hash`]).
 #[derive(Serialize)]
 struct FileEvent<'a> {
     path: &'a str,
@@ -480,6 +514,12 @@ struct FileEvent<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     before_sha256: Option<Option<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    before_sparse: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_unhashed: Option<Unhashed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before_mtime: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     before_text: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     before_link: Option<&'a str>,
@@ -489,6 +529,12 @@ struct FileEvent<'a> {
     after_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     after_sha256: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_sparse: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_unhashed: Option<Unhashed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_mtime: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     after_text: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -511,6 +557,9 @@ struct Side<'a> {
     kind: Option<EntryType>,
     bytes: Option<u64>,
     sha256: Option<Option<String>>,
+    sparse: Option<bool>,
+    unhashed: Option<Unhashed>,
+    mtime: Option<String>,
     text: Option<bool>,
     link: Option<&'a str>,
 }
@@ -521,14 +570,68 @@ impl<'a> Side<'a> {
             return Side::default();
         };
         let file = entry.kind == EntryType::File;
+        let unhashed = entry.unhashed.filter(|_| file);
         Side {
             kind: Some(entry.kind),
             bytes: file.then_some(entry.bytes),
             sha256: file.then(|| entry.sha256.as_ref().map(files::hex)),
+            sparse: (file && entry.sparse).then_some(true),
+            unhashed,
+            mtime: unhashed.map(|_| humantime::format_rfc3339_nanos(entry.mtime()).to_string()),
             text: entry.text.filter(|_| file),
             link: entry.link.as_deref().map(bounded),
         }
     }
+}
+
+/// A text change whose both sides' text is known (a created file counts as empty
+/// before; a deleted file has none), to diff.
+struct TextChange {
+    /// Its virtual path.
+    path: String,
+    /// `None`: created.
+    before: Option<Arc<str>>,
+    after: Arc<str>,
+}
+
+impl TextChange {
+    fn of(path: &str, change: &Change) -> Option<TextChange> {
+        let after = change.after.as_ref()?.kept.clone()?;
+        let before = match &change.before {
+            None => None,
+            Some(before) => Some(before.kept.clone()?),
+        };
+        Some(TextChange {
+            path: path.to_string(),
+            before,
+            after,
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        self.before.as_ref().map_or(0, |b| b.len()) + self.after.len()
+    }
+
+    fn diff(&self, deadline: Instant) -> String {
+        unified_diff(&self.path, self.before.as_deref(), &self.after, deadline)
+    }
+}
+
+/// A unified diff of `before` (`None`: created) and `after`, at `path`; past `deadline` the
+/// search for the shortest one stops (the diff is still right, only longer).
+fn unified_diff(path: &str, before: Option<&str>, after: &str, deadline: Instant) -> String {
+    let diff = similar::TextDiff::configure()
+        .deadline(deadline)
+        .diff_lines(before.unwrap_or(""), after);
+    let from = if before.is_some() {
+        format!("a{path}")
+    } else {
+        "/dev/null".to_string()
+    };
+    diff.unified_diff()
+        .context_radius(3)
+        .header(&from, &format!("b{path}"))
+        .to_string()
 }
 
 /// `text` cut to [`TRACE_TEXT_BYTES`] at a character boundary.
@@ -541,4 +644,31 @@ fn bounded(text: &str) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_past_its_deadline_is_still_right() {
+        // Texts that differ from their first line to their last, all along.
+        let lines = |m: usize, end: &str| -> String {
+            let body: String = (0..2000).map(|i| format!("{}\n", i % m)).collect();
+            format!("{end}\n{body}{end}\n")
+        };
+        let (before, after) = (lines(7, "before"), lines(5, "after"));
+        let diff = unified_diff("/w/f", Some(&before), &after, Instant::now());
+        // One hunk, changes all along: its lines give both texts back whole.
+        assert_eq!(diff.lines().filter(|l| l.starts_with("@@")).count(), 1);
+        let side = |keep: char| -> String {
+            diff.lines()
+                .skip(3)
+                .filter(|l| l.starts_with(' ') || l.starts_with(keep))
+                .map(|l| format!("{}\n", &l[1..]))
+                .collect()
+        };
+        assert_eq!(side('-'), before);
+        assert_eq!(side('+'), after);
+    }
 }

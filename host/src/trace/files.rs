@@ -3,8 +3,9 @@
 //!
 //! A [`Snapshot`] is one walk of a mount's directory: for every entry its type, size,
 //! inode and change times (one `statx` per entry, no reads). Two snapshots are compared by
-//! that metadata; an entry whose metadata moved is read and hashed (SHA-256), so a call
-//! that wrote nothing reads no file. An entry written so soon after the earlier snapshot
+//! that metadata; an entry whose metadata moved is read and hashed (SHA-256, by extent for
+//! a sparse file, within a budget per file and per call: see [`hash`]), so a call that
+//! wrote nothing reads no file. An entry written so soon after the earlier snapshot
 //! that the file system's coarse clock could leave its times unchanged is hashed again
 //! anyway (git's "racily clean" rule), so a same-size rewrite in the same tick is seen.
 //!
@@ -16,17 +17,20 @@
 //! - a walk stops at [`MAX_TRACED_ENTRIES`] entries and [`MAX_TRACED_DEPTH`] levels: a guest
 //!   cannot make the host walk without bound;
 //! - text is kept (for diffs) only for files up to [`MAX_KEPT_TEXT`], within
-//!   [`MAX_KEPT_TEXT_PER_MOUNT`] per mount.
+//!   [`MAX_KEPT_TEXT_PER_MOUNT`] per mount;
+//! - what is read of a file, and of all files in one call, is bounded (see [`hash`]): a
+//!   file past a bound is reported by its metadata, [`Entry::unhashed`] saying why.
 
+use super::hash::{self, HashBudget, Unhashed};
 use crate::limits::{
     MAX_BASELINE_READ_BYTES, MAX_KEPT_TEXT, MAX_KEPT_TEXT_PER_MOUNT, MAX_TRACE_READERS,
     MAX_TRACED_DEPTH, MAX_TRACED_ENTRIES,
 };
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{self, Read};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -52,11 +56,13 @@ pub struct Entry {
     ino: u64,
     mtime: (i64, u32),
     ctime: (i64, u32),
-    /// SHA-256 of a regular file's content, once read.
+    /// SHA-256 of a regular file's content, once read (of its extents when `sparse`).
     pub sha256: Option<[u8; 32]>,
-    /// The SHA-256 state after the content read, kept for a file of at least
-    /// [`TEXT_SNIFF`] bytes: bytes appended to it later are hashed on from here, not read
-    /// again from the start (see [`Entry::grown_into`]).
+    /// `sha256` is the file's digest by extent, not of its content (see [`hash`]).
+    pub sparse: bool,
+    /// The SHA-256 state after the content read, kept for a file hashed as its content
+    /// and of at least [`hash::TEXT_SNIFF`] bytes: bytes appended to it later are hashed on
+    /// from here, not read again from the start (see [`Entry::grown_into`]).
     digest: Option<Arc<Sha256>>,
     /// What was appended to a large file, read instead of the whole file.
     pub appended: Option<Appended>,
@@ -66,9 +72,10 @@ pub struct Entry {
     pub kept: Option<Arc<str>>,
     /// A symlink's target, as text (never followed).
     pub link: Option<String>,
-    /// A file found at a mount's first look too large to read then (see
-    /// [`MAX_BASELINE_READ_BYTES`]): its hash before its first change is not known.
-    pub unread: bool,
+    /// Why a regular file's content was not read (its `sha256` is `None`): too large at
+    /// its mount's first look (see [`MAX_BASELINE_READ_BYTES`]), past a bound of what the
+    /// trace hashes, or unreadable.
+    pub unhashed: Option<Unhashed>,
 }
 
 impl EntryType {
@@ -92,12 +99,13 @@ impl Entry {
             mtime: (stat.st_mtime, stat.st_mtime_nsec as u32),
             ctime: (stat.st_ctime, stat.st_ctime_nsec as u32),
             sha256: None,
+            sparse: false,
             digest: None,
             appended: None,
             text: None,
             kept: None,
             link: None,
-            unread: false,
+            unhashed: None,
         }
     }
 
@@ -126,6 +134,20 @@ impl Entry {
             && self.ino == other.ino
             && self.mtime == other.mtime
             && self.ctime == other.ctime
+    }
+
+    /// When its content last changed.
+    pub fn mtime(&self) -> SystemTime {
+        let (secs, nanos) = self.mtime;
+        SystemTime::UNIX_EPOCH + Duration::new(secs.max(0) as u64, nanos)
+    }
+
+    /// Whether it stays as last looked at while its metadata does not move: read (or left
+    /// unread for a reason that holds), or not a regular file.
+    fn settled(&self) -> bool {
+        self.kind != EntryType::File
+            || self.is_read()
+            || self.unhashed.is_some_and(Unhashed::is_kept)
     }
 
     fn changed_at(&self) -> SystemTime {
@@ -264,14 +286,16 @@ pub struct Change {
 
 /// Compares `after` (taken of `root`) with `before`: what was created, changed or deleted.
 /// Entries of `after` whose metadata did not move take their hash and kept text from
-/// `before`; the others are read and hashed. Directories are walked, not reported; nor are
-/// entries `host_wrote` (the host's own trace files, as it last left them).
+/// `before`; the others are read and hashed, within `budget`. Directories are walked, not
+/// reported; nor are entries `host_wrote` (the host's own trace files, as it last left
+/// them).
 pub fn compare(
     mount: &OwnedFd,
     readers: &mut Readers,
     before: &Snapshot,
     after: &mut Snapshot,
     host_wrote: &dyn Fn(&str, &Entry) -> bool,
+    budget: &HashBudget,
 ) -> Vec<Change> {
     let racy_since = before
         .taken
@@ -301,14 +325,15 @@ pub fn compare(
         }
         if let Some(old) = old
             && old.same_metadata(entry)
-            && (entry.kind != EntryType::File || old.is_read() || old.unread)
+            && old.settled()
         {
             entry.sha256 = old.sha256;
+            entry.sparse = old.sparse;
             entry.digest = old.digest.clone();
             entry.appended = old.appended;
             entry.text = old.text;
             entry.kept = old.kept.clone();
-            entry.unread = old.unread;
+            entry.unhashed = old.unhashed;
             let racy = entry.kind == EntryType::File
                 && entry.changed_at() >= racy_since
                 && entry.bytes <= MAX_KEPT_TEXT as u64;
@@ -318,44 +343,36 @@ pub fn compare(
             }
         }
         if entry.kind == EntryType::File && baseline && entry.bytes > MAX_BASELINE_READ_BYTES {
-            entry.unread = true;
+            entry.unhashed = Some(Unhashed::FirstLook);
             continue;
         }
         if entry.kind == EntryType::File {
-            let appended = old.filter(|old| old.grown_into(entry));
-            let read = match appended {
-                Some(old) => readers
-                    .open(mount, path, entry.ino)
-                    .and_then(|file| read_appended(file, old, entry.bytes))
-                    .map(|read| {
-                        entry.sha256 = Some(read.sha256);
-                        entry.digest = Some(read.digest);
-                        entry.appended = Some(read.appended);
-                        entry.text = Some(read.text && old.text == Some(true));
-                        entry.kept = None;
-                    }),
-                None => {
-                    let budget = MAX_KEPT_TEXT_PER_MOUNT.saturating_sub(kept_bytes);
-                    read_file(mount, path, budget.min(MAX_KEPT_TEXT)).map(|read| {
-                        entry.sha256 = Some(read.sha256);
-                        entry.digest = read.digest;
-                        entry.appended = None;
-                        entry.text = Some(read.text);
-                        entry.kept = read.kept;
-                    })
-                }
-            };
-            if let Err(e) = read {
-                tracing::debug!(path, error = %e, "cannot read a changed file");
-            }
+            let keep = MAX_KEPT_TEXT_PER_MOUNT.saturating_sub(kept_bytes);
+            read(
+                mount,
+                readers,
+                path,
+                old,
+                entry,
+                keep.min(MAX_KEPT_TEXT),
+                budget,
+            );
         }
         kept_bytes += entry.kept.as_ref().map_or(0, |k| k.len());
         let unchanged = old.is_some_and(|old| {
             old.kind == entry.kind
                 && entry.appended.is_none()
-                && old.sha256 == entry.sha256
                 && old.link == entry.link
-                && (entry.kind != EntryType::File || old.bytes == entry.bytes)
+                && if entry.kind == EntryType::File
+                    && (old.sha256.is_none() || entry.sha256.is_none())
+                {
+                    // A side not hashed: only its metadata tells.
+                    old.same_metadata(entry)
+                } else {
+                    old.sha256 == entry.sha256
+                        && old.sparse == entry.sparse
+                        && (entry.kind != EntryType::File || old.bytes == entry.bytes)
+                }
         });
         if entry.kind != EntryType::Dir && !unchanged {
             changes.push(Change {
@@ -378,14 +395,71 @@ pub fn compare(
     changes
 }
 
-/// What reading the bytes appended to a file found.
-struct Grown {
-    /// The whole file's, hashed on from the state kept at the last read.
-    sha256: [u8; 32],
-    digest: Arc<Sha256>,
-    appended: Appended,
-    /// Whether the new bytes are text (no NUL).
-    text: bool,
+/// Reads and hashes the regular file `entry` at `path` below `mount` (`old`: what was
+/// there before), within `budget`, keeping its text up to `keep` bytes: only the bytes
+/// appended when it grew in place past [`MAX_KEPT_TEXT`], else whole. What it found, or
+/// why it was not read, goes into `entry`.
+fn read(
+    mount: &OwnedFd,
+    readers: &mut Readers,
+    path: &str,
+    old: Option<&Entry>,
+    entry: &mut Entry,
+    keep: usize,
+    budget: &HashBudget,
+) {
+    entry.sha256 = None;
+    entry.sparse = false;
+    entry.digest = None;
+    entry.appended = None;
+    entry.text = None;
+    entry.kept = None;
+    entry.unhashed = None;
+    if let Some(old) = old.filter(|old| old.grown_into(entry))
+        && let Some(state) = old.digest.as_deref()
+    {
+        let grown = readers
+            .open(mount, path, entry.ino)
+            .and_then(|file| hash::appended(file, state, old.bytes, entry.bytes, budget));
+        match grown {
+            Ok(Ok(Some(grown))) => {
+                entry.sha256 = Some(grown.sha256);
+                entry.digest = Some(grown.digest);
+                entry.appended = Some(Appended {
+                    from: old.bytes,
+                    sha256: grown.appended_sha256,
+                });
+                entry.text = Some(grown.text && old.text == Some(true));
+                return;
+            }
+            Ok(Ok(None)) => {} // grown by a hole: hashed whole, below
+            Ok(Err(why)) => {
+                entry.unhashed = Some(why);
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(path, error = %e, "cannot read what was appended to a file");
+                entry.unhashed = Some(Unhashed::Unreadable);
+                return;
+            }
+        }
+    }
+    let hashed =
+        open_beneath(mount, path).and_then(|file| hash::whole(&file, entry.bytes, keep, budget));
+    match hashed {
+        Ok(Ok(hashed)) => {
+            entry.sha256 = Some(hashed.sha256);
+            entry.sparse = hashed.sparse;
+            entry.digest = hashed.digest;
+            entry.text = Some(hashed.text);
+            entry.kept = hashed.kept;
+        }
+        Ok(Err(why)) => entry.unhashed = Some(why),
+        Err(e) => {
+            tracing::debug!(path, error = %e, "cannot read a changed file");
+            entry.unhashed = Some(Unhashed::Unreadable);
+        }
+    }
 }
 
 /// Files of a mount kept open to read what is appended to them, by path: at most
@@ -411,46 +485,6 @@ impl Readers {
         }
         Ok(&self.open[path].1)
     }
-}
-
-/// Reads what was appended to `file` since `old` was read, up to `bytes` (its size when
-/// stat'ed, so that the entry's size and hash agree): the new bytes hashed alone and on
-/// from `old`'s kept state.
-fn read_appended(file: &std::fs::File, old: &Entry, bytes: u64) -> io::Result<Grown> {
-    use std::os::unix::fs::FileExt;
-    let mut whole = old
-        .digest
-        .as_deref()
-        .cloned()
-        .ok_or_else(|| io::Error::other("no hash state kept"))?;
-    let mut appended = Sha256::new();
-    let mut buffer = [0u8; 16 * 1024];
-    let mut text = true;
-    let mut at = old.bytes;
-    while at < bytes {
-        let want = buffer
-            .len()
-            .min(usize::try_from(bytes - at).unwrap_or(usize::MAX));
-        let n = file.read_at(&mut buffer[..want], at)?;
-        if n == 0 {
-            break;
-        }
-        let chunk = &buffer[..n];
-        appended.update(chunk);
-        whole.update(chunk);
-        text &= !chunk.contains(&0);
-        at += n as u64;
-    }
-    let digest = Arc::new(whole.clone());
-    Ok(Grown {
-        sha256: whole.finalize().into(),
-        digest,
-        appended: Appended {
-            from: old.bytes,
-            sha256: appended.finalize().into(),
-        },
-        text,
-    })
 }
 
 /// The entry at `path` below `mount` now (`None`: there is none), following no symlink:
@@ -506,61 +540,6 @@ fn open_beneath(mount: &OwnedFd, path: &str) -> io::Result<std::fs::File> {
     Ok(std::fs::File::from(fd))
 }
 
-/// What reading a file found.
-struct Contents {
-    sha256: [u8; 32],
-    /// The hash state, for a file of at least [`TEXT_SNIFF`] bytes.
-    digest: Option<Arc<Sha256>>,
-    text: bool,
-    kept: Option<Arc<str>>,
-}
-
-/// Reads `path` below `mount` without following any symlink: its hash, whether it is text,
-/// and its content when it is text of at most `keep` bytes.
-fn read_file(mount: &OwnedFd, path: &str, keep: usize) -> io::Result<Contents> {
-    let mut file = open_beneath(mount, path)?;
-    let mut hasher = Sha256::new();
-    let mut head = Vec::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    let mut text = true;
-    let mut total = 0usize;
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        let chunk = &buffer[..n];
-        hasher.update(chunk);
-        text &= !chunk.contains(&0);
-        if total + n <= keep.max(TEXT_SNIFF) {
-            head.extend_from_slice(chunk);
-        }
-        total += n;
-    }
-    let valid = std::str::from_utf8(&head);
-    // A file longer than what was kept is judged by its head; a cut inside a character is
-    // not a reason to call it binary.
-    text &= match valid {
-        Ok(_) => true,
-        Err(e) => total > head.len() && e.error_len().is_none(),
-    };
-    let kept = match valid {
-        Ok(s) if text && total == head.len() && total <= keep => Some(Arc::from(s)),
-        _ => None,
-    };
-    let digest = (total >= TEXT_SNIFF).then(|| Arc::new(hasher.clone()));
-    Ok(Contents {
-        sha256: hasher.finalize().into(),
-        digest,
-        text,
-        kept,
-    })
-}
-
-/// How much of a file too large to keep is read to judge whether it is text; a file at
-/// least this large keeps its hash state (about 100 bytes) to hash appended bytes on from.
-const TEXT_SNIFF: usize = 8 * 1024;
-
 /// Opens the directory `path` (relative to `at`), not following a symlink.
 pub fn open_dir<P: rustix::path::Arg>(at: impl AsFd, path: P) -> io::Result<OwnedFd> {
     Ok(rustix::fs::openat(
@@ -585,8 +564,18 @@ pub fn hex(hash: &[u8; 32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::MAX_HASHED_FILE_BYTES;
+    use sha2::Digest;
 
     fn changes(root: &std::path::Path, before: &Snapshot) -> (Snapshot, Vec<Change>) {
+        changes_within(root, before, &HashBudget::new(u64::MAX))
+    }
+
+    fn changes_within(
+        root: &std::path::Path,
+        before: &Snapshot,
+        budget: &HashBudget,
+    ) -> (Snapshot, Vec<Change>) {
         let root = open_dir(rustix::fs::CWD, root).unwrap();
         let mut after = Snapshot::take_watching(&root, &mut |_, _| {}).unwrap();
         let changes = compare(
@@ -595,6 +584,7 @@ mod tests {
             before,
             &mut after,
             &|_, _| false,
+            budget,
         );
         (after, changes)
     }
@@ -704,11 +694,12 @@ mod tests {
         let big = dir.path().join("big");
         std::fs::write(&big, vec![b'x'; MAX_BASELINE_READ_BYTES as usize + 1]).unwrap();
         let (first, _) = changes(dir.path(), &Snapshot::empty());
-        assert!(first.entries["big"].unread && first.entries["big"].sha256.is_none());
+        let unread = |s: &Snapshot| s.entries["big"].unhashed == Some(Unhashed::FirstLook);
+        assert!(unread(&first) && first.entries["big"].sha256.is_none());
         std::thread::sleep(RACY_WINDOW * 2);
         let (second, none) = changes(dir.path(), &first);
         assert!(
-            none.is_empty() && second.entries["big"].unread,
+            none.is_empty() && unread(&second),
             "not read while unchanged"
         );
         std::fs::write(&big, "y").unwrap();
@@ -727,5 +718,87 @@ mod tests {
         std::thread::sleep(RACY_WINDOW * 2);
         let (_, none) = changes(dir.path(), &second);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_1_gib_sparse_file_is_traced_with_no_gib_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, _) = changes(dir.path(), &Snapshot::empty());
+        let sparse = std::fs::File::create(dir.path().join("sparse")).unwrap();
+        sparse.set_len(1 << 30).unwrap();
+        let budget = HashBudget::new(crate::limits::MAX_HASHED_BYTES_PER_CALL);
+        let (second, created) = changes_within(dir.path(), &first, &budget);
+        let after = created[0].after.as_ref().unwrap();
+        assert_eq!(after.bytes, 1 << 30);
+        assert!(after.sparse && after.sha256.is_some() && after.unhashed.is_none());
+        assert_eq!(budget.bytes_read(), 0, "its holes are not read");
+        // Data written in its middle: that block read, not the rest.
+        use std::os::unix::fs::FileExt;
+        std::thread::sleep(RACY_WINDOW * 2);
+        sparse.write_all_at(b"data", 1 << 29).unwrap();
+        let budget = HashBudget::new(crate::limits::MAX_HASHED_BYTES_PER_CALL);
+        let (_, updated) = changes_within(dir.path(), &second, &budget);
+        let after = updated[0].after.as_ref().unwrap();
+        assert!(after.sparse);
+        assert_ne!(after.sha256, updated[0].before.as_ref().unwrap().sha256);
+        assert!(
+            budget.bytes_read() <= 64 * 1024,
+            "read {}",
+            budget.bytes_read()
+        );
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_reported_unhashed_and_its_changes_by_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, _) = changes(dir.path(), &Snapshot::empty());
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; MAX_HASHED_FILE_BYTES as usize + 1]).unwrap();
+        let budget = HashBudget::new(u64::MAX);
+        let (second, created) = changes_within(dir.path(), &first, &budget);
+        let after = created[0].after.as_ref().unwrap();
+        assert_eq!(after.unhashed, Some(Unhashed::FileCap));
+        assert!(after.sha256.is_none());
+        assert_eq!(budget.bytes_read(), 0);
+        std::thread::sleep(RACY_WINDOW * 2);
+        let (third, none) = changes(dir.path(), &second);
+        assert!(none.is_empty(), "not read again while unchanged: {none:?}");
+        // Rewritten in place, same size: its metadata moved, so it changed.
+        use std::os::unix::fs::FileExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&big)
+            .unwrap()
+            .write_all_at(b"y", 0)
+            .unwrap();
+        let (_, updated) = changes(dir.path(), &third);
+        assert_eq!(updated.len(), 1, "{updated:?}");
+        assert_eq!(
+            updated[0].after.as_ref().unwrap().unhashed,
+            Some(Unhashed::FileCap)
+        );
+    }
+
+    #[test]
+    fn files_past_the_call_budget_are_left_unhashed_until_they_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, _) = changes(dir.path(), &Snapshot::empty());
+        for name in ["a", "b"] {
+            std::fs::write(dir.path().join(name), [b'x'; 3000]).unwrap();
+        }
+        let budget = HashBudget::new(4000);
+        let (second, created) = changes_within(dir.path(), &first, &budget);
+        let reasons: Vec<_> = created
+            .iter()
+            .map(|c| c.after.as_ref().unwrap().unhashed)
+            .collect();
+        assert_eq!(reasons, [None, Some(Unhashed::CallBudget)]);
+        assert_eq!(
+            created[0].after.as_ref().unwrap().sha256,
+            Some(<[u8; 32]>::from(Sha256::digest([b'x'; 3000])))
+        );
+        std::thread::sleep(RACY_WINDOW * 2);
+        let (_, none) = changes(dir.path(), &second);
+        assert!(none.is_empty(), "{none:?}");
     }
 }

@@ -17,22 +17,29 @@
 //!   command left running); sizes and SHA-256 before and after; for a text change a
 //!   unified diff, inline up to `[trace] diff_bytes`, else written under
 //!   `trace/diffs/` and referenced; a binary file's metadata only; a symlink as a symlink
-//!   with its target, never followed.
+//!   with its target, never followed; a sparse file hashed by extent (`sparse`); a file
+//!   past what the trace reads by size and mtime only (`unhashed` says why, see [`hash`]).
 //!
 //! Cost: before and after each phase, each of its layer's writable mounts is looked at
 //! (see [`watch`]): its inotify queue read, and only the entries it names stat'ed, and read
-//! when their metadata moved (see [`files`]). A tenant with `trace = false` pays none of
-//! it. The host's own trace files are not reported as changes, unless a component changed
-//! them after the host (then they are, as that component's). In a fleet (hosts sharing
-//! the sessions) each host reports only what changed during its own calls' phases: what
-//! changed between them may be another host's calls, which that host reports, and the
-//! trace files every host appends to are never reported.
+//! when their metadata moved (see [`files`]), at most
+//! [`MAX_HASHED_FILE_BYTES`](crate::limits::MAX_HASHED_FILE_BYTES) of a file and
+//! [`MAX_HASHED_BYTES_PER_CALL`](crate::limits::MAX_HASHED_BYTES_PER_CALL) in a call, on a
+//! blocking thread unless the look is small (see [`hash`]); diffs within
+//! [`MAX_DIFF_TIME_PER_CALL`](crate::limits::MAX_DIFF_TIME_PER_CALL). A tenant with
+//! `trace = false` pays none of it. The host's own trace files are not reported as
+//! changes, unless a component changed them after the host (then they are, as that
+//! component's). In a fleet (hosts sharing the sessions) each host reports only what
+//! changed during its own calls' phases: what changed between them may be another host's
+//! calls, which that host reports, and the trace files every host appends to are never
+//! reported.
 //!
 //! The same seam counts the [`Metrics`] and opens a `tracing` span per layer phase (what
 //! OpenTelemetry exports), for every tenant.
 
 mod call;
 pub mod files;
+pub mod hash;
 pub mod watch;
 
 pub use call::{CallTrace, Watch};
@@ -43,6 +50,7 @@ use crate::mounts::{ResolvedMount, Scope};
 use crate::sandbox::Sandbox;
 use crate::sessions::{Session, SessionHolder, SessionKey};
 use files::Entry;
+use hash::HashBudget;
 use rustix::fd::OwnedFd;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -237,6 +245,8 @@ impl Tracer {
             call,
             tool,
             diff_bytes: self.settings.diff_bytes,
+            budget: HashBudget::per_call(),
+            diff_time_left: crate::limits::MAX_DIFF_TIME_PER_CALL,
             lines: Vec::new(),
             diffs: 0,
         }
@@ -297,9 +307,14 @@ impl SessionHolder for Tracer {
     }
 }
 
-/// A look at `mount` (see [`MountState::look`]), with its size when `size`: off the
-/// executor when it walks the mount.
-async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Option<Look> {
+/// A look at `mount` (see [`MountState::look`]), with its size when `size`, what it reads
+/// counted in its call's `budget`: off the executor unless it is small.
+async fn observe(
+    state: &SessionTrace,
+    mount: &ResolvedMount,
+    size: bool,
+    budget: &Arc<HashBudget>,
+) -> Option<Look> {
     let mount_state = match state.mount_state(mount) {
         Ok(m) => m,
         Err(e) => {
@@ -309,7 +324,8 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Opt
     };
     let host_wrote = (state.trace_mount.as_ref() == Some(mount)).then(|| state.host_wrote.clone());
     let fleet = state.fleet;
-    let look = move |mount_state: &Mutex<MountState>, small_walk: bool| {
+    let budget = budget.clone();
+    let look = move |mount_state: &Mutex<MountState>, small: bool| {
         let mut mount_state = mount_state.lock().unwrap_or_else(|e| e.into_inner());
         // Locked per entry, not for the look: a flush must not wait for a walk.
         mount_state.look(
@@ -324,11 +340,12 @@ async fn observe(state: &SessionTrace, mount: &ResolvedMount, size: bool) -> Opt
                 })
             },
             size,
-            small_walk,
+            small,
+            &budget,
         )
     };
     // On the executor unless another look is under way (wait for it off the executor) or
-    // the mount is too large to walk there.
+    // what it would walk or read is too large for there.
     let busy = mount_state.try_lock().is_err();
     if !busy && let Some(seen) = look(&mount_state, true) {
         return Some(seen);

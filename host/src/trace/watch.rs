@@ -11,10 +11,17 @@
 //! its watched directory, not followed, and read only when its metadata moved (see
 //! [`files::compare`]).
 //!
+//! A look runs on the async executor only while it is small: a walk of at most
+//! [`INLINE_WALK_ENTRIES`] entries and [`INLINE_WALK_BYTES`], or that many touched entries
+//! and bytes. Past that it says so (`None`) before reading anything, and is done again on
+//! a blocking thread, so that the files a tenant wrote never hold an executor thread that
+//! other tenants' calls run on.
+//!
 //! Events are queued by the kernel before the write that caused them returns, so what a
 //! phase did is queued when the phase ends.
 
 use super::files::{self, Change, Entry, EntryType, RACY_WINDOW, Snapshot};
+use super::hash::HashBudget;
 use crate::limits::{INLINE_WALK_BYTES, INLINE_WALK_ENTRIES, MAX_TRACE_DIR_FDS};
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
@@ -178,11 +185,12 @@ impl Watcher {
 
     /// Each entry touched since the last look, as it is now (`None`: gone), stat'ed by
     /// name in its watched directory when its descriptor is kept (`root`, the mount's, is),
-    /// else by path beneath `root`.
-    fn stat_touched(&mut self, root: &OwnedFd) -> Vec<(String, io::Result<Option<Entry>>)> {
-        std::mem::take(&mut self.touched)
-            .into_iter()
-            .map(|(path, wd)| {
+    /// else by path beneath `root`. They stay touched until [`Watcher::touched`] is
+    /// cleared.
+    fn stat_touched(&self, root: &OwnedFd) -> Vec<(String, io::Result<Option<Entry>>)> {
+        self.touched
+            .iter()
+            .map(|(path, &wd)| {
                 let dir = self.dirs.get(&wd);
                 let fd = match dir {
                     Some(WatchedDir { path, .. }) if path.is_empty() => Some(root),
@@ -194,9 +202,9 @@ impl Watcher {
                         let name = path.rsplit_once('/').map_or(path.as_str(), |(_, n)| n);
                         files::entry_in(fd, name)
                     }
-                    None => files::entry_at(root, &path),
+                    None => files::entry_at(root, path),
                 };
-                (path, entry)
+                (path.clone(), entry)
             })
             .collect()
     }
@@ -312,16 +320,18 @@ impl MountState {
     }
 
     /// What changed since the last look (at the first look: nothing, and the mount's
-    /// size). `host_wrote` says which entries are the host's own, as it left them. With
-    /// `small_walk`, a walk stops past [`INLINE_WALK_ENTRIES`] entries or
-    /// [`INLINE_WALK_BYTES`]: `None`, nothing looked at, the walk still due.
+    /// size), what it reads counted in `budget`. `host_wrote` says which entries are the
+    /// host's own, as it left them. With `small`, a look that would walk past
+    /// [`INLINE_WALK_ENTRIES`] entries or [`INLINE_WALK_BYTES`], or find more touched, stops
+    /// before reading any file: `None`, nothing looked at, the look still due.
     pub fn look(
         &mut self,
         host_wrote: &dyn Fn(&str, &Entry) -> bool,
         size: bool,
-        small_walk: bool,
+        small: bool,
+        budget: &HashBudget,
     ) -> Option<Look> {
-        let at_most = if small_walk {
+        let at_most = if small {
             INLINE_WALK_ENTRIES
         } else {
             usize::MAX
@@ -332,7 +342,7 @@ impl MountState {
             {
                 self.watcher = Some(Watcher::new(inotify.clone()));
             }
-            self.walk(host_wrote, at_most)?;
+            self.walk(host_wrote, at_most, budget)?;
             self.started = true;
             return Some(Look {
                 changes: Vec::new(),
@@ -347,13 +357,26 @@ impl MountState {
         }
         let changes = match &mut self.watcher {
             Some(watcher) if !watcher.rescan => {
+                if small && watcher.touched.len() > INLINE_WALK_ENTRIES {
+                    return None;
+                }
                 let touched = watcher.stat_touched(&self.root);
-                match self.touched(touched, host_wrote) {
+                let bytes: u64 = touched
+                    .iter()
+                    .filter_map(|(_, entry)| entry.as_ref().ok()?.as_ref())
+                    .filter(|entry| entry.kind == EntryType::File)
+                    .map(|entry| entry.bytes)
+                    .sum();
+                if small && bytes > INLINE_WALK_BYTES {
+                    return None;
+                }
+                watcher.touched.clear();
+                match self.touched(touched, host_wrote, budget) {
                     Some(changes) => changes,
-                    None => self.walk(host_wrote, at_most)?,
+                    None => self.walk(host_wrote, at_most, budget)?,
                 }
             }
-            _ => self.walk(host_wrote, at_most)?,
+            _ => self.walk(host_wrote, at_most, budget)?,
         };
         Some(Look {
             changes,
@@ -374,6 +397,7 @@ impl MountState {
         &mut self,
         host_wrote: &dyn Fn(&str, &Entry) -> bool,
         at_most: usize,
+        budget: &HashBudget,
     ) -> Option<Vec<Change>> {
         let mut watcher = self.watcher.take();
         if let Some(w) = &mut watcher {
@@ -419,6 +443,7 @@ impl MountState {
             &self.snapshot,
             &mut fresh,
             host_wrote,
+            budget,
         );
         self.snapshot = fresh;
         Some(changes)
@@ -430,6 +455,7 @@ impl MountState {
         &mut self,
         touched: Vec<(String, io::Result<Option<Entry>>)>,
         host_wrote: &dyn Fn(&str, &Entry) -> bool,
+        budget: &HashBudget,
     ) -> Option<Vec<Change>> {
         if touched.is_empty() {
             return Some(Vec::new());
@@ -457,7 +483,14 @@ impl MountState {
                 now.entries.insert(path, entry);
             }
         }
-        let changes = files::compare(&self.root, &mut self.readers, &before, &mut now, host_wrote);
+        let changes = files::compare(
+            &self.root,
+            &mut self.readers,
+            &before,
+            &mut now,
+            host_wrote,
+            budget,
+        );
         for path in before.entries.keys() {
             self.snapshot.entries.remove(path);
         }
@@ -471,6 +504,10 @@ impl MountState {
 mod tests {
     use super::*;
 
+    fn unbounded() -> HashBudget {
+        HashBudget::new(u64::MAX)
+    }
+
     #[test]
     fn more_mounts_than_inotify_instances_allowed_are_all_watched() {
         // Past `fs.inotify.max_user_instances` (128 by default) mounts with an instance
@@ -483,7 +520,7 @@ mod tests {
                 let path = dir.path().join(i.to_string());
                 std::fs::create_dir(&path).unwrap();
                 let mut mount = MountState::open(&path, Some(inotify.clone())).unwrap();
-                mount.look(&none, false, false).unwrap();
+                mount.look(&none, false, false, &unbounded()).unwrap();
                 mount
             })
             .collect();
@@ -493,7 +530,7 @@ mod tests {
         }
         // Each sees its own write, whichever look read the queue.
         for (i, mount) in mounts.iter_mut().enumerate().rev() {
-            let look = mount.look(&none, false, false).unwrap();
+            let look = mount.look(&none, false, false, &unbounded()).unwrap();
             let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
             assert_eq!(paths, ["f"], "mount {i}");
         }
@@ -510,7 +547,7 @@ mod tests {
         }
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
         let none = |_: &str, _: &Entry| false;
-        mount.look(&none, false, false).unwrap();
+        mount.look(&none, false, false, &unbounded()).unwrap();
         let watcher = mount.watcher.as_ref().unwrap();
         assert_eq!(watcher.dirs.len(), 51);
         let kept = watcher.dirs.values().filter(|d| d.fd.is_some()).count();
@@ -518,7 +555,7 @@ mod tests {
         for i in 0..50 {
             std::fs::write(dir.path().join(format!("d{i}/f")), "x").unwrap();
         }
-        let look = mount.look(&none, false, false).unwrap();
+        let look = mount.look(&none, false, false, &unbounded()).unwrap();
         assert_eq!(look.changes.len(), 50);
         assert!(!mount.walks_next());
     }
@@ -529,25 +566,59 @@ mod tests {
         std::fs::write(dir.path().join("old"), "old").unwrap();
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
         let none = |_: &str, _: &Entry| false;
-        let first = mount.look(&none, true, false).unwrap();
+        let first = mount.look(&none, true, false, &unbounded()).unwrap();
         assert_eq!(first.size, Some((1, 3, false)));
         assert!(first.changes.is_empty());
         assert!(mount.watcher.is_some(), "inotify is available");
         std::fs::write(dir.path().join("new"), "new").unwrap();
-        let look = mount.look(&none, false, false).unwrap();
+        let look = mount.look(&none, false, false, &unbounded()).unwrap();
         assert_eq!(look.changes.len(), 1, "{:?}", look.changes);
         assert_eq!(look.changes[0].path, "new");
-        assert!(mount.look(&none, false, false).unwrap().changes.is_empty());
+        assert!(
+            mount
+                .look(&none, false, false, &unbounded())
+                .unwrap()
+                .changes
+                .is_empty()
+        );
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/deep"), "deep").unwrap();
         std::fs::remove_file(dir.path().join("old")).unwrap();
-        let look = mount.look(&none, false, false).unwrap();
+        let look = mount.look(&none, false, false, &unbounded()).unwrap();
         let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["old", "sub/deep"]);
         assert!(look.changes[0].after.is_none());
         std::fs::write(dir.path().join("sub/deep"), "DEEP").unwrap();
-        let look = mount.look(&none, false, false).unwrap();
+        let look = mount.look(&none, false, false, &unbounded()).unwrap();
         assert_eq!(look.changes.len(), 1);
         assert!(look.changes[0].before.is_some());
+    }
+
+    #[test]
+    fn a_look_on_the_executor_leaves_a_large_touched_file_to_a_blocking_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
+        let none = |_: &str, _: &Entry| false;
+        mount.look(&none, false, true, &unbounded()).unwrap();
+        std::fs::File::create(dir.path().join("sparse"))
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let budget = unbounded();
+        assert!(
+            mount.look(&none, false, true, &budget).is_none(),
+            "not looked at on the executor"
+        );
+        assert_eq!(budget.bytes_read(), 0);
+        // Still due: the look on a blocking thread sees it, its holes not read.
+        let look = mount.look(&none, false, false, &budget).unwrap();
+        assert_eq!(look.changes.len(), 1);
+        assert!(look.changes[0].after.as_ref().unwrap().sparse);
+        assert_eq!(budget.bytes_read(), 0);
+        // A small write is looked at on the executor.
+        std::fs::write(dir.path().join("small"), "small").unwrap();
+        let look = mount.look(&none, false, true, &budget).unwrap();
+        assert_eq!(look.changes.len(), 1);
+        assert_eq!(budget.bytes_read(), 5);
     }
 }

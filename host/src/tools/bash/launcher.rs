@@ -12,12 +12,18 @@
 //!   limits, with the launcher's environment (the sandbox's);
 //! - when it exits, every other process of the sandbox is killed (`kill(-1, SIGKILL)`,
 //!   which the kernel applies atomically against `fork`) and reaped (the launcher is the
-//!   child subreaper), and `/tmp` and `/dev/shm` are emptied; if they cannot be, the reply
-//!   says the sandbox is not to be used again;
+//!   child subreaper), `/tmp`, `/dev/shm` and `/dev/mqueue` are emptied and every System V
+//!   IPC object (shared memory, message queue, semaphore) is removed, so nothing a
+//!   command made holds memory or reaches the next one; if that fails, the reply says the
+//!   sandbox is not to be used again;
 //! - when the host closes the socket (it timed a command out, the session ended, the host
 //!   died), the launcher kills everything and exits, and with it the sandbox;
 //! - a command cannot ptrace the launcher or open its descriptors: the launcher is not
-//!   dumpable. It can kill it, which ends the sandbox (and the command) and is reported.
+//!   dumpable. It can kill it, which ends the sandbox (and the command) and is reported;
+//! - before it starts any command, the launcher joins a new session keyring (the host's
+//!   is never inherited) and installs the system-call filter (see [`super::seccomp`]),
+//!   which every command inherits: no command can ptrace the sandbox's PID 1 or the
+//!   launcher, nor reach a kernel keyring.
 
 use crate::limits::ShellLimits;
 use rustix::event::{PollFd, PollFlags, poll};
@@ -41,8 +47,27 @@ pub const CONTROL_FD: i32 = 3;
 /// (`MAX_ARG_STRLEN`) as one argument of `bash -c`.
 pub const MAX_MESSAGE: usize = 256 * 1024;
 
-/// The directories emptied after each command.
-const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
+/// The directories emptied after each command: scratch files, POSIX shared memory and
+/// POSIX message queues (`/dev/mqueue`, the sandbox's own IPC namespace's).
+const SCRATCH: &[&str] = &["/tmp", "/dev/shm", "/dev/mqueue"];
+
+/// Removes the IPC object of an id: `0`, or `-1` and `errno`.
+type RemoveIpc = fn(i32) -> i32;
+
+/// The sandbox's System V IPC objects, by kind: the `/proc/sysvipc` file that lists them
+/// (their id in the second column) and how one is removed.
+const SYSV_IPC: &[(&str, RemoveIpc)] = &[
+    // SAFETY (each): IPC_RMID takes no buffer.
+    ("/proc/sysvipc/shm", |id| unsafe {
+        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut())
+    }),
+    ("/proc/sysvipc/msg", |id| unsafe {
+        libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut())
+    }),
+    ("/proc/sysvipc/sem", |id| unsafe {
+        libc::semctl(id, 0, libc::IPC_RMID)
+    }),
+];
 
 /// One command to run: `bash -c command` in `workdir`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -68,12 +93,11 @@ pub enum Reply {
 }
 
 /// `hookhost sandbox-shell`: serves the host on [`CONTROL_FD`] until it closes the socket.
-/// `limits` is the JSON of the [`ShellLimits`]; `cgroup`, a `cgroup.procs` file to join
-/// first.
-pub fn main(limits: &str, cgroup: Option<&Path>) -> ExitCode {
+/// `limits` is the JSON of the [`ShellLimits`].
+pub fn main(limits: &str) -> ExitCode {
     let outcome = in_sandbox().and_then(|()| {
         let control = control()?;
-        let served = serve(control.as_fd(), limits, cgroup);
+        let served = serve(control.as_fd(), limits);
         end_all();
         served
     });
@@ -125,14 +149,15 @@ pub(super) fn control() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) })
 }
 
-fn serve(control: BorrowedFd<'_>, limits: &str, cgroup: Option<&Path>) -> io::Result<()> {
+fn serve(control: BorrowedFd<'_>, limits: &str) -> io::Result<()> {
     let limits: ShellLimits = serde_json::from_str(limits).map_err(io::Error::other)?;
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
-    if let Some(procs) = cgroup {
-        std::fs::write(procs, "0")
-            .map_err(|e| io::Error::other(format!("cannot join the pids cgroup: {e}")))?;
-    }
+    join_new_keyring()?;
+    let filter = super::seccomp::program()
+        .map_err(|e| io::Error::other(format!("cannot build the system-call filter: {e}")))?;
+    seccompiler::apply_filter(&filter)
+        .map_err(|e| io::Error::other(format!("cannot install the system-call filter: {e}")))?;
     send(control, &Reply::Ready)?;
     let mut buf = vec![0u8; MAX_MESSAGE];
     while let Some((request, [stdout, stderr])) = receive(control, &mut buf)? {
@@ -185,7 +210,44 @@ fn run(
     Ok(Reply::Ended {
         code: status.code(),
         signal: status.signal(),
-        reusable: SCRATCH.iter().all(|dir| empty(Path::new(dir)).is_ok()),
+        reusable: SCRATCH.iter().all(|dir| empty(Path::new(dir)).is_ok()) && remove_sysv_ipc(),
+    })
+}
+
+/// Makes this process (and what it starts) a member of a new, empty session keyring
+/// instead of the one it inherited from the host.
+fn join_new_keyring() -> io::Result<()> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    // SAFETY: a NULL name asks for a new anonymous keyring; nothing is read or written.
+    let joined = unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    };
+    if joined == -1 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::other(format!(
+            "cannot join a new session keyring: {e}"
+        )));
+    }
+    Ok(())
+}
+
+/// Removes every System V IPC object of the sandbox; whether all are gone.
+fn remove_sysv_ipc() -> bool {
+    SYSV_IPC.iter().all(|(list, remove)| {
+        let Ok(listed) = std::fs::read_to_string(list) else {
+            return false;
+        };
+        listed
+            .lines()
+            .skip(1)
+            .filter_map(|line| line.split_whitespace().nth(1)?.parse::<i32>().ok())
+            .all(|id| {
+                remove(id) == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+            })
     })
 }
 

@@ -22,6 +22,7 @@ mod etc;
 pub mod guard;
 pub mod launcher;
 pub mod sandbox;
+pub mod seccomp;
 pub mod shell;
 
 pub use sandbox::{Readiness, ShellSandbox, Unavailable};
@@ -233,7 +234,7 @@ impl BashTool {
             None => plan.policy,
         };
         ready
-            .start(&mounts, &self.mount, &policy)
+            .start(&mounts, &self.mount, &policy, &session.key().to_string())
             .await
             .map_err(|e| format!("bash: {e}"))
     }

@@ -15,29 +15,40 @@
 //! - new user, mount, PID, IPC, UTS and cgroup namespaces; no network namespace is shared
 //!   unless the policy opens the network (then only the network is shared);
 //! - inside, the command is the unprivileged user [`SANDBOX_USER`] (uid [`SANDBOX_UID`]),
-//!   with no capabilities and no way to make user namespaces of its own;
+//!   with no capabilities and no way to make user namespaces of its own. Outside it is
+//!   hookhost's user — host root when hookhost runs as root — so that what it writes in
+//!   its mounts is hookhost's and the user's project stays writable to it; hence nothing
+//!   of the host's global state is visible writable inside: `/proc`'s kernel entries are
+//!   read-only ([`PROC_READ_ONLY`]) or hidden ([`PROC_HIDDEN`]), and the launcher's
+//!   system-call filter (see [`super::seccomp`]) and new session keyring close `ptrace`,
+//!   keyrings, mounts and the rest;
 //! - the root is an empty file system, read-only: the system comes from the host read-only
 //!   (`/usr`, the `/bin`, `/lib*` links or directories), and of the host's `/etc` only
 //!   [`HOST_ETC`] (never `shadow`, keys, `ssl/private` or the operator's files); `passwd`,
 //!   `group`, `hosts`, `hostname` and `nsswitch.conf` are generated (see [`ETC_FILES`]),
 //!   all in one directory bound as `/etc` (see `etc.rs`);
 //! - a `/proc` of its own PID namespace (so `/proc/1/root` is the sandbox's root), a
-//!   minimal `/dev`, a private `/tmp` and `/dev/shm` of bounded size;
+//!   minimal `/dev`, a `/dev/mqueue` of its IPC namespace, a private `/tmp` and `/dev/shm`
+//!   of bounded size;
 //! - exactly the granted mounts, bound at their virtual paths, read-only or read-write; the
 //!   working directory is the bash mount. Nothing else of the data directory, the config,
 //!   other sessions or other tenants exists inside;
 //! - the environment is [`ENVIRONMENT`] plus `HOME` (the working mount), nothing of the
 //!   host's;
 //! - the hookhost program, read-only at `LAUNCHER`, runs as the sandbox's PID 2 and
-//!   starts its commands; when one ends, it kills every other process of the sandbox and
-//!   empties `/tmp` and `/dev/shm` (see [`super::launcher`]);
+//!   starts its commands; when one ends, it kills every other process of the sandbox,
+//!   empties `/tmp`, `/dev/shm` and `/dev/mqueue` and removes System V IPC objects (see
+//!   [`super::launcher`]);
 //! - when a command times out or is cancelled, its session ends, or hookhost dies, the
 //!   sandbox is killed: bubblewrap is, its PID 1 dies with it (`--die-with-parent`) and the
 //!   kernel kills every process left in its namespace;
 //! - every command runs under [`ShellLimits`], set as hard limits before it starts, and
-//!   in the sandbox's `pids` cgroup where the host has one (see [`super::cgroup`]).
+//!   the whole sandbox (bubblewrap, its PID 1, the launcher, every command) in its `pids`
+//!   and `memory` cgroups where the host has them (see [`super::cgroup`]);
+//! - bubblewrap reads its options from a memory file, so no command line inside names a
+//!   host path (`/proc/self/mountinfo` still shows the binds' host directories).
 
-use super::cgroup::PidsCgroups;
+use super::cgroup::{Controller, SandboxCgroups};
 use super::shell::Shell;
 use crate::limits::ShellLimits;
 use crate::limits::ShellPolicy;
@@ -101,6 +112,68 @@ pub const ETC_FILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Entries of a sandbox's `/proc` that are the host's kernel state, not the sandbox's,
+/// made read-only: sysctls (`core_pattern` would run a program as the host's user, outside
+/// every namespace), the SysRq trigger, IRQ affinities, PCI and USB buses, file system
+/// statistics, MTRRs, pressure triggers, ACPI, drivers, terminals. Bound from the host's
+/// `/proc`, which shows the same: what of them is per namespace (`net.*`, `kernel.shm*`…)
+/// is the reading process's own. Docker's default covers the same list.
+///
+/// Needed because the sandbox's user is the host's user outside: when hookhost runs as
+/// root, those files' owner. (bubblewrap covers `sys`, `sysrq-trigger`, `irq` and `bus`
+/// only when it can write their directories, which as root in a user namespace it
+/// cannot, although their files are writable.)
+pub const PROC_READ_ONLY: &[&str] = &[
+    "sys",
+    "sysrq-trigger",
+    "irq",
+    "bus",
+    "fs",
+    "mtrr",
+    "pressure",
+    "acpi",
+    "driver",
+    "tty",
+    "scsi",
+    "asound",
+];
+
+/// Entries of a sandbox's `/proc` hidden (`/dev/null` bound over them): what they show is
+/// the host's (kernel memory, timers, key serial numbers, kernel addresses), not the
+/// sandbox's. Those the host's kernel does not have are skipped.
+pub const PROC_HIDDEN: &[&str] = &[
+    "kcore",
+    "keys",
+    "key-users",
+    "kallsyms",
+    "kmsg",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+    "kpagecount",
+    "kpageflags",
+    "kpagecgroup",
+    "config.gz",
+];
+
+/// The bubblewrap arguments that cover `/proc`'s entries in [`PROC_READ_ONLY`] and
+/// [`PROC_HIDDEN`] which `proc` (the host's `/proc`) has.
+fn proc_covers(proc: &Path) -> Vec<OsString> {
+    let mut args = Vec::new();
+    for name in PROC_READ_ONLY.iter().filter(|n| proc.join(n).exists()) {
+        let path = format!("/proc/{name}");
+        args.extend(["--ro-bind".into(), path.clone().into(), path.into()]);
+    }
+    for name in PROC_HIDDEN.iter().filter(|n| proc.join(n).exists()) {
+        args.extend([
+            "--ro-bind".into(),
+            "/dev/null".into(),
+            format!("/proc/{name}").into(),
+        ]);
+    }
+    args
+}
+
 /// The environment of every command, besides `HOME`.
 pub const ENVIRONMENT: &[(&str, &str)] = &[
     (
@@ -113,10 +186,6 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("SHELL", "/bin/bash"),
     ("TMPDIR", "/tmp"),
 ];
-
-/// Where the sandbox's `pids` cgroup membership file is bound inside it, so that its
-/// launcher joins it before it starts anything.
-const CGROUP_PROCS: &str = "/run/hookhost/cgroup.procs";
 
 /// Where the hookhost program is bound inside the sandbox, to run as its launcher
 /// (`sandbox-shell`, see [`super::launcher`]).
@@ -138,6 +207,8 @@ pub struct Readiness {
     pub bwrap: String,
     /// How the number of processes is bounded.
     pub processes: &'static str,
+    /// How memory is bounded.
+    pub memory: &'static str,
 }
 
 /// The sandbox of one runtime's `bash`: bubblewrap's path and where its `/etc` is made
@@ -158,9 +229,12 @@ pub struct Ready {
     base: Vec<OsString>,
     /// The hard limits of this process: a limit the sandbox sets is never above them.
     host_hard: ShellLimits,
-    cgroups: Option<PidsCgroups>,
+    cgroups: SandboxCgroups,
     /// The hookhost program, run inside as the launcher.
     launcher: PathBuf,
+    /// The arguments that make the host's kernel state in `/proc` read-only or hidden (see
+    /// [`PROC_READ_ONLY`], [`PROC_HIDDEN`]).
+    proc_covers: Vec<OsString>,
 }
 
 impl ShellSandbox {
@@ -209,39 +283,47 @@ impl ShellSandbox {
             .await
             .map_err(|e| fail(format!("cannot run {}: {e}", self.bwrap.display())))?;
         let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
-        // A host that is not root needs no cgroup: RLIMIT_NPROC holds, and joining a cgroup
-        // costs a command 3 ms (see `cgroup`).
         let root = rustix::process::getuid().is_root();
-        let cgroups = root.then(PidsCgroups::find).flatten();
-        let processes = match (&cgroups, root) {
-            (Some(c), _) => c.describe(),
-            (None, false) => "RLIMIT_NPROC, counted per sandbox",
-            (None, true) => {
+        let cgroups = SandboxCgroups::find();
+        let processes = match (cgroups.has(Controller::Pids), root) {
+            (true, _) => "a pids cgroup per sandbox (cgroup v1), and RLIMIT_NPROC",
+            (false, false) => "RLIMIT_NPROC, counted per sandbox",
+            (false, true) => {
                 "not bounded: the host runs as root (RLIMIT_NPROC does not apply) and has no pids cgroup hookhost may use"
             }
+        };
+        let memory = if cgroups.has(Controller::Memory) {
+            "a memory cgroup per sandbox (cgroup v1): its processes, /tmp, /dev/shm, shared memory and memfds together"
+        } else {
+            "per process only (RLIMIT_DATA): no memory cgroup hookhost may use; /tmp and /dev/shm bounded by their size, memfds not bounded"
         };
         let launcher = launcher_program().map_err(fail)?;
         let ready = Ready {
             readiness: Readiness {
                 bwrap: format!("{version} ({})", self.bwrap.display()),
                 processes,
+                memory,
             },
             bwrap: self.bwrap.clone(),
             base: base_args(&etc),
             host_hard: host_hard_limits(),
             cgroups,
             launcher,
+            proc_covers: proc_covers(Path::new("/proc")),
         };
         let policy = ShellPolicy {
             network: false,
             limits: ShellLimits::default(),
         };
-        let trial = ready.start(&[], "/", &policy).await.map_err(|e| {
-            fail(format!(
-                "{} could not make a sandbox: {e}",
-                self.bwrap.display()
-            ))
-        })?;
+        let trial = ready
+            .start(&[], "/", &policy, "(trial)")
+            .await
+            .map_err(|e| {
+                fail(format!(
+                    "{} could not make a sandbox: {e}",
+                    self.bwrap.display()
+                ))
+            })?;
         let (mut out, mut err) = trial
             .send("true", "/")
             .await
@@ -263,7 +345,8 @@ impl ShellSandbox {
 
 impl Ready {
     /// Starts a sandbox for commands that see `mounts` (each with its access) at their
-    /// virtual paths, in `workdir` (a virtual path, also `HOME`), under `policy`.
+    /// virtual paths, in `workdir` (a virtual path, also `HOME`), under `policy`; `label`
+    /// names it in the log (its session).
     ///
     /// # Errors
     ///
@@ -273,16 +356,19 @@ impl Ready {
         mounts: &[(&ResolvedMount, Access)],
         workdir: &str,
         policy: &ShellPolicy,
+        label: &str,
     ) -> Result<Shell, String> {
         let limits = clamp(policy.limits, self.host_hard);
-        let cgroup = self.cgroups.as_ref().and_then(|c| {
-            // The launcher is in it too.
-            c.create(limits.processes.saturating_add(1))
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, "bash: cannot make a pids cgroup for a sandbox; its processes are bounded by RLIMIT_NPROC alone");
-                })
-                .ok()
-        });
+        // bubblewrap, the sandbox's PID 1 and its launcher are in it too.
+        let cgroup = self
+            .cgroups
+            .create(limits.processes.saturating_add(3), limits.memory_bytes)
+            .inspect_err(|e| {
+                if self.cgroups.has(Controller::Pids) || self.cgroups.has(Controller::Memory) {
+                    tracing::warn!(error = %e, "bash: cannot make the cgroups of a sandbox; it is bounded by resource limits alone");
+                }
+            })
+            .ok();
         let mut args = self.base.clone();
         if policy.network {
             for name in NETWORK_ETC {
@@ -294,7 +380,18 @@ impl Ready {
         }
         args.extend(["--setenv".into(), "HOME".into(), workdir.into()]);
         let tmp_bytes = limits.tmp_bytes.to_string();
-        args.extend(["--proc", "/proc", "--dev", "/dev"].map(OsString::from));
+        args.extend(
+            [
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--mqueue",
+                "/dev/mqueue",
+            ]
+            .map(OsString::from),
+        );
+        args.extend(self.proc_covers.iter().cloned());
         for tmp in ["/tmp", "/dev/shm"] {
             args.extend(["--size", &tmp_bytes, "--tmpfs", tmp].map(OsString::from));
         }
@@ -315,13 +412,6 @@ impl Ready {
             self.launcher.clone().into_os_string(),
             LAUNCHER.into(),
         ]);
-        if let Some(cgroup) = &cgroup {
-            args.extend([
-                "--bind".into(),
-                cgroup.procs_file().into_os_string(),
-                CGROUP_PROCS.into(),
-            ]);
-        }
         // The root, /dev and what was made in them stay as they are: commands write only
         // in their mounts, /tmp and /dev/shm.
         args.extend(
@@ -340,10 +430,7 @@ impl Ready {
         );
         let limits = serde_json::to_string(&limits).map_err(|e| e.to_string())?;
         args.push(limits.into());
-        if cgroup.is_some() {
-            args.extend(["--cgroup", CGROUP_PROCS].map(OsString::from));
-        }
-        Shell::start(&self.bwrap, args, cgroup).await
+        Shell::start(&self.bwrap, args, cgroup, label.to_string()).await
     }
 }
 

@@ -4,7 +4,9 @@
 
 use super::cgroup::SandboxCgroup;
 use super::launcher::{self, CONTROL_FD, MAX_MESSAGE, Reply, Request};
-use crate::limits::{MAX_IDLE_SHELLS, SHELL_START_TIMEOUT};
+use crate::limits::{
+    MAX_IDLE_SHELLS, MAX_SANDBOX_LOG_LINE, MAX_SANDBOX_LOG_LINES, SHELL_START_TIMEOUT,
+};
 use crate::sessions::SessionKey;
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::process::{Pid, Signal};
@@ -20,6 +22,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::net::unix::pipe::Receiver;
 use tokio::process::{Child, ChildStderr, Command};
 
+/// The descriptor bubblewrap reads its arguments from.
+const ARGS_FD: i32 = CONTROL_FD + 1;
+
 /// One sandbox and its launcher. Dropping it kills the sandbox: bubblewrap is killed, its
 /// PID 1 dies with it (`--die-with-parent`), and the kernel kills the rest.
 pub struct Shell {
@@ -33,10 +38,15 @@ pub struct Shell {
 
 impl Shell {
     /// Starts `bwrap args… -- launcher sandbox-shell LIMITS` and waits for its launcher.
+    /// `label` names the sandbox in the log (its session).
+    ///
+    /// The options reach bubblewrap through a memory file (`--args FD`), not its command
+    /// line: `/proc/1/cmdline` inside shows no host path.
     pub async fn start(
         bwrap: &Path,
         args: Vec<OsString>,
         cgroup: Option<SandboxCgroup>,
+        label: String,
     ) -> Result<Shell, String> {
         let (ours, theirs) = rustix::net::socketpair(
             rustix::net::AddressFamily::UNIX,
@@ -45,36 +55,50 @@ impl Shell {
             None,
         )
         .map_err(|e| format!("cannot make the sandbox's control socket: {e}"))?;
+        // bubblewrap takes options from the file, the command (`-- launcher …`, which
+        // names no host path) from its command line.
+        let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        let arguments = arguments_file(&args[..split])
+            .map_err(|e| format!("cannot pass the sandbox its arguments: {e}"))?;
         let mut command = Command::new(bwrap);
         command
-            .args(args)
+            .args(["--args".into(), ARGS_FD.to_string()])
+            .args(&args[split..])
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let raw = theirs.as_raw_fd();
-        // SAFETY: dup2 and fcntl are async-signal-safe; `raw` stays open until the spawn
-        // returned (`theirs` is dropped after it). The launcher's end becomes its
-        // descriptor 3, the only one it inherits besides stdio.
+        let (control_raw, args_raw) = (theirs.as_raw_fd(), arguments.as_raw_fd());
+        let cgroups = cgroup
+            .as_ref()
+            .map(SandboxCgroup::procs_files)
+            .unwrap_or_default();
+        // SAFETY: fcntl and dup2 are async-signal-safe; both descriptors stay open until
+        // the spawn returned. Each is first copied above both targets, so neither dup2
+        // overwrites the other's source. The copies made by dup2 are not close-on-exec:
+        // the control socket becomes the launcher's descriptor 3, the arguments
+        // bubblewrap's 4 (it reads them, and the launcher closes all but 3).
         unsafe {
             command.pre_exec(move || {
-                let done = if raw == CONTROL_FD {
-                    libc::fcntl(raw, libc::F_SETFD, 0)
-                } else {
-                    libc::dup2(raw, CONTROL_FD)
-                };
-                if done == -1 {
+                let high = |fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, ARGS_FD + 1);
+                let (control, args) = (high(control_raw), high(args_raw));
+                if control == -1
+                    || args == -1
+                    || libc::dup2(control, CONTROL_FD) == -1
+                    || libc::dup2(args, ARGS_FD) == -1
+                {
                     return Err(io::Error::last_os_error());
                 }
-                Ok(())
+                // bubblewrap, and so the whole sandbox, in its cgroups before it runs.
+                super::cgroup::join(&cgroups)
             });
         }
         let mut child = command
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
-        drop(theirs);
+        drop((theirs, arguments));
         let stderr = child.stderr.take().expect("piped");
         let pid = child
             .id()
@@ -95,7 +119,7 @@ impl Shell {
         let ready = tokio::time::timeout(SHELL_START_TIMEOUT, shell.reply()).await;
         match ready {
             Ok(Ok(Reply::Ready)) => {
-                tokio::spawn(log_lines(stderr));
+                tokio::spawn(log_lines(stderr, label));
                 Ok(shell)
             }
             Ok(Ok(other)) => Err(format!("the sandbox's launcher said {other:?} at start")),
@@ -179,12 +203,72 @@ impl Shell {
     }
 }
 
-/// Logs what the sandbox writes on stderr (bubblewrap's and the launcher's complaints).
-async fn log_lines(stderr: ChildStderr) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::warn!(said = %line, "bash sandbox");
+/// Logs what the sandbox writes on stderr (bubblewrap's and the launcher's complaints; a
+/// command can write there too, through `/proc/1/fd/2`), as its session's: at most
+/// [`MAX_SANDBOX_LOG_LINES`] lines of at most [`MAX_SANDBOX_LOG_LINE`] bytes, then one
+/// line saying the rest is dropped. It reads on to the end, so no writer blocks.
+async fn log_lines(stderr: ChildStderr, session: String) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    let mut logged = 0;
+    loop {
+        line.clear();
+        let read = (&mut reader)
+            .take(MAX_SANDBOX_LOG_LINE as u64)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) if logged < MAX_SANDBOX_LOG_LINES => {
+                let said = String::from_utf8_lossy(&line);
+                tracing::warn!(%session, said = %said.trim_end(), "bash sandbox");
+            }
+            Ok(_) if logged == MAX_SANDBOX_LOG_LINES => {
+                tracing::warn!(%session, "bash sandbox: more on its stderr, not logged");
+            }
+            Ok(_) => {}
+        }
+        logged += 1;
+        if !line.ends_with(b"\n") && skip_line(&mut reader).await.is_err() {
+            return;
+        }
     }
+}
+
+/// Reads past the end of the current line, keeping nothing of it.
+async fn skip_line(reader: &mut BufReader<ChildStderr>) -> io::Result<()> {
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
+/// The sandbox's arguments as bubblewrap's `--args` reads them: each followed by a NUL,
+/// in a memory file read from its start.
+fn arguments_file(args: &[OsString]) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = Vec::new();
+    for arg in args {
+        bytes.extend_from_slice(arg.as_bytes());
+        bytes.push(0);
+    }
+    let file = rustix::fs::memfd_create("hookhost-sandbox-args", rustix::fs::MemfdFlags::CLOEXEC)?;
+    let mut file = std::fs::File::from(file);
+    std::io::Write::write_all(&mut file, &bytes)?;
+    std::io::Seek::rewind(&mut file)?;
+    Ok(file.into())
 }
 
 /// What a sandbox that failed to start said, as the error.
