@@ -117,6 +117,12 @@ pub const MAX_HOOK_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 /// session's next command makes a new one (about 6 ms).
 pub const MAX_IDLE_SHELLS: usize = 128;
 
+/// Space a file system may allocate to a file beyond its size rounded up to a block (its
+/// extent tree, indirect blocks) before the disk quota counts the allocation instead of
+/// the size: 64 KiB. Space reserved past a file's end (`fallocate --keep-size`) beyond it
+/// counts.
+pub const ALLOCATION_SLACK: u64 = 64 * 1024;
+
 /// Lines of a `bash` sandbox's own stderr (bubblewrap's, its launcher's, or what a command
 /// writes through `/proc/1/fd/2`) that reach hookhost's log, labelled with the session,
 /// over the sandbox's life; the rest is read and dropped, with one line saying so.

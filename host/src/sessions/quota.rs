@@ -31,7 +31,7 @@ use crate::abi::ToolResult;
 use crate::beneath::{self, Walk};
 use crate::failure::{Failure, FailureKind};
 use crate::ids::TenantId;
-use crate::limits::{QUOTA_CHECK_INTERVAL, QUOTA_REPORTED_FILES};
+use crate::limits::{ALLOCATION_SLACK, QUOTA_CHECK_INTERVAL, QUOTA_REPORTED_FILES};
 use crate::mounts::Scope;
 use crate::persistent::Room;
 use std::collections::BTreeSet;
@@ -124,6 +124,24 @@ impl QuotaBook {
     }
 }
 
+/// The bytes a regular file counts for: its size, or the space allocated to it when that
+/// is beyond its size (rounded up to the file system's block) by more than
+/// [`ALLOCATION_SLACK`], so that space reserved past a file's end (`fallocate
+/// --keep-size`) is not disk the quota cannot see. A sparse file counts its size.
+fn charged(stat: &rustix::fs::Stat) -> u64 {
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
+    let allocated = u64::try_from(stat.st_blocks)
+        .unwrap_or(0)
+        .saturating_mul(512);
+    let block = u64::try_from(stat.st_blksize).unwrap_or(4096).max(512);
+    let expected = size.div_ceil(block).saturating_mul(block);
+    if allocated > expected.saturating_add(ALLOCATION_SLACK) {
+        allocated
+    } else {
+        size
+    }
+}
+
 /// What `dirs` hold, walked without following symlinks, whatever their depth, with what
 /// the session made unreadable given back (see [`Walk::EVERYTHING`]); missing directories
 /// hold nothing. Blocking: call it on the blocking pool ([`measure_async`]) from async code.
@@ -136,7 +154,7 @@ pub fn measure<'a>(dirs: impl Iterator<Item = &'a Path>) -> Usage {
         let counted = beneath::walk(&root, Walk::EVERYTHING, &mut |e: &beneath::Entry<'_>| {
             usage.entries += 1;
             if e.is_file() {
-                usage.bytes += u64::try_from(e.stat.st_size).unwrap_or(0);
+                usage.bytes += charged(e.stat);
             }
             Ok(true)
         });
@@ -506,7 +524,7 @@ fn written_since(dirs: &[(String, PathBuf)], since: SystemTime) -> Vec<(String, 
                         virtual_path.trim_end_matches('/'),
                         String::from_utf8_lossy(e.path)
                     ),
-                    u64::try_from(e.stat.st_size).unwrap_or(0),
+                    charged(e.stat),
                 ));
             }
             Ok(true)

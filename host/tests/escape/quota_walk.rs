@@ -90,3 +90,25 @@ fn files_in_directories_made_unreadable_are_counted_and_deleted() {
         deleted_whole(&host, &s, who);
     }
 }
+
+/// Space reserved past a file's end (`fallocate --keep-size`) is disk the file holds: it
+/// counts, though the file's size stays 0.
+#[test]
+fn space_reserved_past_a_files_end_is_counted() {
+    for who in harness::users() {
+        let host = Host::new(who, "");
+        let s = host.session("alpha");
+        let (out, failed) = host.bash(
+            "alpha",
+            &s,
+            "touch reserved && fallocate -n -l 200M reserved && stat -c %s reserved",
+        );
+        assert!(!failed && out == "0\n", "{who:?}: {out}");
+        let bytes = counted(&host, &s);
+        assert!(
+            bytes >= 200 * 1024 * 1024,
+            "{who:?}: 200 MiB reserved, {bytes} bytes counted"
+        );
+        deleted_whole(&host, &s, who);
+    }
+}

@@ -11,7 +11,7 @@
 //! Each sandbox gets `<hookhost's cgroup>/hookhost-bash/<host pid>.<n>` in each hierarchy
 //! found, with `pids.max` and `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`,
 //! swap included, where the kernel has it). bubblewrap is moved into them before it runs
-//! (see `shell.rs`), so the sandbox's PID 1, its launcher and every command are inside;
+//! (see `shell.rs`), so the sandbox's launcher (its PID 1) and every command are inside;
 //! nothing inside can see or write the cgroup files. They are removed when the sandbox
 //! ends. Moving a process costs about 3 ms here per hierarchy (the migration waits for an
 //! RCU grace period, and stalls other forks meanwhile), once per sandbox, not per command.

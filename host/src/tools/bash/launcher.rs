@@ -1,5 +1,7 @@
 //! The program that runs inside a session's sandbox and starts its commands:
-//! `hookhost sandbox-shell`, PID 2 of the sandbox (bubblewrap's init is PID 1).
+//! `hookhost sandbox-shell`, PID 1 of the sandbox (bubblewrap's `--as-pid-1`: bubblewrap
+//! installs no init of its own, which would be a process inside without the system-call
+//! filter, dumpable, whose memory a command could write through `/proc/1/mem`).
 //!
 //! Making a sandbox costs about 7.5 ms of CPU here (namespaces, mounts, `pivot_root`), a
 //! `bash -c` about 1 ms; so a sandbox is made once per session (see `shell::ShellPool`) and
@@ -18,12 +20,12 @@
 //!   sandbox is not to be used again;
 //! - when the host closes the socket (it timed a command out, the session ended, the host
 //!   died), the launcher kills everything and exits, and with it the sandbox;
-//! - a command cannot ptrace the launcher or open its descriptors: the launcher is not
-//!   dumpable. It can kill it, which ends the sandbox (and the command) and is reported;
+//! - a command cannot trace the launcher, write its memory or open its descriptors (it is
+//!   not dumpable, and the filter refuses `ptrace`), nor signal it: the kernel delivers a
+//!   namespace's init only the signals it handles, and it handles none;
 //! - before it starts any command, the launcher joins a new session keyring (the host's
 //!   is never inherited) and installs the system-call filter (see [`super::seccomp`]),
-//!   which every command inherits: no command can ptrace the sandbox's PID 1 or the
-//!   launcher, nor reach a kernel keyring.
+//!   which every command inherits: no process of the sandbox is without it.
 
 use crate::limits::ShellLimits;
 use rustix::event::{PollFd, PollFlags, poll};
@@ -110,18 +112,16 @@ pub fn main(limits: &str) -> ExitCode {
     }
 }
 
-/// Whether this process is what a sandbox starts: PID 2 of a PID namespace whose PID 1 is
-/// bubblewrap. Nothing else may run the launcher: it ends by killing every process it
-/// may signal (`kill(-1)`), which outside a sandbox would be every process of its user.
+/// Whether this process is what a sandbox starts: PID 1 of a PID namespace, with no parent
+/// in it. Nothing else may run the launcher: it ends by killing every process it may
+/// signal (`kill(-1)`), which outside a sandbox would be every process of its user.
 fn in_sandbox() -> io::Result<()> {
     let pid = rustix::process::getpid().as_raw_nonzero().get();
-    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-    let init = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
-    if pid == 2 && parent == Some(1) && init.trim() == "bwrap" {
+    if pid == 1 && rustix::process::getppid().is_none() {
         Ok(())
     } else {
         Err(io::Error::other(
-            "this runs only inside a sandbox hookhost makes for bash, as its PID 2",
+            "this runs only inside a sandbox hookhost makes for bash, as its PID 1",
         ))
     }
 }
@@ -281,8 +281,8 @@ pub(super) fn child_or_host(
 /// Sets each limit as both the soft and the hard limit.
 fn set_limits(limits: &ShellLimits) -> io::Result<()> {
     for (resource, value) in [
-        // Counted with the sandbox's PID 1 and the launcher, in its user namespace.
-        (Resource::Nproc, limits.processes.saturating_add(2)),
+        // Counted with the launcher, in the sandbox's user namespace.
+        (Resource::Nproc, limits.processes.saturating_add(1)),
         (Resource::Data, limits.memory_bytes),
         (Resource::Cpu, limits.cpu_secs),
         (Resource::Fsize, limits.file_bytes),
@@ -300,7 +300,7 @@ fn set_limits(limits: &ShellLimits) -> io::Result<()> {
     Ok(())
 }
 
-/// Kills every process of the sandbox but the launcher and PID 1, and reaps them.
+/// Kills every process of the sandbox but the launcher, and reaps them.
 fn end_all() {
     // SAFETY: kill(2) with pid -1 signals every process this one may signal; in the
     // sandbox's PID namespace those are the sandbox's, never the host's.

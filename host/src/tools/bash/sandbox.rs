@@ -35,15 +35,15 @@
 //!   other sessions or other tenants exists inside;
 //! - the environment is [`ENVIRONMENT`] plus `HOME` (the working mount), nothing of the
 //!   host's;
-//! - the hookhost program, read-only at `LAUNCHER`, runs as the sandbox's PID 2 and
+//! - the hookhost program, read-only at `LAUNCHER`, runs as the sandbox's PID 1 and
 //!   starts its commands; when one ends, it kills every other process of the sandbox,
 //!   empties `/tmp`, `/dev/shm` and `/dev/mqueue` and removes System V IPC objects (see
 //!   [`super::launcher`]);
 //! - when a command times out or is cancelled, its session ends, or hookhost dies, the
-//!   sandbox is killed: bubblewrap is, its PID 1 dies with it (`--die-with-parent`) and the
-//!   kernel kills every process left in its namespace;
+//!   sandbox is killed: bubblewrap is, its PID 1 (the launcher) dies with it
+//!   (`--die-with-parent`) and the kernel kills every process left in its namespace;
 //! - every command runs under [`ShellLimits`], set as hard limits before it starts, and
-//!   the whole sandbox (bubblewrap, its PID 1, the launcher, every command) in its `pids`
+//!   the whole sandbox (bubblewrap, the launcher, every command) in its `pids`
 //!   and `memory` cgroups where the host has them (see [`super::cgroup`]);
 //! - bubblewrap reads its options from a memory file, so no command line inside names a
 //!   host path (`/proc/self/mountinfo` still shows the binds' host directories).
@@ -139,8 +139,9 @@ pub const PROC_READ_ONLY: &[&str] = &[
 ];
 
 /// Entries of a sandbox's `/proc` hidden (`/dev/null` bound over them): what they show is
-/// the host's (kernel memory, timers, key serial numbers, kernel addresses), not the
-/// sandbox's. Those the host's kernel does not have are skipped.
+/// the host's (kernel memory, timers, key serial numbers, kernel addresses, the slab and
+/// vmalloc layouts a kernel exploit would aim with), not the sandbox's; a host running as
+/// root would let the sandbox's user read them all. Those the host's kernel does not have are skipped.
 pub const PROC_HIDDEN: &[&str] = &[
     "kcore",
     "keys",
@@ -154,6 +155,11 @@ pub const PROC_HIDDEN: &[&str] = &[
     "kpageflags",
     "kpagecgroup",
     "config.gz",
+    "slabinfo",
+    "vmallocinfo",
+    "pagetypeinfo",
+    "iomem",
+    "ioports",
 ];
 
 /// The bubblewrap arguments that cover `/proc`'s entries in [`PROC_READ_ONLY`] and
@@ -359,10 +365,10 @@ impl Ready {
         label: &str,
     ) -> Result<Shell, String> {
         let limits = clamp(policy.limits, self.host_hard);
-        // bubblewrap, the sandbox's PID 1 and its launcher are in it too.
+        // bubblewrap and the launcher are in it too.
         let cgroup = self
             .cgroups
-            .create(limits.processes.saturating_add(3), limits.memory_bytes)
+            .create(limits.processes.saturating_add(2), limits.memory_bytes)
             .inspect_err(|e| {
                 if self.cgroups.has(Controller::Pids) || self.cgroups.has(Controller::Memory) {
                     tracing::warn!(error = %e, "bash: cannot make the cgroups of a sandbox; it is bounded by resource limits alone");
@@ -448,6 +454,7 @@ fn base_args(etc: &Path) -> Vec<OsString> {
         "--unshare-cgroup-try",
         "--disable-userns",
         "--die-with-parent",
+        "--as-pid-1",
         "--new-session",
         "--clearenv",
         "--hostname",

@@ -26,7 +26,7 @@ use tokio::process::{Child, ChildStderr, Command};
 const ARGS_FD: i32 = CONTROL_FD + 1;
 
 /// One sandbox and its launcher. Dropping it kills the sandbox: bubblewrap is killed, its
-/// PID 1 dies with it (`--die-with-parent`), and the kernel kills the rest.
+/// PID 1 (the launcher) dies with it (`--die-with-parent`), and the kernel kills the rest.
 pub struct Shell {
     /// Killed when dropped (`kill_on_drop`), then reaped by tokio.
     _bwrap: Child,
@@ -203,8 +203,8 @@ impl Shell {
     }
 }
 
-/// Logs what the sandbox writes on stderr (bubblewrap's and the launcher's complaints; a
-/// command can write there too, through `/proc/1/fd/2`), as its session's: at most
+/// Logs what the sandbox writes on stderr (bubblewrap's and the launcher's complaints), as
+/// its session's, quoted and escaped: at most
 /// [`MAX_SANDBOX_LOG_LINES`] lines of at most [`MAX_SANDBOX_LOG_LINE`] bytes, then one
 /// line saying the rest is dropped. It reads on to the end, so no writer blocks.
 async fn log_lines(stderr: ChildStderr, session: String) {
@@ -220,8 +220,9 @@ async fn log_lines(stderr: ChildStderr, session: String) {
         match read {
             Ok(0) | Err(_) => return,
             Ok(_) if logged < MAX_SANDBOX_LOG_LINES => {
+                // Quoted and escaped: control characters never reach a terminal.
                 let said = String::from_utf8_lossy(&line);
-                tracing::warn!(%session, said = %said.trim_end(), "bash sandbox");
+                tracing::warn!(%session, said = ?said.trim_end(), "bash sandbox");
             }
             Ok(_) if logged == MAX_SANDBOX_LOG_LINES => {
                 tracing::warn!(%session, "bash sandbox: more on its stderr, not logged");
