@@ -344,6 +344,20 @@ def processes_with(marker):
     return found
 
 
+def sandboxes_binding(path):
+    """The host's pids of bash sandboxes' launchers that have a directory under `path`
+    bound (their command lines name no host path; their mount table does)."""
+    found = []
+    for pid in processes_with("sandbox-shell"):
+        try:
+            with open(f"/proc/{pid}/mountinfo") as f:
+                if path in f.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
 async def http_shutdown(url, marker, hookhost_pid):
     """Starts a long command over HTTP (its `sleep` named `marker`), then signals the
     server mid-call."""
@@ -613,26 +627,28 @@ async def bash_sessions(url, token, data, marker):
                     late = await session.call_tool("bash", {"command": f"(exec -a {mine} sleep 300) & sleep 30", "timeout_secs": 1})
                     assert is_error(late) and "timed out after 1 s" in text(late), text(late)
                     assert not processes_with(mine), "a timed-out command outlived its call"
-                    # A sandbox is not used again once a command killed its launcher, or
-                    # left /tmp in a state its launcher cannot empty.
-                    for breaking in ["kill -9 $PPID; sleep 5", "mkdir -p /tmp/locked/in && chmod 000 /tmp/locked"]:
+                    # The launcher is the sandbox's PID 1, and a command's signals do not
+                    # reach it: the sandbox goes on.
+                    survived = await session.call_tool("bash", {"command": f"kill -9 $PPID; kill -STOP 1; {sandbox_id}"})
+                    assert not is_error(survived) and text(survived).strip() in sandboxes, text(survived)
+                    # A sandbox is not used again once a command left /tmp in a state its
+                    # launcher cannot empty.
+                    for breaking in ["mkdir -p /tmp/locked/in && chmod 000 /tmp/locked"]:
                         broken = await session.call_tool("bash", {"command": f"{sandbox_id}; {breaking}"})
                         broken_id = text(broken).split()[0]
-                        if breaking.startswith("kill"):
-                            assert is_error(broken) and "sandbox ended" in text(broken), text(broken)
                         for _ in range(3):
                             after = await session.call_tool("bash", {"command": f"{sandbox_id}; find /tmp -mindepth 1 | wc -l"})
                             [after_id, left] = text(after).split()
                             assert after_id != broken_id and left == "0", (breaking, broken_id, text(after))
 
     await asyncio.gather(*(one(n) for n in range(6)))
-    # Each sandbox's bubblewrap names the session's directories, under DATA/tenants.
+    # Each sandbox's launcher has the session's directories, under DATA/tenants, bound.
     for _ in range(200):
-        if not processes_with(f"{data}/tenants/"):
+        if not sandboxes_binding(f"{data}/tenants/"):
             break
         await asyncio.sleep(0.05)
     else:
-        raise AssertionError(f"sandboxes outlived their sessions: {processes_with(data + '/tenants/')}")
+        raise AssertionError(f"sandboxes outlived their sessions: {sandboxes_binding(data + '/tenants/')}")
     print("bash sessions ok", flush=True)
 
 
