@@ -319,49 +319,6 @@ fn the_network_is_closed_unless_the_config_opens_it_for_a_tenant() {
 }
 
 #[test]
-fn a_fork_bomb_ends_within_its_limits_while_another_tenant_works() {
-    let host = Host::new("\n[tenants.alpha.bash]\nlimits = { processes = 64 }\n");
-    let alpha = host.session("alpha", None);
-    let beta = host.session("beta", None);
-    std::thread::scope(|scope| {
-        let bomb = scope.spawn(|| {
-            host.bash(
-                "alpha",
-                &alpha,
-                ":(){ :|:& };:; sleep 3; echo the-bomb-ran-out",
-            )
-        });
-        std::thread::sleep(Duration::from_secs(1));
-        let (meanwhile, failed) = host.bash("beta", &beta, "echo beta-ok");
-        assert!(!failed && meanwhile == "beta-ok\n", "{meanwhile}");
-        let (said, _) = bomb.join().unwrap();
-        assert!(said.contains("the-bomb-ran-out"), "{said}");
-        assert!(said.contains("Resource temporarily unavailable"), "{said}");
-    });
-}
-
-#[test]
-fn a_background_process_is_gone_after_its_call() {
-    let host = Host::new("");
-    let alpha = host.session("alpha", None);
-    let marker = common::marker("background");
-    let (said, failed) = host.bash(
-        "alpha",
-        &alpha,
-        &format!(
-            "({}) & setsid bash -c '{}' & echo started",
-            common::marked_sleep(&marker, 300),
-            common::marked_sleep(&marker, 301)
-        ),
-    );
-    assert!(!failed && said == "started\n", "{said}");
-    assert!(
-        common::processes_with(&marker).is_empty(),
-        "a background command outlived its call"
-    );
-}
-
-#[test]
 fn a_large_file_stops_at_the_file_size_limit() {
     let host = Host::new("\n[bash.limits]\nfile_bytes = 10485760\n");
     let alpha = host.session("alpha", None);

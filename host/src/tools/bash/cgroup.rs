@@ -102,14 +102,14 @@ impl SandboxCgroups {
     }
 
     /// New cgroups for one sandbox, holding at most `processes` processes and
-    /// `memory_bytes` of memory together.
+    /// `memory_bytes` of memory together; `None` where the host has no hierarchy for them.
     ///
     /// # Errors
     ///
     /// When a directory or a limit cannot be written.
-    pub fn create(&self, processes: u64, memory_bytes: u64) -> io::Result<SandboxCgroup> {
+    pub fn create(&self, processes: u64, memory_bytes: u64) -> io::Result<Option<SandboxCgroup>> {
         if self.parents.is_empty() {
-            return Err(io::Error::other("no cgroup hierarchy"));
+            return Ok(None);
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let mut cgroup = SandboxCgroup { dirs: Vec::new() };
@@ -130,7 +130,7 @@ impl SandboxCgroups {
                 }
             }
         }
-        Ok(cgroup)
+        Ok(Some(cgroup))
     }
 
     /// Removes the cgroups of hookhost processes that are gone (killed mid-command).

@@ -14,7 +14,7 @@
 //!   limits, with the launcher's environment (the sandbox's);
 //! - when it exits, every other process of the sandbox is killed (`kill(-1, SIGKILL)`,
 //!   which the kernel applies atomically against `fork`) and reaped (the launcher is the
-//!   child subreaper), `/tmp`, `/dev/shm` and `/dev/mqueue` are emptied and every System V
+//!   namespace's init, to which orphans fall), `/tmp`, `/dev/shm` and `/dev/mqueue` are emptied and every System V
 //!   IPC object (shared memory, message queue, semaphore) is removed, so nothing a
 //!   command made holds memory or reaches the next one; if that fails, the reply says the
 //!   sandbox is not to be used again;
@@ -152,7 +152,6 @@ pub(super) fn control() -> io::Result<OwnedFd> {
 fn serve(control: BorrowedFd<'_>, limits: &str) -> io::Result<()> {
     let limits: ShellLimits = serde_json::from_str(limits).map_err(io::Error::other)?;
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     join_new_keyring()?;
     let filter = super::seccomp::program()
         .map_err(|e| io::Error::other(format!("cannot build the system-call filter: {e}")))?;

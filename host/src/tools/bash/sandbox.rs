@@ -238,9 +238,6 @@ pub struct Ready {
     cgroups: SandboxCgroups,
     /// The hookhost program, run inside as the launcher.
     launcher: PathBuf,
-    /// The arguments that make the host's kernel state in `/proc` read-only or hidden (see
-    /// [`PROC_READ_ONLY`], [`PROC_HIDDEN`]).
-    proc_covers: Vec<OsString>,
 }
 
 impl ShellSandbox {
@@ -315,7 +312,6 @@ impl ShellSandbox {
             host_hard: host_hard_limits(),
             cgroups,
             launcher,
-            proc_covers: proc_covers(Path::new("/proc")),
         };
         let policy = ShellPolicy {
             network: false,
@@ -369,12 +365,10 @@ impl Ready {
         let cgroup = self
             .cgroups
             .create(limits.processes.saturating_add(2), limits.memory_bytes)
-            .inspect_err(|e| {
-                if self.cgroups.has(Controller::Pids) || self.cgroups.has(Controller::Memory) {
-                    tracing::warn!(error = %e, "bash: cannot make the cgroups of a sandbox; it is bounded by resource limits alone");
-                }
-            })
-            .ok();
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "bash: cannot make the cgroups of a sandbox; it is bounded by resource limits alone");
+                None
+            });
         let mut args = self.base.clone();
         if policy.network {
             for name in NETWORK_ETC {
@@ -386,18 +380,6 @@ impl Ready {
         }
         args.extend(["--setenv".into(), "HOME".into(), workdir.into()]);
         let tmp_bytes = limits.tmp_bytes.to_string();
-        args.extend(
-            [
-                "--proc",
-                "/proc",
-                "--dev",
-                "/dev",
-                "--mqueue",
-                "/dev/mqueue",
-            ]
-            .map(OsString::from),
-        );
-        args.extend(self.proc_covers.iter().cloned());
         for tmp in ["/tmp", "/dev/shm"] {
             args.extend(["--size", &tmp_bytes, "--tmpfs", tmp].map(OsString::from));
         }
@@ -443,8 +425,9 @@ impl Ready {
 /// The arguments every command's sandbox starts with: the namespaces (all but the
 /// network's, which depends on the tenant), the user, the environment but `HOME`, and
 /// the system read-only: `/usr`, the top-level program and library directories as the
-/// host has them (links on a merged-`/usr` system), and `etc` as `/etc` (see
-/// `etc.rs`).
+/// host has them (links on a merged-`/usr` system), `etc` as `/etc` (see `etc.rs`), and
+/// the sandbox's own `/proc` (its kernel entries covered: see [`proc_covers`]), `/dev` and
+/// `/dev/mqueue`.
 fn base_args(etc: &Path) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--unshare-user",
@@ -485,6 +468,18 @@ fn base_args(etc: &Path) -> Vec<OsString> {
         }
     }
     args.extend(["--ro-bind".into(), etc.as_os_str().into(), "/etc".into()]);
+    args.extend(
+        [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--mqueue",
+            "/dev/mqueue",
+        ]
+        .map(OsString::from),
+    );
+    args.extend(proc_covers(Path::new("/proc")));
     args
 }
 
