@@ -274,16 +274,17 @@ async fn native_bash_throughput() -> Result<f64> {
 }
 
 /// The start of one sandbox: a new sandbox (bubblewrap, the generated `/etc`, its pids
-/// cgroup, hookhost's launcher) running `bash -c true`, as a session's first `bash` call
-/// makes it, and `bash -c true` natively; median of each, one at a time.
-async fn sandbox_start(data: &Path) -> Result<(Duration, Duration)> {
+/// cgroup, hookhost's launcher, and slirp4netns when `network` is open) running
+/// `bash -c true`, as a session's first `bash` call makes it, and `bash -c true` natively;
+/// median of each, one at a time.
+async fn sandbox_start(data: &Path, network: bool) -> Result<(Duration, Duration)> {
     use hookhost::limits::ShellPolicy;
     use hookhost::tools::bash::ShellSandbox;
     use hookhost::tools::bash::launcher::Reply;
     let shell = ShellSandbox::new(None, data);
     let ready = shell.ready().await?;
     let policy = ShellPolicy {
-        network: false,
+        network,
         limits: Default::default(),
     };
     let mut sandboxed = Vec::with_capacity(SANDBOX_STARTS);
@@ -988,9 +989,16 @@ async fn run(
             goal: "≥ 500/s",
         });
         drop(with_bash);
-        let (sandboxed, native) = sandbox_start(&data).await?;
+        let (sandboxed, native) = sandbox_start(&data, false).await?;
         rows.push(Row::latency(
             "one bash sandbox's start: `bash -c true` in a new sandbox (median)",
+            sandboxed,
+            native,
+            "—",
+        ));
+        let (sandboxed, native) = sandbox_start(&data, true).await?;
+        rows.push(Row::latency(
+            "the same with the network open (slirp4netns) (median)",
             sandboxed,
             native,
             "—",

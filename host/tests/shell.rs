@@ -288,9 +288,15 @@ fn an_offloaded_output_is_read_in_bash_at_its_reference_and_read_only_mounts_ref
     );
 }
 
-/// A listener on the host's loopback; counts the connections it accepted.
-fn listener() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// A listener on the host's outward address (a sandbox's open network never reaches its
+/// loopback); counts the connections it accepted.
+fn listener() -> (
+    std::net::IpAddr,
+    u16,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let listener = std::net::TcpListener::bind((common::outward_address(), 0)).unwrap();
+    let ip = listener.local_addr().unwrap().ip();
     let port = listener.local_addr().unwrap().port();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = accepted.clone();
@@ -300,14 +306,14 @@ fn listener() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
             drop(stream);
         }
     });
-    (port, accepted)
+    (ip, port, accepted)
 }
 
 #[test]
 fn the_network_is_closed_unless_the_config_opens_it_for_a_tenant() {
     let host = Host::new("\n[tenants.beta.bash]\nnetwork = true\n");
-    let (port, accepted) = listener();
-    let connect = format!("echo hi > /dev/tcp/127.0.0.1/{port} && echo connected");
+    let (ip, port, accepted) = listener();
+    let connect = format!("echo hi > /dev/tcp/{ip}/{port} && echo connected");
     let alpha = host.session("alpha", None);
     let (closed, failed) = host.bash("alpha", &alpha, &connect);
     assert!(failed && !closed.contains("connected"), "{closed}");

@@ -295,6 +295,10 @@ fn bash_text(
         (false, false) => format!("off (on for {})", open.join(", ")),
         (true, false) => format!("ON (off for {})", open.join(", ")),
     };
+    let network = match (shell.policy.network, open.is_empty()) {
+        (false, true) => network,
+        _ => format!("{network}: {}", ready.network),
+    };
     let limits = shell.policy.limits;
     format!(
         "host-native, runs in {} sandboxed by {}{}\n       network: {network}; processes: {} ({}); \

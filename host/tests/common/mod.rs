@@ -225,3 +225,14 @@ pub fn leaf_certificate(dir: &Path, name: &str) {
         ],
     );
 }
+
+/// The host's own address toward its network (not loopback): the source of a route to a
+/// documentation address (RFC 5737). Connecting a UDP socket sends nothing; a listener
+/// there is reached through slirp4netns on this machine, never over a wire.
+pub fn outward_address() -> std::net::IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    socket
+        .connect("192.0.2.1:9")
+        .expect("the escape suite needs an address other than loopback (a default route)");
+    socket.local_addr().unwrap().ip()
+}

@@ -4,6 +4,8 @@
 //! property; each opens with the property it proves.
 
 mod cmdline;
+#[path = "../common/mod.rs"]
+mod common;
 mod filesystem_reach;
 mod harness;
 mod init;

@@ -9,8 +9,8 @@
 //! directory is there already. Processes sharing the
 //! data directory (a CLI beside a server, a fleet) make the same directory or reuse it; a
 //! directory is complete before it gets its name (built under a temporary name, then
-//! renamed), so a sandbox never binds half of one. The entries read when the network is
-//! open are empty files here, for the host's own to be bound over them.
+//! renamed), so a sandbox never binds half of one. There are two: a closed sandbox's, in
+//! which the entries that resolve names are empty files, and an open one's.
 
 use sha2::{Digest, Sha256};
 use std::fs;

@@ -21,6 +21,7 @@ pub mod cgroup;
 mod etc;
 pub mod guard;
 pub mod launcher;
+mod network;
 pub mod sandbox;
 pub mod seccomp;
 pub mod shell;

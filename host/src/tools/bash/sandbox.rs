@@ -12,8 +12,9 @@
 //! cgroup) and each command then costs a fork in it: see the README's bash rows.
 //!
 //! Security rules, all made here:
-//! - new user, mount, PID, IPC, UTS and cgroup namespaces; no network namespace is shared
-//!   unless the policy opens the network (then only the network is shared);
+//! - new user, mount, PID, IPC, UTS, cgroup and network namespaces; the network
+//!   namespace has only its loopback unless the policy opens the network, and then a
+//!   device routed by slirp4netns, never the host's namespace (see [`super::network`]);
 //! - inside, the command is the unprivileged user [`SANDBOX_USER`] (uid [`SANDBOX_UID`]),
 //!   with no capabilities and no way to make user namespaces of its own. Outside it is
 //!   hookhost's user — host root when hookhost runs as root — so that what it writes in
@@ -92,8 +93,9 @@ pub const HOST_ETC: &[&str] = &[
 ];
 
 /// Entries of the host's `/etc` a command also sees when it may use the network: how
-/// names are resolved. Bound at each start, over empty files otherwise.
-pub const NETWORK_ETC: &[&str] = &["gai.conf", "host.conf", "resolv.conf"];
+/// names are resolved (the `resolv.conf` is [`super::network::RESOLV_CONF`]). Empty files
+/// in the `/etc` of a closed sandbox.
+pub const NETWORK_ETC: &[&str] = &["gai.conf", "host.conf"];
 
 /// The files of `/etc` the sandbox generates: name and content.
 pub const ETC_FILES: &[(&str, &str)] = &[
@@ -215,6 +217,8 @@ pub struct Readiness {
     pub processes: &'static str,
     /// How memory is bounded.
     pub memory: &'static str,
+    /// What routes an open network, or why none can be.
+    pub network: String,
 }
 
 /// The sandbox of one runtime's `bash`: bubblewrap's path and where its `/etc` is made
@@ -231,6 +235,11 @@ pub struct ShellSandbox {
 pub struct Ready {
     pub readiness: Readiness,
     bwrap: PathBuf,
+    /// The `/etc` of a closed sandbox, and of one whose network is open.
+    etc: PathBuf,
+    network_etc: PathBuf,
+    /// The slirp4netns program, or why an open network cannot be made.
+    slirp: Result<PathBuf, String>,
     /// The arguments every sandbox starts with: namespaces, user, environment, the system.
     base: Vec<OsString>,
     /// The hard limits of this process: a limit the sandbox sets is never above them.
@@ -272,7 +281,22 @@ impl ShellSandbox {
 
     async fn probe(&self) -> Result<Ready, Unavailable> {
         let fail = |cause: String| Unavailable { cause };
-        let etc = super::etc::make(&self.dir, HOST_ETC, NETWORK_ETC, ETC_FILES).map_err(|e| {
+        let closed_etc: Vec<&str> = NETWORK_ETC
+            .iter()
+            .chain(["resolv.conf"].iter())
+            .copied()
+            .collect();
+        let open_etc: Vec<&str> = HOST_ETC.iter().chain(NETWORK_ETC).copied().collect();
+        let mut open_files = ETC_FILES.to_vec();
+        open_files.push(("resolv.conf", super::network::RESOLV_CONF));
+        let etc =
+            super::etc::make(&self.dir, HOST_ETC, &closed_etc, ETC_FILES).and_then(|closed| {
+                Ok((
+                    closed,
+                    super::etc::make(&self.dir, &open_etc, &[], &open_files)?,
+                ))
+            });
+        let (etc, network_etc) = etc.map_err(|e| {
             fail(format!(
                 "cannot make the sandbox's /etc in {}: {e}",
                 self.dir.display()
@@ -301,14 +325,26 @@ impl ShellSandbox {
             "per process only (RLIMIT_DATA): no memory cgroup hookhost may use; /tmp and /dev/shm bounded by their size, memfds not bounded"
         };
         let launcher = launcher_program().map_err(fail)?;
+        let slirp = super::network::find();
+        let network = match &slirp {
+            Ok(path) => format!(
+                "a network namespace per sandbox, routed by slirp4netns ({}) when open, with no way to the host's loopback or abstract sockets",
+                path.display()
+            ),
+            Err(why) => why.clone(),
+        };
         let ready = Ready {
             readiness: Readiness {
                 bwrap: format!("{version} ({})", self.bwrap.display()),
                 processes,
                 memory,
+                network,
             },
             bwrap: self.bwrap.clone(),
-            base: base_args(&etc),
+            etc,
+            network_etc,
+            slirp,
+            base: base_args(),
             host_hard: host_hard_limits(),
             cgroups,
             launcher,
@@ -361,23 +397,27 @@ impl Ready {
         label: &str,
     ) -> Result<Shell, String> {
         let limits = clamp(policy.limits, self.host_hard);
-        // bubblewrap and the launcher are in it too.
+        let network = match (&self.slirp, policy.network) {
+            (Ok(slirp), true) => Some(slirp.as_path()),
+            (Err(why), true) => return Err(why.clone()),
+            (_, false) => None,
+        };
+        // bubblewrap and the launcher are in it too, and slirp4netns (which forks once).
+        let helpers = if network.is_some() { 4 } else { 2 };
         let cgroup = self
             .cgroups
-            .create(limits.processes.saturating_add(2), limits.memory_bytes)
+            .create(limits.processes.saturating_add(helpers), limits.memory_bytes)
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "bash: cannot make the cgroups of a sandbox; it is bounded by resource limits alone");
                 None
             });
         let mut args = self.base.clone();
-        if policy.network {
-            for name in NETWORK_ETC {
-                let path = format!("/etc/{name}");
-                args.extend(["--ro-bind-try".into(), path.clone().into(), path.into()]);
-            }
+        let etc = if network.is_some() {
+            &self.network_etc
         } else {
-            args.push("--unshare-net".into());
-        }
+            &self.etc
+        };
+        args.extend(["--ro-bind".into(), etc.as_os_str().into(), "/etc".into()]);
         args.extend(["--setenv".into(), "HOME".into(), workdir.into()]);
         let tmp_bytes = limits.tmp_bytes.to_string();
         for tmp in ["/tmp", "/dev/shm"] {
@@ -418,19 +458,19 @@ impl Ready {
         );
         let limits = serde_json::to_string(&limits).map_err(|e| e.to_string())?;
         args.push(limits.into());
-        Shell::start(&self.bwrap, args, cgroup, label.to_string()).await
+        Shell::start(&self.bwrap, args, cgroup, network, label.to_string()).await
     }
 }
 
-/// The arguments every command's sandbox starts with: the namespaces (all but the
-/// network's, which depends on the tenant), the user, the environment but `HOME`, and
-/// the system read-only: `/usr`, the top-level program and library directories as the
-/// host has them (links on a merged-`/usr` system), `etc` as `/etc` (see `etc.rs`), and
-/// the sandbox's own `/proc` (its kernel entries covered: see [`proc_covers`]), `/dev` and
-/// `/dev/mqueue`.
-fn base_args(etc: &Path) -> Vec<OsString> {
+/// The arguments every command's sandbox starts with: the namespaces, the user, the
+/// environment but `HOME`, and the system read-only: `/usr`, the top-level program and
+/// library directories as the host has them (links on a merged-`/usr` system), and the
+/// sandbox's own `/proc` (its kernel entries covered: see [`proc_covers`]), `/dev` and
+/// `/dev/mqueue`. Its `/etc` depends on the network (see [`Ready::start`]).
+fn base_args() -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--unshare-user",
+        "--unshare-net",
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
@@ -467,7 +507,6 @@ fn base_args(etc: &Path) -> Vec<OsString> {
             args.extend(["--ro-bind", top, top].map(OsString::from));
         }
     }
-    args.extend(["--ro-bind".into(), etc.as_os_str().into(), "/etc".into()]);
     args.extend(
         [
             "--proc",

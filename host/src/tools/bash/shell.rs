@@ -4,6 +4,7 @@
 
 use super::cgroup::SandboxCgroup;
 use super::launcher::{self, CONTROL_FD, MAX_MESSAGE, Reply, Request};
+use super::network::{INFO_FD, Network};
 use crate::limits::{
     MAX_IDLE_SHELLS, MAX_SANDBOX_LOG_LINE, MAX_SANDBOX_LOG_LINES, SHELL_START_TIMEOUT,
 };
@@ -34,18 +35,22 @@ pub struct Shell {
     control: AsyncFd<OwnedFd>,
     /// Removed once the sandbox is gone.
     cgroup: Option<SandboxCgroup>,
+    /// slirp4netns routing its network, when the policy opens it; ends with the sandbox.
+    _network: Option<Network>,
 }
 
 impl Shell {
-    /// Starts `bwrap args… -- launcher sandbox-shell LIMITS` and waits for its launcher.
-    /// `label` names the sandbox in the log (its session).
+    /// Starts `bwrap args… -- launcher sandbox-shell LIMITS` and waits for its launcher;
+    /// with `network` (the slirp4netns program), routes its network namespace through it
+    /// first (see [`super::network`]). `label` names the sandbox in the log (its session).
     ///
     /// The options reach bubblewrap through a memory file (`--args FD`), not its command
     /// line: `/proc/1/cmdline` inside shows no host path.
     pub async fn start(
         bwrap: &Path,
-        args: Vec<OsString>,
+        mut args: Vec<OsString>,
         cgroup: Option<SandboxCgroup>,
+        network: Option<&Path>,
         label: String,
     ) -> Result<Shell, String> {
         let (ours, theirs) = rustix::net::socketpair(
@@ -57,6 +62,19 @@ impl Shell {
         .map_err(|e| format!("cannot make the sandbox's control socket: {e}"))?;
         // bubblewrap takes options from the file, the command (`-- launcher …`, which
         // names no host path) from its command line.
+        let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        let info = match network {
+            Some(_) => {
+                args.splice(
+                    split..split,
+                    ["--info-fd".into(), INFO_FD.to_string().into()],
+                );
+                let (info, info_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                    .map_err(|e| format!("cannot make the sandbox's information pipe: {e}"))?;
+                Some((info, info_w))
+            }
+            None => None,
+        };
         let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
         let arguments = arguments_file(&args[..split])
             .map_err(|e| format!("cannot pass the sandbox its arguments: {e}"))?;
@@ -71,18 +89,19 @@ impl Shell {
             .process_group(0)
             .kill_on_drop(true);
         let (control_raw, args_raw) = (theirs.as_raw_fd(), arguments.as_raw_fd());
+        let info_raw = info.as_ref().map_or(-1, |(_, w)| w.as_raw_fd());
         let cgroups = cgroup
             .as_ref()
             .map(SandboxCgroup::procs_files)
             .unwrap_or_default();
-        // SAFETY: fcntl and dup2 are async-signal-safe; both descriptors stay open until
-        // the spawn returned. Each is first copied above both targets, so neither dup2
-        // overwrites the other's source. The copies made by dup2 are not close-on-exec:
-        // the control socket becomes the launcher's descriptor 3, the arguments
-        // bubblewrap's 4 (it reads them, and the launcher closes all but 3).
+        // SAFETY: fcntl and dup2 are async-signal-safe; the descriptors stay open until
+        // the spawn returned. Each is first copied above every target, so no dup2
+        // overwrites another's source. The copies made by dup2 are not close-on-exec: the
+        // control socket becomes the launcher's descriptor 3, the arguments bubblewrap's 4
+        // and the information pipe its 5 (it uses them, and the launcher closes all but 3).
         unsafe {
             command.pre_exec(move || {
-                let high = |fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, ARGS_FD + 1);
+                let high = |fd| libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, INFO_FD + 1);
                 let (control, args) = (high(control_raw), high(args_raw));
                 if control == -1
                     || args == -1
@@ -90,6 +109,12 @@ impl Shell {
                     || libc::dup2(args, ARGS_FD) == -1
                 {
                     return Err(io::Error::last_os_error());
+                }
+                if info_raw != -1 {
+                    let info = high(info_raw);
+                    if info == -1 || libc::dup2(info, INFO_FD) == -1 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
                 // bubblewrap, and so the whole sandbox, in its cgroups before it runs.
                 super::cgroup::join(&cgroups)
@@ -100,6 +125,24 @@ impl Shell {
             .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
         drop((theirs, arguments));
         let stderr = child.stderr.take().expect("piped");
+        let network = match (network, info) {
+            (Some(slirp), Some((info, info_w))) => {
+                drop(info_w);
+                let info = Receiver::from_owned_fd(info).map_err(|e| e.to_string())?;
+                let cgroups = cgroup
+                    .as_ref()
+                    .map(SandboxCgroup::procs_files)
+                    .unwrap_or_default();
+                match super::network::attach(slirp, info, cgroups).await {
+                    Ok(network) => Some(network),
+                    Err(e) => {
+                        drop(child);
+                        return Err(format!("{e} ({})", said(stderr).await));
+                    }
+                }
+            }
+            _ => None,
+        };
         let pid = child
             .id()
             .and_then(|id| Pid::from_raw(id as i32))
@@ -115,6 +158,7 @@ impl Shell {
             pid,
             control,
             cgroup,
+            _network: network,
         };
         let ready = tokio::time::timeout(SHELL_START_TIMEOUT, shell.reply()).await;
         match ready {
