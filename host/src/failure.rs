@@ -1,7 +1,8 @@
 //! How a call into a component (or a tool) fails: the kind, which each layer's failure
 //! policy handles, and what is known about it. Tools that are not sandboxed fail this way
 //! too; the sandbox names the failures of component calls (see
-//! [`crate::sandbox`]).
+//! [`crate::sandbox`]). Any error reaches a log or an answer as one line
+//! ([`error_line`]).
 
 use crate::limits::Limits;
 use std::fmt;
@@ -98,4 +99,22 @@ impl Failure {
             Ok(())
         }
     }
+}
+
+/// An error and its causes on one line, `: `-separated, each said once: a cause whose text
+/// its parent's message already includes (errors that print their source) is not repeated.
+pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut last = line.clone();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !last.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        last = text;
+        source = cause.source();
+    }
+    line
 }

@@ -26,7 +26,7 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`limits`] | every limit, default and range, and the security rules they enforce |
-//! | [`ids`], [`secret`], [`failure`], [`metrics`], [`guest_log`] | ids and tool patterns, the config's secrets, how a layer failed, counters, a guest's stderr |
+//! | [`ids`], [`secret`], [`failure`], [`metrics`], [`guest_log`], [`crypto`] | ids and tool patterns, the config's secrets, how a layer failed and an error on one line, counters, a guest's stderr, the process's TLS provider |
 //! | [`beneath`] | a session's tree as host code sees it: through descriptors, following no symlink, any depth, what the session hid given back |
 //! | [`persistent`] | persistent directories: a backing tree, a session's checkout, atomic commits, the trees' locks |
 //! | [`mounts`] | virtual paths and the host directories behind them |
@@ -49,6 +49,7 @@ pub mod chain;
 pub mod check;
 pub mod component;
 pub mod config;
+pub mod crypto;
 pub mod failure;
 pub mod guest_log;
 pub mod ids;
@@ -65,37 +66,11 @@ pub mod stores;
 pub mod tools;
 pub mod trace;
 
-/// Makes rustls's `ring` provider the process's default, once: what its HTTPS clients
-/// (upstream servers, a JWKS, OTLP) and its TLS server use.
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // Err: one is installed already, which is as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 pub use abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 pub use config::Config;
 pub use config::OneShot;
+pub use crypto::install_crypto_provider;
+pub use failure::error_line;
 pub use ids::{SessionId, TenantId};
 pub use runtime::{CallError, Runtime, StartError};
 pub use sessions::{GcReport, Session, SessionError, SessionKey, SessionRecord, Sessions};
-
-/// An error and its causes on one line, `: `-separated, each said once: a cause whose text
-/// its parent's message already includes (errors that print their source) is not repeated.
-pub fn error_line(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut last = line.clone();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !last.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        last = text;
-        source = cause.source();
-    }
-    line
-}

@@ -16,7 +16,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::guest_log::GuestLog;
 use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
 use crate::mounts::{MountError, ResolvedMount};
-use crate::sessions::MountDirs;
+use crate::sessions::dirs::MountDirs;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -257,7 +257,7 @@ where
     .await;
     match answered {
         Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => protocol::unreadable(agent, &crate::error_line(e.as_ref())),
+        Ok(Err(e)) => protocol::unreadable(agent, &crate::failure::error_line(e.as_ref())),
         Err(_) => {
             let why = format!(
                 "the chain did not answer within {} ms",

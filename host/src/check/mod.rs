@@ -254,7 +254,7 @@ pub async fn check(
         Err(e) => {
             report.add(
                 Verdict::Fail,
-                format!("does not load: {}", crate::error_line(&e)),
+                format!("does not load: {}", crate::failure::error_line(&e)),
             );
             return Ok(report);
         }
@@ -341,7 +341,7 @@ pub async fn check(
         Err(e) => {
             report.add(
                 Verdict::Fail,
-                format!("does not load: {}", crate::error_line(&e)),
+                format!("does not load: {}", crate::failure::error_line(&e)),
             );
             return Ok(report);
         }

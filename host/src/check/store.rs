@@ -36,7 +36,7 @@ pub(super) async fn suite(component: &ComponentRef, scratch: &Scratch, report: &
         Err(e) => {
             return report.add(
                 Verdict::Fail,
-                format!("does not load: {}", crate::error_line(&e)),
+                format!("does not load: {}", crate::failure::error_line(&e)),
             );
         }
     };

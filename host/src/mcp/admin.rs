@@ -110,7 +110,7 @@ async fn authorized(State(admin): State<Arc<Admin>>, request: Request, next: Nex
         return not_found();
     };
     let presented =
-        super::http::bearer(request.headers()).map(|token| TokenDigest::of(token.as_bytes()));
+        super::auth::bearer(request.headers()).map(|token| TokenDigest::of(token.as_bytes()));
     match presented {
         Some(presented) if token.matches(&presented) => next.run(request).await,
         _ => (

@@ -1,6 +1,7 @@
 //! MCP over Streamable HTTP: the gate (tenants' tokens, the sessions this server opened),
 //! the agents' hook endpoint, health and metrics.
 
+use super::auth::bearer;
 use super::jwt::{Jwt, METADATA_PATH};
 use super::{HTTP_PATH, McpServer, ServeOptions, shutdown_signal, tls};
 use crate::agents;
@@ -199,15 +200,6 @@ impl SessionStore for McpStates {
     async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
         Ok(self.0.sessions().forget_mcp_state(id).await?)
     }
-}
-
-/// The bearer token `headers` present (`Authorization: Bearer TOKEN`, any case).
-pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
 }
 
 /// A JSON-RPC error as the whole HTTP answer.

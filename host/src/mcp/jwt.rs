@@ -73,7 +73,7 @@ impl Default for Keys {
 
 impl Jwt {
     pub fn new(plan: JwtPlan) -> Jwt {
-        crate::install_crypto_provider();
+        crate::crypto::install_crypto_provider();
         let client = reqwest::Client::builder()
             .timeout(JWKS_FETCH_TIMEOUT)
             .build()

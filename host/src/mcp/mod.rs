@@ -51,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 pub const COMMIT_METHOD: &str = crate::runtime::COMMIT_CALL;
 
 mod admin;
+mod auth;
 pub mod gateway;
 mod http;
 pub mod jwt;

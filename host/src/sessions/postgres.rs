@@ -162,7 +162,7 @@ async fn hold(pool: Pool, request: LockRequest) {
     let client = match pool.get().await {
         Ok(client) => client,
         Err(e) => {
-            let _ = request.granted.send(Err(crate::error_line(&e)));
+            let _ = request.granted.send(Err(crate::failure::error_line(&e)));
             return;
         }
     };
@@ -170,7 +170,7 @@ async fn hold(pool: Pool, request: LockRequest) {
         .execute("SELECT pg_advisory_lock($1, hashtext($2))", &params)
         .await
     {
-        let _ = request.granted.send(Err(crate::error_line(&e)));
+        let _ = request.granted.send(Err(crate::failure::error_line(&e)));
         // Whether the lock was taken is unknown: the connection goes, and the lock with it.
         drop(deadpool_postgres::Object::take(client));
         return;
@@ -220,7 +220,7 @@ fn tls_connector(
 ) -> Result<tokio_postgres_rustls::MakeRustlsConnect, SessionError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
-    crate::install_crypto_provider();
+    crate::crypto::install_crypto_provider();
     let mut roots = rustls::RootCertStore::empty();
     match &params.root_cert {
         Some(path) => {
@@ -318,7 +318,7 @@ impl PgTable {
     async fn client(&self) -> Result<deadpool_postgres::Object, SessionError> {
         self.pool.get().await.map_err(|e| SessionError::Connect {
             at: self.at.clone(),
-            source: Box::new(SessionError::Pool(crate::error_line(&e))),
+            source: Box::new(SessionError::Pool(crate::failure::error_line(&e))),
         })
     }
 

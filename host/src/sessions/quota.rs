@@ -27,7 +27,6 @@
 //! as keeping them.
 
 use super::{DiskUsage, Session, SessionError, Sessions, owned};
-use crate::abi::ToolResult;
 use crate::beneath::{self, Walk};
 use crate::failure::{Failure, FailureKind};
 use crate::ids::TenantId;
@@ -456,10 +455,10 @@ impl QuotaCall<'_> {
     /// # Errors
     ///
     /// The tool's own failure, or [`FailureKind::DiskQuota`] saying what the call wrote.
-    pub async fn tool(
+    pub async fn tool<T>(
         &self,
-        execute: impl Future<Output = Result<ToolResult, Failure>>,
-    ) -> Result<ToolResult, Failure> {
+        execute: impl Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
         *self.stage() = Stage::Tool;
         let what = tokio::select! {
             result = execute => match self.over().await {

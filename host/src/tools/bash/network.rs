@@ -26,7 +26,7 @@ use crate::limits::SHELL_START_TIMEOUT;
 use rustix::fd::{AsRawFd, OwnedFd};
 use std::ffi::CString;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe::Receiver;
@@ -63,13 +63,6 @@ struct Info {
     child_pid: i32,
     #[serde(rename = "net-namespace")]
     net_namespace: u64,
-}
-
-/// The slirp4netns program in `PATH`, or why there is none.
-pub fn find() -> Result<PathBuf, String> {
-    super::sandbox::find_in_path("slirp4netns").ok_or_else(|| {
-        "slirp4netns is not in PATH (Debian: `apt-get install slirp4netns`); commands of a tenant with `network = true` cannot run".to_string()
-    })
 }
 
 /// Routes the network namespace of the sandbox whose bubblewrap writes `info` (its

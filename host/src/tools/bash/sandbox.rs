@@ -325,7 +325,9 @@ impl ShellSandbox {
             "per process only (RLIMIT_DATA): no memory cgroup hookhost may use; /tmp and /dev/shm bounded by their size, memfds not bounded"
         };
         let launcher = launcher_program().map_err(fail)?;
-        let slirp = super::network::find();
+        let slirp = find_in_path("slirp4netns").ok_or_else(|| {
+            "slirp4netns is not in PATH (Debian: `apt-get install slirp4netns`); commands of a tenant with `network = true` cannot run".to_string()
+        });
         let network = match &slirp {
             Ok(path) => format!(
                 "a network namespace per sandbox, routed by slirp4netns ({}) when open, with no way to the host's loopback or abstract sockets",

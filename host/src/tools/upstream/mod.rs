@@ -488,7 +488,7 @@ pub async fn connect(
     spec: &UpstreamConfig,
     notices: &tokio::sync::broadcast::Sender<Notice>,
 ) -> Result<Running, UpstreamError> {
-    crate::install_crypto_provider();
+    crate::crypto::install_crypto_provider();
     let upstream = Arc::new(Upstream {
         name: name.to_string(),
         spec: spec.clone(),
