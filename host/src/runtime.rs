@@ -1341,14 +1341,7 @@ impl Runtime {
             tool: tool.to_string(),
             why,
         })?;
-        let _admitted = self.sessions.admit_rate(session).inspect_err(|refused| {
-            tracing::info!(tenant = %session.tenant, session = %session.id, tool, %refused, "call refused");
-            self.tracer
-                .metrics()
-                .rate_limited(session.tenant.as_str(), refused.reason());
-        })?;
-        self.sessions.mark_active(session).await;
-        let _running = self.sessions.enter(session);
+        let _admitted = self.admit(session, tool, Rate::Counted).await?;
         // Its persistent directories loaded, and brought up to what other sessions
         // committed since; a call that cannot have them fails.
         let prepared = self.prepare(session).await;
@@ -1435,6 +1428,55 @@ impl Runtime {
             "call"
         );
         Ok((result, target.take_extras(&call_id)))
+    }
+}
+
+/// Whether a call admitted by [`Runtime::admit`] counts against its tenant's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    /// A new call: it takes a place in the tenant's rate and among its calls at once.
+    Counted,
+    /// The second half of a call admitted before (an agent's post-tool event after its
+    /// pre-tool event): it runs whatever the rate, since the tool ran already.
+    Admitted,
+}
+
+/// A call let in by [`Runtime::admit`]: its place among the tenant's calls at once and
+/// its session's running calls, held until dropped.
+pub struct Admission<'a> {
+    _rate: Option<crate::sessions::rate::Admitted>,
+    _running: crate::sessions::InFlight<'a>,
+}
+
+impl Runtime {
+    /// Admits a call of `tool` in `session`, the one gate every call passes, from MCP,
+    /// `hookhost call` or an agent's hook alike: the tenant's rate and calls at once
+    /// (unless `rate` says the call was admitted already), then the session marked active
+    /// and counted as running, so it is not idle while the call runs.
+    ///
+    /// # Errors
+    ///
+    /// [`RateRefusal`], logged and counted in the metrics.
+    pub async fn admit(
+        &self,
+        session: &Session,
+        tool: &str,
+        rate: Rate,
+    ) -> Result<Admission<'_>, RateRefusal> {
+        let rate = match rate {
+            Rate::Admitted => None,
+            Rate::Counted => Some(self.sessions.admit_rate(session).inspect_err(|refused| {
+                tracing::info!(tenant = %session.tenant, session = %session.id, tool, %refused, "call refused");
+                self.tracer
+                    .metrics()
+                    .rate_limited(session.tenant.as_str(), refused.reason());
+            })?),
+        };
+        self.sessions.mark_active(session).await;
+        Ok(Admission {
+            _rate: rate,
+            _running: self.sessions.enter(session),
+        })
     }
 }
 

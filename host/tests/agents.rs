@@ -1088,3 +1088,60 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// The hook endpoint passes the same gate as MCP calls: a flood of pre-tool events past
+/// the tenant's rate is refused, as the agent's denial naming the limit; the post-tool
+/// event of a call admitted before still runs (the tool ran), and its output is offloaded.
+#[test]
+fn a_flood_of_hook_events_is_held_to_the_tenants_rate() {
+    const EVENTS: usize = 20;
+    let agent = Agent::new(&format!(
+        "\n[tenants.alpha]\ntoken = \"{ALPHA_TOKEN}\"\nrate = {{ calls_per_second = 1, burst = 3 }}\n"
+    ));
+    let (_server, url) = agent.daemon();
+    let pre = |command: &str| {
+        let event = claude("s-flood", &agent.project, "PreToolUse", command, None);
+        let (status, response) = post(
+            &url,
+            "/hooks/claude-code/pre-tool",
+            Some(ALPHA_TOKEN),
+            &event.to_string(),
+        );
+        assert_eq!(status, 200, "{response}");
+        response
+    };
+    let first = pre("seq 1 100000");
+    assert!(!first.contains("deny"), "{first}");
+    let answers: Vec<String> = (1..EVENTS).map(|n| pre(&format!("echo {n}"))).collect();
+    assert!(
+        !answers[0].contains("deny") && !answers[1].contains("deny"),
+        "{answers:?}"
+    );
+    let refused: Vec<&String> = answers.iter().filter(|a| a.contains("deny")).collect();
+    assert!(!refused.is_empty(), "{answers:?}");
+    for answer in &refused {
+        assert!(
+            answer.contains("hookhost refused the call: rate limit: tenant 'alpha'"),
+            "{answer}"
+        );
+    }
+    let post_tool = claude(
+        "s-flood",
+        &agent.project,
+        "PostToolUse",
+        "seq 1 100000",
+        Some(&seq()),
+    );
+    let (status, response) = post(
+        &url,
+        "/hooks/claude-code/post-tool",
+        Some(ALPHA_TOKEN),
+        &post_tool.to_string(),
+    );
+    assert_eq!(status, 200, "{}", &response[..response.len().min(400)]);
+    assert!(
+        response.contains("[Output offloaded"),
+        "{}",
+        &response[..response.len().min(400)]
+    );
+}

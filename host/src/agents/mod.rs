@@ -25,7 +25,7 @@ use crate::chain::{FailurePolicy, HookChain};
 use crate::ids::{SessionId, TenantId};
 use crate::limits::MAX_HOOK_INPUT_BYTES;
 use crate::mounts::CommitAt;
-use crate::runtime::Runtime;
+use crate::runtime::{Rate, Runtime};
 use crate::sessions::{Session, hook_calls_dir};
 use crate::trace::CallTrace;
 use protocol::{AgentCall, Answer, Decision, HookInput, Options};
@@ -418,6 +418,25 @@ pub async fn handle(
         .await?;
     let Some(call) = input.tool else {
         return Ok(nothing());
+    };
+    // Every call passes the runtime's one gate: a pre-tool event starts a call; a
+    // post-tool event ends the call its pre-tool event admitted (the tool ran meanwhile,
+    // so the rate cannot stop it), or, when none ran, is a call of its own.
+    let rate = match event {
+        Event::PostTool if pending_file(runtime.data_root(), &session, &call.id).exists() => {
+            Rate::Admitted
+        }
+        _ => Rate::Counted,
+    };
+    let _admitted = match runtime.admit(&session, &call.name, rate).await {
+        Ok(admitted) => admitted,
+        Err(refused) if event == Event::PreTool => {
+            let reason = format!("hookhost refused the call: {refused}");
+            let refusal = Decision::Deny { reason };
+            let options = settings.options;
+            return Ok(protocol::answer(agent, event, &call.name, refusal, options));
+        }
+        Err(refused) => return Ok(protocol::unreadable(agent, &refused.to_string())),
     };
     // Its persistent directories loaded, and brought up to what other sessions committed.
     runtime.prepare(&session).await?;
