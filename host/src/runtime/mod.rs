@@ -1,0 +1,420 @@
+//! The runtime: a config turned into loaded components, tools and a hook chain, and the
+//! entry point for tool calls.
+//!
+//! What a config makes of components, tools, chains and upstream servers is one value
+//! ([`Served`]) that a reload ([`Runtime::reload`]) replaces whole while the server runs:
+//! a call keeps the one it began with to its end, so calls in flight finish on the old
+//! config and new calls run on the new one. A reload keeps whatever the new config leaves
+//! unchanged — a hook's kept instances, an upstream's process, the sandboxes of `bash` —
+//! and what the old config had alone is let go when its last call ends (an upstream no
+//! longer listed is stopped then). The sessions, the tracer and the metrics outlive
+//! reloads; what only a restart changes is [`Fixed`].
+
+mod call;
+mod load;
+mod reload;
+mod served;
+
+pub use call::{Admission, CallError, Rate};
+pub use load::{Signals, StartError};
+use reload::Fixed;
+pub use reload::{Changes, ReloadError, Reloaded};
+use served::{Served, holder_of};
+
+use crate::abi::ToolDescriptor;
+use crate::chain::HookChain;
+use crate::component::{ComponentLoader, ComponentRef};
+use crate::config::Plan;
+use crate::ids::TenantId;
+use crate::metrics::Scraped;
+use crate::mounts::CommitAt;
+use crate::sandbox::Sandbox;
+use crate::secret::TokenDigest;
+use crate::sessions::{Session, SessionError, SessionHolder, Sessions, Tenants};
+use crate::stores::StoreComponent;
+use crate::tools::Tool;
+use crate::tools::bash::{Readiness, Unavailable};
+use crate::tools::upstream;
+use crate::trace::{CallTrace, TraceSettings, Tracer};
+use arc_swap::ArcSwap;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+/// The compiled-code cache's directory, in the data directory.
+pub const CACHE_DIR: &str = "cache";
+
+/// The call id prefix and tool name under which a commit outside a call is traced.
+pub const COMMIT_CALL: &str = "hookhost/commit";
+
+/// A configured hookhost: its [`Sessions`], and what its config makes of components,
+/// tools, chains and upstream servers (replaced whole by a reload).
+pub struct Runtime {
+    /// What the config in effect makes; each call keeps the one it began with.
+    served: ArcSwap<Served>,
+    /// What only a restart changes, as the config in effect has it.
+    fixed: Fixed,
+    /// Tools the embedder registered ([`Runtime::register_tool`]): kept across reloads.
+    embedded: Vec<Arc<dyn Tool>>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+    /// What the upstream servers tell every MCP client.
+    signals: Signals,
+    sessions: Sessions,
+    data_root: PathBuf,
+    /// Traces, metrics and spans of every call.
+    tracer: Arc<Tracer>,
+}
+
+impl Runtime {
+    /// Opens the sessions under `data_root` (`{data}`; see [`Sessions::at`], which also
+    /// sets the umask), loads every component of `plan` and builds the chains.
+    ///
+    /// # Errors
+    ///
+    /// A [`StartError`] naming the part of the config that failed.
+    pub async fn new(mut plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
+        let fixed = Fixed::of(&plan);
+        let tenants = Tenants::new(std::mem::take(&mut plan.tenants), plan.serve_workdir.take());
+        let sessions = Sessions::at(
+            data_root,
+            plan.session_store.as_ref(),
+            plan.mounts.clone(),
+            tenants,
+        )
+        .await?;
+        let dirs = sessions.dirs().clone();
+        let signals = Signals::default();
+        let (served, holders) =
+            Served::build(plan, &sessions.tenants(), &dirs, &[], None, &signals).await?;
+        sessions.set_stores(served.store_backends());
+        sessions.measure_quotas().await?;
+        for holder in holders {
+            sessions.hold(holder);
+        }
+        let trace = TraceSettings {
+            fleet: sessions.is_shared(),
+            ..fixed.trace.clone()
+        };
+        let tracer = Arc::new(Tracer::new(trace, served.sandbox.clone()));
+        sessions.hold(Arc::downgrade(&tracer) as Weak<dyn SessionHolder>);
+        Ok(Runtime {
+            served: ArcSwap::from_pointee(served),
+            fixed,
+            embedded: Vec::new(),
+            reloading: tokio::sync::Mutex::new(()),
+            signals,
+            data_root: dirs.data_root().to_path_buf(),
+            sessions,
+            tracer,
+        })
+    }
+
+    /// Whether `bash` can run commands as configured (see [`BashTool::readiness`]); `None`
+    /// when bash is off.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] when it cannot.
+    pub async fn bash_readiness(&self) -> Option<Result<Option<Readiness>, Unavailable>> {
+        let bash = self.served.load().bash.as_ref()?.1.clone();
+        Some(bash.readiness().await.map(Option::<&Readiness>::cloned))
+    }
+
+    /// What observes its calls: traces, metrics, spans.
+    pub fn tracer(&self) -> &Tracer {
+        &self.tracer
+    }
+
+    /// Readies `session`'s persistent directories for a call: the checkouts its store
+    /// components keep loaded (see [`Sessions::load_stores`]), the others brought up to
+    /// what other sessions committed since (see [`Sessions::refresh`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Commit`] naming a store-kept directory that could not be loaded.
+    pub async fn prepare(&self, session: &Session) -> Result<(), SessionError> {
+        self.sessions.load_stores(session).await?;
+        self.sessions.refresh(session).await;
+        Ok(())
+    }
+
+    /// The store component of the persistent directory `virtual_path`, if it has one.
+    pub fn store(&self, virtual_path: &str) -> Option<Arc<StoreComponent>> {
+        self.served.load().stores.get(virtual_path).cloned()
+    }
+
+    /// The checkouts of `session`'s persistent directories that a call's hooks or tool
+    /// loaded, in its `trace`.
+    pub fn trace_loads(&self, session: &Session, trace: &mut CallTrace<'_>) {
+        for (mount, loaded) in self.sessions.dirs().take_loads(session.mounts()) {
+            trace.persistent_loaded(&mount, &loaded);
+        }
+    }
+
+    /// After a call of `session`: its loads traced ([`Self::trace_loads`]), and its
+    /// persistent directories committed after every call published, in its `trace`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Commit`] naming the mount that could not be published.
+    pub async fn after_call(
+        &self,
+        session: &Session,
+        trace: &mut CallTrace<'_>,
+    ) -> Result<(), SessionError> {
+        self.trace_loads(session, trace);
+        let committed = self.sessions.commit(session, Some(CommitAt::Call)).await;
+        trace.commits(&committed);
+        committed.map(drop)
+    }
+
+    /// Publishes `session`'s persistent directories whose boundary is `at` (every one for
+    /// `None`) outside a call — at an agent's turn end, on `hookhost/commit` — as
+    /// [`Sessions::commit`] does, traced in the session's trace as [`COMMIT_CALL`]`-ID`.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::Commit`] naming the mount that could not be published.
+    pub async fn commit(
+        &self,
+        session: &Session,
+        at: Option<CommitAt>,
+    ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
+        // Most turn ends have nothing to publish: no trace is begun for them.
+        if !self.sessions.has_due(session, at) {
+            return Ok(Vec::new());
+        }
+        let id = format!("{COMMIT_CALL}-{}", uuid::Uuid::new_v4().simple());
+        let mut trace = self.tracer.begin(session, &id, COMMIT_CALL);
+        let committed = self.sessions.commit(session, at).await;
+        trace.commits(&committed);
+        trace.end();
+        committed
+    }
+
+    /// Its metrics as OpenMetrics text (what `/metrics` serves), with the session counts,
+    /// kept instances, disk use and upstream states read now.
+    pub async fn metrics_text(&self) -> String {
+        let mut sessions: BTreeMap<String, i64> = BTreeMap::new();
+        match self.sessions.list(None).await {
+            Ok(records) => {
+                for record in records {
+                    *sessions.entry(record.tenant.to_string()).or_default() += 1;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot count sessions for metrics"),
+        }
+        let instances = self
+            .served
+            .load()
+            .hooks
+            .iter()
+            .map(|(_, l)| l.held().len())
+            .sum::<usize>();
+        let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.tracer.metrics().encode(Scraped {
+            sessions: sessions.into_iter().collect(),
+            instances: i64::try_from(instances).unwrap_or(i64::MAX),
+            disk: self
+                .sessions
+                .kept_disk_use()
+                .into_iter()
+                .filter_map(|(tenant, used, quota)| {
+                    Some((tenant.to_string(), to_i64(used?), quota.map(to_i64)))
+                })
+                .collect(),
+            upstreams: self.upstream_states(),
+        })
+    }
+
+    /// The sessions this runtime serves.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// The sessions, to set who makes them (see [`Sessions::set_owner`]).
+    pub fn sessions_mut(&mut self) -> &mut Sessions {
+        &mut self.sessions
+    }
+
+    /// Adds a tool of the embedder's (a host-native tool) beside the configured ones; it
+    /// stays through reloads.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::DuplicateTool`] when a tool of that name exists.
+    pub fn register_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), StartError> {
+        let mut served = Served::clone(&self.served.load());
+        let name = tool.descriptor().name.clone();
+        if !served.tools.insert(tool.clone()) {
+            return Err(StartError::DuplicateTool { tool: name });
+        }
+        self.sessions.hold(holder_of(&tool));
+        self.served.store(Arc::new(served));
+        self.embedded.push(tool);
+        Ok(())
+    }
+
+    /// The engine and linker the components of the config in effect were loaded with.
+    pub fn loader(&self) -> Arc<ComponentLoader> {
+        self.served.load().loader.clone()
+    }
+
+    /// The sandbox the components of the config in effect run in.
+    pub fn sandbox(&self) -> Arc<Sandbox> {
+        self.served.load().sandbox.clone()
+    }
+
+    /// The data directory, `{data}` in mount templates.
+    pub fn data_root(&self) -> &Path {
+        &self.data_root
+    }
+
+    /// The SHA-256 of the admin page's token in the config in effect; no admin page when
+    /// `None`.
+    pub fn admin_token(&self) -> Option<TokenDigest> {
+        self.served.load().admin_token
+    }
+
+    /// The file the config in effect was read from.
+    pub fn config_file(&self) -> String {
+        self.served.load().config_file.clone()
+    }
+
+    /// Every tool: the configured ones and the upstream servers' (as last listed).
+    pub fn tools(&self) -> Vec<ToolDescriptor> {
+        let served = self.served.load();
+        served
+            .tools
+            .descriptors()
+            .cloned()
+            .chain(served.upstream_listing().iter().map(upstream::descriptor))
+            .collect()
+    }
+
+    /// The tools `tenant` may call (its `tools` allow-list, else every tool), as MCP lists
+    /// them.
+    pub fn mcp_tools(&self, tenant: &TenantId) -> Vec<rmcp::model::Tool> {
+        let served = self.served.load();
+        let tenants = self.sessions.tenants();
+        let configured = served.tools.iter().map(|tool| {
+            let d = tool.descriptor();
+            let schema: rmcp::model::JsonObject =
+                serde_json::from_str(&d.input_schema).unwrap_or_default();
+            rmcp::model::Tool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
+        });
+        configured
+            .chain(served.upstream_listing())
+            .filter(|t| tenants.may_call(tenant, &t.name))
+            .collect()
+    }
+
+    /// The upstream server that serves the tool `name`, and its own name for it.
+    pub fn upstream_of(&self, name: &str) -> Option<(String, String)> {
+        let served = self.served.load();
+        if served.tools.get(name).is_some() {
+            return None;
+        }
+        served.running_upstreams().find_map(|server| {
+            let remote = name.strip_prefix(&server.prefix())?;
+            server
+                .listing()
+                .iter()
+                .any(|t| t.name == name)
+                .then(|| (server.name().to_string(), remote.to_string()))
+        })
+    }
+
+    /// Whether a tool of that name is served.
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.served.load().tool(name).is_some()
+    }
+
+    /// Ticks when the tools served change (an upstream came back with other tools, or a
+    /// reload).
+    pub fn tools_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.signals.tools_changed.subscribe()
+    }
+
+    /// What the upstream servers tell every client from now on: resource updates and
+    /// changes of their resources and prompts.
+    pub fn upstream_notices(&self) -> tokio::sync::broadcast::Receiver<upstream::Notice> {
+        self.signals.notices.subscribe()
+    }
+
+    /// The shared upstream servers that started.
+    pub fn shared_upstreams(&self) -> Vec<Arc<upstream::Running>> {
+        self.served.load().running_upstreams().cloned().collect()
+    }
+
+    /// The upstream servers `session` uses, as the config in effect has them: the shared
+    /// ones that started, and its instances of the others (started now if need be).
+    pub async fn upstreams_for(&self, session: &Session) -> Vec<Arc<upstream::Running>> {
+        let served = self.served.load_full();
+        let mut upstreams: Vec<_> = served.running_upstreams().cloned().collect();
+        upstreams.extend(served.session_upstreams(session).await);
+        upstreams
+    }
+
+    /// The tools `session` may call, as MCP lists them: [`Runtime::mcp_tools`] and its
+    /// instances' of the upstream servers with one per tenant or session (a name served
+    /// already is left out).
+    pub async fn session_tools(&self, session: &Session) -> Vec<rmcp::model::Tool> {
+        let served = self.served.load_full();
+        let mut tools = self.mcp_tools(&session.tenant);
+        // A name served already, listed or hidden from the tenant (then its instance's
+        // is hidden too: the same name), is not listed again.
+        let mut seen: HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let tenants = self.sessions.tenants();
+        for instance in served.session_upstreams(session).await {
+            for tool in instance.listing() {
+                if tenants.may_call(&session.tenant, &tool.name)
+                    && seen.insert(tool.name.to_string())
+                {
+                    tools.push(tool);
+                }
+            }
+        }
+        tools
+    }
+
+    /// Each upstream server by name: `up`, `down` (it died; its tools answer with an
+    /// error) or `unavailable` (it did not start).
+    pub fn upstream_states(&self) -> Vec<(String, &'static str)> {
+        self.served
+            .load()
+            .upstreams
+            .iter()
+            .map(|(name, _, server)| {
+                let state = match server {
+                    Some(s) if s.is_up() => "up",
+                    Some(_) => "down",
+                    None => "unavailable",
+                };
+                (name.clone(), state)
+            })
+            .collect()
+    }
+
+    /// The upstream servers that are not up, with their state (`down`, `unavailable`).
+    pub fn upstreams_down(&self) -> Vec<(String, &'static str)> {
+        let mut states = self.upstream_states();
+        states.retain(|(_, state)| *state != "up");
+        states
+    }
+
+    /// Whether `tenant`'s chain offloads large outputs (the built-in offload hook is in it).
+    pub fn offloads(&self, tenant: &TenantId) -> bool {
+        let offload = ComponentRef::Builtin("offload".into());
+        self.chain(tenant)
+            .layers()
+            .iter()
+            .any(|l| l.component == offload)
+    }
+
+    /// The hook chain of `tenant`'s sessions, in the config in effect.
+    pub fn chain(&self, tenant: &TenantId) -> Arc<HookChain> {
+        self.served.load().chain(tenant).clone()
+    }
+}
