@@ -1284,7 +1284,7 @@ async fn run(
                 hookhost: micros(medians[0]),
                 native: micros(medians[1]),
                 ratio: ratio(medians[0].as_secs_f64(), medians[1].as_secs_f64()),
-                goal: "README: cost of tracing",
+                goal: "see Observability",
             });
         }
     }

@@ -34,8 +34,8 @@ pub enum SessionCommand {
         #[arg(long, default_value = "default")]
         tenant: String,
     },
-    /// Print a session's trace: one JSON event per line, in order (see the README's
-    /// "Tracing").
+    /// Print a session's trace: one JSON event per line, in order (see the book's
+    /// "Observability").
     Trace {
         id: String,
         #[arg(long, default_value = "default")]

@@ -150,7 +150,7 @@ pub struct TelemetryConfig {
 pub struct SessionsConfig {
     /// The session table: absent, the embedded SQLite file `{data}/sessions.db`; a
     /// `postgres://user@host:port/database` URL, a PostgreSQL database that several hosts
-    /// sharing one data directory use as one fleet (see the README's "A fleet of hosts").
+    /// sharing one data directory use as one fleet (see the book's "A fleet of hosts", docs/operating.md).
     /// `${NAME}` and `${file:PATH}` in it are replaced (a password from the environment).
     #[serde(default)]
     pub store: Option<Spanned<Secret>>,

@@ -1,6 +1,6 @@
 //! The operator's config file (TOML): mounts, tools, the hook chain, tenants, upstream
 //! servers, their grants, settings and limits. The built-in default is `default.toml`
-//! beside this file, and every key is documented there and in the README.
+//! beside this file, and every key is documented there and in the book (docs/configuration.md).
 //!
 //! Every table refuses unknown keys, so a typo is an error, not a silently ignored line;
 //! every error names the file, the line and the key. A config is read and checked once

@@ -19,8 +19,8 @@
 //! when its exit pipe closes, and killed when the [`Network`] is dropped.
 //!
 //! Measured here: an open sandbox starts 0.6 ms later than a closed one (10.7 against
-//! 10.2 ms; slirp4netns starts while bubblewrap makes the mounts); see the README's bash
-//! rows.
+//! 10.2 ms; slirp4netns starts while bubblewrap makes the mounts); see the bash rows of
+//! the book's Performance chapter (docs/performance.md).
 
 use crate::limits::SHELL_START_TIMEOUT;
 use rustix::fd::{AsRawFd, OwnedFd};

@@ -9,7 +9,8 @@
 //! measured here: 7.5 ms of CPU per sandbox with the kernel's work (1.9 ms of it the
 //! network namespace), which capped a sandbox per command at about 270 commands/s on two
 //! cores; so a sandbox is made once per session (11 ms, with the launcher's start and its
-//! cgroup) and each command then costs a fork in it: see the README's bash rows.
+//! cgroup) and each command then costs a fork in it: see the bash rows of the book's
+//! Performance chapter (docs/performance.md).
 //!
 //! Security rules, all made here:
 //! - new user, mount, PID, IPC, UTS, cgroup and network namespaces; the network

@@ -28,7 +28,7 @@
 //! (the filter's architecture check: their numbers mean other calls); x32 calls answer
 //! `ENOSYS`. Most of this would fail anyway for want of a capability: the filter is the
 //! second wall, and the only one for `ptrace`, keyrings and `io_uring`. Measured cost:
-//! see the README's bash rows.
+//! see the bash rows of the book's Performance chapter (docs/performance.md).
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
