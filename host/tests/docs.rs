@@ -151,3 +151,28 @@ fn the_readme_is_a_front_door() {
     assert_eq!(first_block.len(), 2, "{first_block:?}");
     assert_eq!(first_block[1], "bash .ci/run");
 }
+
+/// The book's page of limits and defaults is what `hookhost config reference` prints from
+/// the code (`HOOKHOST_BLESS=1` writes it anew).
+#[test]
+fn the_limits_page_is_what_the_code_defines() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .args(["config", "reference"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let page = repo().join("docs/limits.md");
+    if std::env::var_os("HOOKHOST_BLESS").is_some() {
+        std::fs::write(&page, &generated).unwrap();
+    }
+    let written = std::fs::read_to_string(&page).unwrap_or_default();
+    assert!(
+        written == generated,
+        "docs/limits.md is stale: `HOOKHOST_BLESS=1 cargo test --release -p hookhost --test docs` writes it from host/src/limits.rs"
+    );
+}

@@ -14,6 +14,9 @@ pub enum ConfigCommand {
     /// Validate a config file (by default --config, else the built-in one), load its
     /// components, and print the resolved chain.
     Check { file: Option<PathBuf> },
+    /// Print every limit and default as the code defines them (Markdown; the book's
+    /// docs/limits.md).
+    Reference,
 }
 
 /// Runs `command`; `loaded` is the config hookhost was started with, `started_with` its
@@ -27,6 +30,10 @@ pub async fn run(
     match command {
         ConfigCommand::Show => {
             print!("{}", hookhost::config::DEFAULT_CONFIG);
+            Ok(ExitCode::SUCCESS)
+        }
+        ConfigCommand::Reference => {
+            print!("{}", hookhost::config::reference::markdown());
             Ok(ExitCode::SUCCESS)
         }
         ConfigCommand::Check { file } => {

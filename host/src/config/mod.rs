@@ -16,6 +16,7 @@
 
 mod file;
 mod plan;
+pub mod reference;
 #[cfg(test)]
 mod tests;
 mod validate;
