@@ -32,7 +32,7 @@
 //! | [`mounts`] | virtual paths and the host directories behind them |
 //! | [`sessions`] | sessions end to end: the table, directories, tenants ([`sessions::Tenant`]: everything declared of one), quotas, and what holds per-session state ([`sessions::SessionHolder`]) |
 //! | [`sandbox`] | a component's store: its grants, settings and limits |
-//! | [`abi`] | the plugin ABI, one module per WIT version ([`abi::v0_1`], [`abi::v0_2`]): bindings, and how a hook or tool of that version is instantiated, called and answered; [`abi::store`], the store components' `harness:store` |
+//! | [`abi`] | the plugin ABI, one module per WIT version ([`abi::v0_1`], [`abi::v0_2`]), the host's types the latest's ([`abi::latest`]): bindings, and how a hook or tool of that version is instantiated, called and answered; [`abi::store`], the store components' `harness:store` |
 //! | [`component`] | compiling and caching components, the engine |
 //! | [`stores`] | store components: a persistent directory's tree kept by a component, loaded and committed through it |
 //! | [`trace`] | what the host observes of each call: events, file changes, spans |

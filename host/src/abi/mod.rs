@@ -9,17 +9,26 @@
 //! - [`After`]: a hook's answer after the tool: keep, replace or fail;
 //! - [`SettingType`]: the type of a setting a component declares.
 //!
-//! 0.1.0's `hook` world owns the `types` interface; 0.2.0's worlds reuse those Rust types
-//! (its `types` interface is the same), so a [`ToolCall`] or [`ToolResult`] moves between
-//! hooks of either version and tools unchanged, without a copy.
+//! The host's own types are the latest version's ([`latest`]), as Zed's extension host
+//! does: every older version's bindings reuse them where its interface is the same (a
+//! [`ToolCall`] or [`ToolResult`] moves between hooks of either version and tools
+//! unchanged, without a copy) and convert where it differs. A new version becomes
+//! `latest`; the one before it converts.
 
 pub mod store;
 pub mod v0_1;
 pub mod v0_2;
 
+/// The latest version of the ABI: the types the host works with.
+pub mod latest {
+    pub use super::v0_2::hook::exports::harness::hooks::tool_hook::Proceed;
+    pub use super::v0_2::hook::harness::hooks::types;
+    pub use types::{CallContext, ToolCall, ToolDescriptor, ToolResult};
+}
+
+pub use latest::{CallContext, Proceed, ToolCall, ToolDescriptor, ToolResult};
 /// Context values only the host sets (a hook's are dropped): see [`v0_1::RESERVED_PREFIX`].
 pub use v0_1::RESERVED_PREFIX;
-pub use v0_1::{CallContext, Proceed, ToolCall, ToolDescriptor, ToolResult};
 
 use crate::failure::{Failure, FailureKind};
 use crate::limits::Limits;

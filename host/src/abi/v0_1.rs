@@ -1,9 +1,10 @@
 //! `harness:hooks@0.1.0`: its bindings, and how a hook or tool of that version is called.
 //!
-//! Its `hook` world owns the `types` interface every version shares (see [`super`]). A
-//! 0.1.0 `after-execute` always returns a result, and learns how the call went from
-//! context values the host sets (`hookhost.*`, see [`RESERVED_PREFIX`]).
+//! Its `types` are the latest version's (the same interface: see [`super::latest`]); its
+//! `proceed` is converted. A 0.1.0 `after-execute` always returns a result, and learns how
+//! the call went from context values the host sets (`hookhost.*`, see [`RESERVED_PREFIX`]).
 
+use super::latest::{CallContext, Proceed, ToolCall, ToolDescriptor, ToolResult};
 use super::{After, Outcome, Record};
 use crate::failure::Failure;
 use crate::limits::Limits;
@@ -16,7 +17,9 @@ pub mod hook {
         path: "../wit/hooks@0.1.0",
         world: "hook",
         exports: { default: async },
-        additional_derives: [serde::Serialize, PartialEq, Eq],
+        with: {
+            "harness:hooks/types": crate::abi::latest::types,
+        },
     });
 }
 
@@ -27,13 +30,10 @@ pub mod tool {
         world: "tool",
         exports: { default: async },
         with: {
-            "harness:hooks/types": super::hook::harness::hooks::types,
+            "harness:hooks/types": crate::abi::latest::types,
         },
     });
 }
-
-pub use hook::exports::harness::hooks::tool_hook::Proceed;
-pub use hook::harness::hooks::types::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 
 /// Context values the host sets for `after-execute`; a hook cannot set them itself.
 pub const RESERVED_PREFIX: &str = "hookhost.";
@@ -51,12 +51,16 @@ pub(super) async fn before(
     ctx: &CallContext,
     call: &ToolCall,
 ) -> Result<Result<Proceed, String>, Failure> {
-    Failure::bounded(store, limits, async |store| {
+    let proceed = Failure::bounded(store, limits, async |store| {
         hook.harness_hooks_tool_hook()
             .call_before_execute(store, ctx, call)
             .await
     })
-    .await
+    .await?;
+    Ok(proceed.map(|p| Proceed {
+        values: p.values,
+        arguments: p.arguments,
+    }))
 }
 
 /// `after-execute`, told `record` as `hookhost.*` context values (any the agent set under

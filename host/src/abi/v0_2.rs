@@ -1,12 +1,12 @@
 //! `harness:hooks@0.2.0`: its bindings, and how a hook or tool of that version is called.
 //!
-//! Its worlds reuse 0.1.0's `types` (see [`super`]). A 0.2.0 `after-execute` is told how
+//! It is the latest version: its `types` are the host's own (see [`super::latest`]), which
+//! 0.1.0's bindings reuse. A 0.2.0 `after-execute` is told how
 //! the call went as a `call-outcome` and answers `keep`, `replace` or `fail`; a hook of the
 //! `described-hook` world also says what it is and which settings it takes (`hook-info`).
 
-use super::{
-    After, CallContext, Outcome, Proceed, Record, SettingType, ToolCall, ToolDescriptor, ToolResult,
-};
+use super::latest::{CallContext, Proceed, ToolCall, ToolDescriptor, ToolResult};
+use super::{After, Outcome, Record, SettingType};
 use crate::failure::{Failure, FailureKind};
 use crate::limits::{LimitOverrides, Limits};
 use crate::sandbox::{Sandbox, Settings, StoreState};
@@ -19,9 +19,7 @@ pub mod hook {
         path: "../wit/hooks@0.2.0",
         world: "hook",
         exports: { default: async },
-        with: {
-            "harness:hooks/types": crate::abi::v0_1::hook::harness::hooks::types,
-        },
+        additional_derives: [serde::Serialize, PartialEq, Eq],
     });
 }
 
@@ -32,7 +30,7 @@ pub mod described {
         world: "described-hook",
         exports: { default: async },
         with: {
-            "harness:hooks/types": crate::abi::v0_1::hook::harness::hooks::types,
+            "harness:hooks/types": super::hook::harness::hooks::types,
             "harness:hooks/outcomes": super::hook::harness::hooks::outcomes,
         },
     });
@@ -45,7 +43,7 @@ pub mod tool {
         world: "tool",
         exports: { default: async },
         with: {
-            "harness:hooks/types": crate::abi::v0_1::hook::harness::hooks::types,
+            "harness:hooks/types": super::hook::harness::hooks::types,
         },
     });
 }
@@ -93,10 +91,7 @@ pub(super) async fn before(
             .await
     })
     .await?;
-    Ok(proceed.map(|p| Proceed {
-        values: p.values,
-        arguments: p.arguments,
-    }))
+    Ok(proceed)
 }
 
 /// `after-execute`, told `record` as a `call-outcome`. Its `fail` is a
