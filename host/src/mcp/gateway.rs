@@ -32,6 +32,7 @@ use super::McpServer;
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::failure::Failure;
 use crate::runtime::CallError;
+use crate::sessions::Action;
 use crate::sessions::{Session, SessionHolder};
 use crate::tools::upstream::{CLIENT, Client, Running};
 use crate::tools::{Callee, Tool};
@@ -324,7 +325,7 @@ impl McpServer {
         let mut listed = Vec::new();
         for upstream in self.serving(session, |c| c.resources.is_some()).await {
             for resource in upstream.resources().await? {
-                if !tenants.may_read(tenant, &resource.uri) {
+                if !tenants.authorize(tenant, Action::Read(&resource.uri)) {
                     continue;
                 }
                 if !seen.insert(resource.uri.clone()) {
@@ -388,7 +389,7 @@ impl McpServer {
             .runtime
             .sessions()
             .tenants()
-            .may_read(&session.tenant, &uri)
+            .authorize(&session.tenant, Action::Read(&uri))
         {
             return Err(not_found(&uri));
         }
@@ -425,7 +426,7 @@ impl McpServer {
             .runtime
             .sessions()
             .tenants()
-            .may_read(&session.tenant, &uri)
+            .authorize(&session.tenant, Action::Read(&uri))
         {
             return Err(not_found(&uri));
         }
@@ -480,7 +481,7 @@ impl McpServer {
         for upstream in self.serving(session, |c| c.prompts.is_some()).await {
             for mut prompt in upstream.prompts().await? {
                 prompt.name = format!("{}{}", upstream.prefix(), prompt.name);
-                if !tenants.may_prompt(tenant, &prompt.name) {
+                if !tenants.authorize(tenant, Action::Prompt(&prompt.name)) {
                     continue;
                 }
                 if !seen.insert(prompt.name.clone()) {
@@ -505,7 +506,7 @@ impl McpServer {
             .runtime
             .sessions()
             .tenants()
-            .may_prompt(&session.tenant, &served)
+            .authorize(&session.tenant, Action::Prompt(&served))
         {
             return Err(unknown());
         }
@@ -545,7 +546,7 @@ impl McpServer {
         let tenants = self.runtime.sessions().tenants();
         let upstream = match &mut request.r#ref {
             Reference::Prompt(prompt) => {
-                let found = if tenants.may_prompt(&session.tenant, &prompt.name) {
+                let found = if tenants.authorize(&session.tenant, Action::Prompt(&prompt.name)) {
                     self.prompt_upstream(&session, &prompt.name).await?
                 } else {
                     None

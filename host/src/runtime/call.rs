@@ -7,6 +7,7 @@ use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain;
 use crate::failure::Failure;
 use crate::sandbox;
+use crate::sessions::Action;
 use crate::sessions::{QuotaCall, RateRefusal, Session, SessionError};
 use crate::tools::{Callee, Extras, Tool};
 use std::collections::BTreeSet;
@@ -79,7 +80,10 @@ impl Runtime {
             }
         };
         let target = target
-            .filter(|_| session.declared().is_none_or(|t| t.may_call(tool)))
+            .filter(|_| {
+                let tenants = self.sessions.tenants();
+                tenants.authorize(&session.tenant, Action::Call(tool))
+            })
             .ok_or_else(|| {
                 let name = tool.to_string();
                 if served.tools.iter().next().is_none()

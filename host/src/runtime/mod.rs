@@ -30,6 +30,7 @@ use crate::metrics::Scraped;
 use crate::mounts::CommitAt;
 use crate::sandbox::Sandbox;
 use crate::secret::TokenDigest;
+use crate::sessions::Action;
 use crate::sessions::{Session, SessionError, SessionHolder, Sessions, Tenants};
 use crate::stores::StoreComponent;
 use crate::tools::Tool;
@@ -306,7 +307,7 @@ impl Runtime {
         });
         configured
             .chain(served.upstream_listing())
-            .filter(|t| tenants.may_call(tenant, &t.name))
+            .filter(|t| tenants.authorize(tenant, Action::Call(&t.name)))
             .collect()
     }
 
@@ -369,7 +370,7 @@ impl Runtime {
         let tenants = self.sessions.tenants();
         for instance in served.session_upstreams(session).await {
             for tool in instance.listing() {
-                if tenants.may_call(&session.tenant, &tool.name)
+                if tenants.authorize(&session.tenant, Action::Call(&tool.name))
                     && seen.insert(tool.name.to_string())
                 {
                     tools.push(tool);

@@ -26,7 +26,7 @@ pub use quota::{Quota, QuotaCall, Usage};
 pub use rate::RateRefusal;
 pub use stores::{StoreBackend, StoreBackends};
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
-pub use tenants::{Tenant, Tenants, WorkdirTemplate};
+pub use tenants::{Action, Tenant, Tenants, WorkdirTemplate};
 
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};

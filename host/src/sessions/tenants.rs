@@ -49,10 +49,26 @@ pub struct Tenant {
     pub rate: RateLimit,
 }
 
+/// What a tenant may be allowed to do: the question [`Tenants::authorize`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// Call, and see listed, the tool of this name.
+    Call(&'a str),
+    /// List and read the upstream resource of this URI.
+    Read(&'a str),
+    /// List and get the upstream prompt of this name (as served, prefix included).
+    Prompt(&'a str),
+}
+
 impl Tenant {
-    /// Whether it may call `tool`.
-    pub fn may_call(&self, tool: &str) -> bool {
-        self.tools.as_ref().is_none_or(|m| m.matches(tool))
+    /// Whether its allow-lists let it do `action` (no list: everything of that kind).
+    pub fn allows(&self, action: Action<'_>) -> bool {
+        let (list, name) = match action {
+            Action::Call(tool) => (&self.tools, tool),
+            Action::Read(uri) => (&self.resources, uri),
+            Action::Prompt(prompt) => (&self.prompts, prompt),
+        };
+        list.as_ref().is_none_or(|m| m.matches(name))
     }
 }
 
@@ -102,23 +118,12 @@ impl Tenants {
         }
     }
 
-    /// Whether `tenant` may call `tool` (an undeclared one may call every tool).
-    pub fn may_call(&self, tenant: &TenantId, tool: &str) -> bool {
-        self.declared.get(tenant).is_none_or(|t| t.may_call(tool))
-    }
-
-    /// Whether `tenant` may list and read the resource `uri`.
-    pub fn may_read(&self, tenant: &TenantId, uri: &str) -> bool {
-        self.declared
-            .get(tenant)
-            .is_none_or(|t| t.resources.as_ref().is_none_or(|m| m.matches(uri)))
-    }
-
-    /// Whether `tenant` may list and get the prompt `name`.
-    pub fn may_prompt(&self, tenant: &TenantId, name: &str) -> bool {
-        self.declared
-            .get(tenant)
-            .is_none_or(|t| t.prompts.as_ref().is_none_or(|m| m.matches(name)))
+    /// Whether `tenant` may do `action`: the one place a tenant's allow-lists are read,
+    /// for calls and listings alike. An undeclared tenant (a host without tenants) may do
+    /// everything; whether its token lets a request in at all is the endpoint's
+    /// (`mcp/http.rs`), and its rate the runtime's gate (`Runtime::admit`).
+    pub fn authorize(&self, tenant: &TenantId, action: Action<'_>) -> bool {
+        self.declared.get(tenant).is_none_or(|t| t.allows(action))
     }
 
     /// `tenant`'s quota (none when undeclared).
@@ -224,5 +229,31 @@ impl WorkdirTemplate {
                 .create(&path)?;
         }
         Ok(PathBuf::from(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ToolMatch;
+
+    #[test]
+    fn a_tenant_is_authorized_by_the_list_of_each_kind_alone() {
+        let alpha = TenantId::new("alpha").unwrap();
+        let tenant = Tenant {
+            tools: Some(ToolMatch::new(&["read_*"])),
+            prompts: Some(ToolMatch::new(&["docs.*"])),
+            ..Tenant::default()
+        };
+        let tenants = Tenants::new(BTreeMap::from([(alpha.clone(), tenant)]), None);
+        assert!(tenants.authorize(&alpha, Action::Call("read_file")));
+        assert!(!tenants.authorize(&alpha, Action::Call("bash")));
+        // No resource list: every resource; a prompt list binds prompts only.
+        assert!(tenants.authorize(&alpha, Action::Read("file:///x")));
+        assert!(tenants.authorize(&alpha, Action::Prompt("docs.review")));
+        assert!(!tenants.authorize(&alpha, Action::Prompt("other.review")));
+        // A tenant that is not declared (a host without tenants) may do everything.
+        let default = TenantId::default_tenant();
+        assert!(Tenants::default().authorize(&default, Action::Call("bash")));
     }
 }
