@@ -1,6 +1,18 @@
 //! A backing tree ([`Backing`]): loads into checkouts, commits from them, under its lock.
 
-use super::*;
+use super::checkout::{
+    Checkout, Journal, Place, current, finish, remove_any, sync_dir, write_durably,
+};
+use super::{
+    Change, CommitReport, FileLocks, HOST_DIR, LoadReport, Loaded, Manifest, OnConflict,
+    PersistentError, Room, StoreLocks, Version, changes, elapsed_ms, files_in, io_at, same_content,
+};
+use crate::beneath;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// A backing tree: a host directory whose files sessions load and commit to.
 #[derive(Clone)]

@@ -1,6 +1,15 @@
 //! A session's checkout as a commit reads it, and the journal that makes a commit atomic.
 
-use super::*;
+use super::{PersistentError, REFRESH_PREFIX, Version, files_in, io_at};
+use crate::beneath;
+use rustix::fd::OwnedFd;
+use rustix::fs::{Mode, Stat};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 /// A session's checkout as the host works in it: through its directory's descriptor, never
 /// following what the session made (see the module's security rules).

@@ -59,12 +59,12 @@
 
 use crate::beneath::{self, Walk};
 use rustix::fd::OwnedFd;
-use rustix::fs::{Mode, Stat};
+use rustix::fs::Stat;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -74,7 +74,7 @@ mod checkout;
 mod tests;
 
 pub use backing::Backing;
-use checkout::*;
+use checkout::{Checkout, Place, write_durably};
 /// The directory in a backing tree that is the host's: its lock, staged files, journals.
 pub const HOST_DIR: &str = ".hookhost";
 

@@ -1,3 +1,4 @@
+use super::checkout::Journal;
 use super::*;
 
 fn put(dir: &Path, relative: &str, text: &str) {
