@@ -3,7 +3,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn hookhost(data: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hookhost"))
@@ -1719,5 +1719,34 @@ fn concurrent_commits_to_one_store_all_land() {
     for n in 0..32 {
         let text = std::fs::read_to_string(backing.join(format!("{n}.md"))).unwrap();
         assert_eq!(text, format!("session {n}"));
+    }
+}
+
+/// Processes opening a new data directory at once (one-shot commands in parallel) all get
+/// its session table: its schema is made in one write transaction, not by each.
+#[test]
+fn many_processes_opening_a_new_data_directory_at_once_all_get_the_table() {
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let started: Vec<std::process::Child> = (0..8)
+            .map(|_| {
+                Command::new(env!("CARGO_BIN_EXE_hookhost"))
+                    .arg("--data")
+                    .arg(dir.path())
+                    .args(["session", "new"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in started {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }

@@ -244,20 +244,24 @@ impl SqliteTable {
     ///
     /// [`SessionError::Database`] when SQLite cannot open or create it.
     pub fn open(data_root: &Path) -> Result<SqliteTable, SessionError> {
-        let conn = Connection::open(data_root.join(DATABASE_FILE))?;
+        let mut conn = Connection::open(data_root.join(DATABASE_FILE))?;
         conn.busy_timeout(SQLITE_BUSY_TIMEOUT)?;
         // WAL with synchronous=NORMAL: a commit is not an fsync (a power cut may lose the
         // last touches, never corrupt the table), so touching a session on every call is
         // cheap.
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             PRAGMA synchronous = NORMAL;
-             CREATE TABLE IF NOT EXISTS sessions (
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+        // The schema is made, or brought up to date, in one write transaction: processes
+        // opening a new data directory at once (one-shot commands in parallel, a server
+        // beside them) would otherwise each add the same column, and all but one fail.
+        let schema = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        schema.execute_batch(
+            "CREATE TABLE IF NOT EXISTS sessions (
                  tenant      TEXT    NOT NULL,
                  id          TEXT    NOT NULL,
                  created     INTEGER NOT NULL,
                  last_active INTEGER NOT NULL,
                  workdir     TEXT,
+                 owner       TEXT,
                  PRIMARY KEY (tenant, id)
              );
              CREATE TABLE IF NOT EXISTS mcp_sessions (
@@ -266,12 +270,13 @@ impl SqliteTable {
              );",
         )?;
         // Tables made before sessions recorded their owner.
-        let has_owner: bool = conn
+        let has_owner: bool = schema
             .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
             .exists([])?;
         if !has_owner {
-            conn.execute_batch("ALTER TABLE sessions ADD COLUMN owner TEXT;")?;
+            schema.execute_batch("ALTER TABLE sessions ADD COLUMN owner TEXT;")?;
         }
+        schema.commit()?;
         Ok(SqliteTable {
             conn: Mutex::new(conn),
         })
