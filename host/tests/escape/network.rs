@@ -120,7 +120,8 @@ fn the_network_ends_when_the_host_is_killed() {
             .spawn()
             .unwrap();
         let host_pid = call.id() as i32;
-        let slirp = (0..100)
+        // Bounded: a one-shot call compiles its components into a new cache first.
+        let slirp = (0..600)
             .find_map(|_| {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 child_named(host_pid, "slirp4netns")

@@ -234,10 +234,16 @@ impl BashTool {
             Some(t) => plan.policy.with(t.shell_network, &t.shell_limits),
             None => plan.policy,
         };
-        ready
-            .start(&mounts, &self.mount, &policy, &session.key().to_string())
-            .await
-            .map_err(|e| format!("bash: {e}"))
+        let label = session.key().to_string();
+        // A sandbox that fails to start is tried once more: under load the kernel has
+        // refused bubblewrap's loopback setup in a new network namespace now and then
+        // (`Failed RTM_NEWADDR`), which the next start does not meet.
+        let mut attempt = ready.start(&mounts, &self.mount, &policy, &label).await;
+        if let Err(e) = &attempt {
+            tracing::warn!(session = %label, error = %e, "bash: a sandbox failed to start; trying once more");
+            attempt = ready.start(&mounts, &self.mount, &policy, &label).await;
+        }
+        attempt.map_err(|e| format!("bash: {e}"))
     }
 
     /// Runs `command` in a sandbox of the session: a waiting one, else a new one.
