@@ -99,19 +99,19 @@ impl Host {
         text(&out.stdout).trim().to_string()
     }
 
+    /// `hookhost call --json … bash` of `command` in `session` of `tenant`, to run.
+    pub fn bash_call(&self, tenant: &str, session: &str, command: &str) -> Command {
+        let args = serde_json::json!({ "command": command }).to_string();
+        let call = ["call", "--json", "--tenant", tenant, "--session", session];
+        self.command(&[&call[..], &["bash", &args]].concat())
+    }
+
     /// `bash` in `session` of `tenant`: (output, is_error).
     pub fn bash(&self, tenant: &str, session: &str, command: &str) -> (String, bool) {
-        let args = serde_json::json!({ "command": command }).to_string();
-        let out = self.run(&[
-            "call",
-            "--json",
-            "--tenant",
-            tenant,
-            "--session",
-            session,
-            "bash",
-            &args,
-        ]);
+        let out = self
+            .bash_call(tenant, session, command)
+            .output()
+            .expect("hookhost runs");
         let result: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|_| panic!("{}\n{}", text(&out.stdout), text(&out.stderr)));
         (

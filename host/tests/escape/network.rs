@@ -106,15 +106,7 @@ fn the_network_ends_when_the_host_is_killed() {
         let host = Host::new(who, "\n[tenants.alpha.bash]\nnetwork = true\n");
         let session = host.session("alpha");
         let mut call = host
-            .command(&[
-                "call",
-                "--tenant",
-                "alpha",
-                "--session",
-                &session,
-                "bash",
-                r#"{"command": "sleep 60"}"#,
-            ])
+            .bash_call("alpha", &session, "sleep 60")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

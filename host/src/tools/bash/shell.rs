@@ -62,20 +62,18 @@ impl Shell {
         .map_err(|e| format!("cannot make the sandbox's control socket: {e}"))?;
         // bubblewrap takes options from the file, the command (`-- launcher …`, which
         // names no host path) from its command line.
-        let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        let mut split = args.iter().position(|a| a == "--").unwrap_or(args.len());
         let info = match network {
             Some(_) => {
-                args.splice(
-                    split..split,
-                    ["--info-fd".into(), INFO_FD.to_string().into()],
-                );
+                let option = ["--info-fd".into(), INFO_FD.to_string().into()];
+                args.splice(split..split, option);
+                split += 2;
                 let (info, info_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
                     .map_err(|e| format!("cannot make the sandbox's information pipe: {e}"))?;
                 Some((info, info_w))
             }
             None => None,
         };
-        let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
         let arguments = arguments_file(&args[..split])
             .map_err(|e| format!("cannot pass the sandbox its arguments: {e}"))?;
         let mut command = Command::new(bwrap);
@@ -94,6 +92,8 @@ impl Shell {
             .as_ref()
             .map(SandboxCgroup::procs_files)
             .unwrap_or_default();
+        // slirp4netns joins them too.
+        let network_cgroups = cgroups.clone();
         // SAFETY: fcntl and dup2 are async-signal-safe; the descriptors stay open until
         // the spawn returned. Each is first copied above every target, so no dup2
         // overwrites another's source. The copies made by dup2 are not close-on-exec: the
@@ -129,11 +129,7 @@ impl Shell {
             (Some(slirp), Some((info, info_w))) => {
                 drop(info_w);
                 let info = Receiver::from_owned_fd(info).map_err(|e| e.to_string())?;
-                let cgroups = cgroup
-                    .as_ref()
-                    .map(SandboxCgroup::procs_files)
-                    .unwrap_or_default();
-                match super::network::attach(slirp, info, cgroups).await {
+                match super::network::attach(slirp, info, network_cgroups).await {
                     Ok(network) => Some(network),
                     Err(e) => {
                         drop(child);
