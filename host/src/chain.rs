@@ -91,6 +91,12 @@ pub trait Callee: Send + Sync {
     fn writable_mounts(&self) -> Vec<&str> {
         Vec::new()
     }
+
+    /// Every mount (virtual path) a call of it may reach, read-only or not: what is
+    /// readied before the call (a persistent directory's checkout loaded). None by default.
+    fn granted_mounts(&self) -> Vec<&str> {
+        Vec::new()
+    }
 }
 
 /// One hook of the chain, ready to instantiate.
@@ -196,6 +202,15 @@ impl HookChain {
 
     pub fn layers(&self) -> &[Arc<HookLayer>] {
         &self.layers
+    }
+
+    /// The mounts the hooks that wrap a call of `tool` are granted, with their access.
+    pub fn grants_around<'a>(&'a self, tool: &'a str) -> impl Iterator<Item = (&'a str, Access)> {
+        self.layers
+            .iter()
+            .filter(move |layer| layer.tools.matches(tool))
+            .flat_map(|layer| layer.grants.iter())
+            .map(|(path, access)| (path.as_str(), *access))
     }
 
     /// Runs `call` through the chain around `tool`; each layer's phase is observed by

@@ -5,7 +5,7 @@
 //! nothing else: `/store`, the directory's backing (read-write), and `/checkout`, the
 //! session's checkout — read-write for `load`, read-only for `commit`. It runs under the
 //! session's limits, as any component. The session table serialises the calls for one
-//! backing tree (its lock, see [`crate::sessions::stores`]); the store makes each commit
+//! backing tree (its lock, see [`crate::persistent::keeper`]); the store makes each commit
 //! all or nothing, and says so in its own documentation.
 
 use crate::abi::store::{Change, ChangeKind, OnConflict, StoreError, StorePre, Version};
@@ -13,11 +13,11 @@ use crate::component::ComponentRef;
 use crate::failure::Failure;
 use crate::limits::Limits;
 use crate::mounts::{ResolvedMount, Scope};
+use crate::persistent::keeper::{self, Keeper, Kept};
 use crate::persistent::{
     self, Changed, CommitReport, FileChange, LoadReport, Manifest, PersistentError, Room,
 };
 use crate::sandbox::{Access, Grants, Sandbox, Settings, StoreState};
-use crate::sessions::{Session, StoreBackend};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,16 +51,9 @@ impl StoreComponent {
 
     /// A store for one call: `/store` on `mount`'s backing, `/checkout` on its checkout
     /// (`checkout` access).
-    fn wasi(
-        &self,
-        mount: &ResolvedMount,
-        workdir: Option<&Path>,
-        checkout: Access,
-        limits: &Limits,
-    ) -> Result<Store<StoreState>, PersistentError> {
-        let backing = backing(mount)?;
+    fn wasi(&self, dirs: Dirs<'_>, checkout: Access) -> Result<Store<StoreState>, PersistentError> {
         let under = |dir: &Path| {
-            workdir
+            dirs.workdir
                 .filter(|w| dir.starts_with(w))
                 .map(Path::to_path_buf)
         };
@@ -72,15 +65,15 @@ impl StoreComponent {
             persistent: None,
         };
         let mounts = [
-            synthetic(STORE_PATH, backing.to_path_buf()),
-            synthetic(CHECKOUT_PATH, mount.host.clone()),
+            synthetic(STORE_PATH, dirs.backing.to_path_buf()),
+            synthetic(CHECKOUT_PATH, dirs.checkout.to_path_buf()),
         ];
         let grants = Grants::from([
             (STORE_PATH.to_string(), Access::ReadWrite),
             (CHECKOUT_PATH.to_string(), checkout),
         ]);
         self.sandbox
-            .store(&mounts, &grants, &Settings::new(), limits)
+            .store(&mounts, &grants, &Settings::new(), dirs.limits)
             .map_err(|e| self.failed(e))
     }
 
@@ -126,7 +119,7 @@ impl StoreComponent {
         mount: &ResolvedMount,
         limits: &Limits,
     ) -> Result<Vec<Version>, PersistentError> {
-        let mut store = self.wasi(mount, None, Access::ReadOnly, limits)?;
+        let mut store = self.wasi(Dirs::outside(mount, limits)?, Access::ReadOnly)?;
         let called = self
             .pre
             .history(&mut store, limits, &mount.virtual_path)
@@ -145,7 +138,7 @@ impl StoreComponent {
         id: &str,
         limits: &Limits,
     ) -> Result<String, PersistentError> {
-        let mut store = self.wasi(mount, None, Access::ReadOnly, limits)?;
+        let mut store = self.wasi(Dirs::outside(mount, limits)?, Access::ReadOnly)?;
         let called = self
             .pre
             .restore(&mut store, limits, &mount.virtual_path, id)
@@ -154,38 +147,51 @@ impl StoreComponent {
     }
 }
 
-/// `mount`'s backing tree.
-fn backing(mount: &ResolvedMount) -> Result<&Path, PersistentError> {
-    mount
-        .persistent
-        .as_ref()
-        .map(|p| p.backing.as_path())
-        .ok_or_else(|| {
+/// What a call into a store sees: a backing tree and a checkout, under a session's limits.
+#[derive(Clone, Copy)]
+struct Dirs<'a> {
+    backing: &'a Path,
+    checkout: &'a Path,
+    workdir: Option<&'a Path>,
+    limits: &'a Limits,
+}
+
+impl<'a> Dirs<'a> {
+    fn of(kept: &Kept<'a>) -> Dirs<'a> {
+        Dirs {
+            backing: kept.backing,
+            checkout: kept.checkout,
+            workdir: kept.workdir,
+            limits: kept.limits,
+        }
+    }
+
+    /// `mount` as no session's call has it (`history`, `restore`): no working directory.
+    fn outside(mount: &'a ResolvedMount, limits: &'a Limits) -> Result<Dirs<'a>, PersistentError> {
+        let persistent = mount.persistent.as_ref().ok_or_else(|| {
             PersistentError::Stopped(format!("{} is not persistent", mount.virtual_path))
+        })?;
+        Ok(Dirs {
+            backing: &persistent.backing,
+            checkout: &mount.host,
+            workdir: None,
+            limits,
         })
+    }
 }
 
 #[async_trait::async_trait]
-impl StoreBackend for StoreComponent {
-    async fn load(
-        &self,
-        session: &Session,
-        mount: &ResolvedMount,
-    ) -> Result<(Manifest, LoadReport), PersistentError> {
+impl Keeper for StoreComponent {
+    async fn load(&self, kept: &Kept<'_>) -> Result<(Manifest, LoadReport), PersistentError> {
         let started = Instant::now();
-        let limits = session.limits();
-        let mut store = self.wasi(
-            mount,
-            session.workdir.as_deref(),
-            Access::ReadWrite,
-            &limits,
-        )?;
+        let _lock = keeper::locked(kept.locks, kept.backing).await?;
+        let mut store = self.wasi(Dirs::of(kept), Access::ReadWrite)?;
         let loaded = self.answer(
             self.pre
-                .load(&mut store, &limits, &mount.virtual_path)
+                .load(&mut store, kept.limits, kept.virtual_path)
                 .await,
         )?;
-        let (manifest, files, bytes) = Manifest::loaded_by_store(&mount.host, loaded.version)?;
+        let (manifest, files, bytes) = Manifest::loaded_by_store(kept.checkout, loaded.version)?;
         let report = LoadReport {
             files: usize::try_from(files).unwrap_or(usize::MAX),
             bytes,
@@ -194,15 +200,21 @@ impl StoreBackend for StoreComponent {
         Ok((manifest, report))
     }
 
+    /// A store's checkout holds the store as loaded until the session commits: a commit
+    /// finds what the store changed since in conflict.
+    async fn refresh(&self, _: &Kept<'_>, _: &mut Manifest) -> Result<usize, PersistentError> {
+        Ok(0)
+    }
+
     async fn commit(
         &self,
-        session: &Session,
-        mount: &ResolvedMount,
+        kept: &Kept<'_>,
         manifest: &mut Manifest,
         room: Room,
     ) -> Result<CommitReport, PersistentError> {
         let started = Instant::now();
-        let changes = manifest.changes(&mount.host)?;
+        let _lock = keeper::locked(kept.locks, kept.backing).await?;
+        let changes = manifest.changes(kept.checkout)?;
         if changes.is_empty() {
             return Ok(CommitReport::default());
         }
@@ -223,20 +235,19 @@ impl StoreBackend for StoreComponent {
                 },
             })
             .collect();
-        let on_conflict = match mount.persistent.as_ref().map(|p| p.spec.on_conflict) {
-            Some(persistent::OnConflict::Theirs) => OnConflict::Theirs,
-            Some(persistent::OnConflict::Ours) => OnConflict::Ours,
-            _ => OnConflict::Fail,
+        let on_conflict = match kept.on_conflict {
+            persistent::OnConflict::Theirs => OnConflict::Theirs,
+            persistent::OnConflict::Ours => OnConflict::Ours,
+            persistent::OnConflict::Fail => OnConflict::Fail,
         };
-        let limits = session.limits();
-        let mut store = self.wasi(mount, session.workdir.as_deref(), Access::ReadOnly, &limits)?;
+        let mut store = self.wasi(Dirs::of(kept), Access::ReadOnly)?;
         let base = manifest.store_version().unwrap_or_default().to_string();
         let called = self
             .pre
             .commit(
                 &mut store,
-                &limits,
-                &mount.virtual_path,
+                kept.limits,
+                kept.virtual_path,
                 &base,
                 &wit,
                 on_conflict,
@@ -246,7 +257,7 @@ impl StoreBackend for StoreComponent {
 
         // A change left as the store has it is not sent again: the checkout's copy is
         // its new base too.
-        manifest.published(&mount.host, &changes, committed.version)?;
+        manifest.published(kept.checkout, &changes, committed.version)?;
         let published: Vec<(String, FileChange)> = changes
             .into_iter()
             .filter(|c| !committed.kept_theirs.contains(&c.path))

@@ -1222,6 +1222,65 @@ access = "ro"
     config
 }
 
+/// A session's checkout of a persistent directory is loaded before the first call whose
+/// hooks or tool are granted it, and not before: a call that cannot reach it copies
+/// nothing.
+#[test]
+fn a_persistent_directory_is_loaded_for_the_first_call_granted_it() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("granted.toml");
+    std::fs::write(
+        &config,
+        r#"
+[tools.read_file]
+component = "builtin:read_file"
+grants = { "/persistent/notes" = "ro" }
+
+[tools.write_file]
+component = "builtin:write_file"
+grants = { "/persistent/log" = "rw" }
+
+[persistent."/persistent/notes"]
+backing = "{data}/notes"
+
+[persistent."/persistent/log"]
+backing = "{data}/log"
+"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(data.path().join("notes")).unwrap();
+    std::fs::write(data.path().join("notes/seed.md"), "seeded").unwrap();
+    let run = |args: &[&str]| stdout(&hookhost_with(data.path(), &config, args));
+    let session = run(&["session", "new"]).trim().to_string();
+    let checkouts = data
+        .path()
+        .join("tenants/default/sessions")
+        .join(&session)
+        .join("persistent");
+    let loaded = |name: &str| checkouts.join(format!("{name}.manifest.json")).exists();
+
+    let wrote = run(&[
+        "call",
+        "--session",
+        &session,
+        "write_file",
+        r#"{"path":"/persistent/log/a.md","content":"a"}"#,
+    ]);
+    assert!(wrote.contains("Wrote"), "{wrote}");
+    assert!(loaded("log"));
+    assert!(!loaded("notes") && !checkouts.join("notes/seed.md").exists());
+
+    let read = run(&[
+        "call",
+        "--session",
+        &session,
+        "read_file",
+        r#"{"path":"/persistent/notes/seed.md"}"#,
+    ]);
+    assert!(read.contains("seeded"), "{read}");
+    assert!(loaded("notes"));
+}
+
 /// A tenant's disk quota counts its persistent directories' stores beside its checkouts:
 /// a commit that would take it over fails, nothing of it published, and the session keeps
 /// its checkout.

@@ -438,14 +438,22 @@ pub async fn handle(
         }
         Err(refused) => return Ok(protocol::unreadable(agent, &refused.to_string())),
     };
-    // Its persistent directories loaded, and brought up to what other sessions committed.
-    runtime.prepare(&session).await?;
     let canonical = tools::canonical(agent, &call.name);
     let tool_call = ToolCall {
         id: call.id.clone(),
         name: canonical.unwrap_or(&call.name).to_string(),
         arguments: call.input.to_string(),
     };
+    // Its persistent directories the hooks may reach loaded, and brought up to what other
+    // sessions committed; the agent runs the tool, so no tool's mounts are readied.
+    let chain = runtime.chain(&session.tenant);
+    let granted: Vec<&str> = chain
+        .grants_around(&tool_call.name)
+        .map(|(p, _)| p)
+        .collect();
+    runtime
+        .prepare(&session, |path| granted.contains(&path))
+        .await?;
     let alias = canonical.map(|_| call.name.as_str());
     let ctx = CallContext {
         session_id: session.id.to_string(),
@@ -458,7 +466,7 @@ pub async fn handle(
         runtime,
         agent,
         session: &session,
-        chain: runtime.chain(&session.tenant),
+        chain,
         tool_call,
         canonical,
         alias,

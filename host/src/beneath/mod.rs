@@ -534,6 +534,18 @@ pub fn remove(dir: impl AsFd, name: &OsStr) -> io::Result<()> {
     Err(last.unwrap_or_else(|| io::Error::other("the tree kept changing")))
 }
 
+/// Removes everything the directory at `path` holds (its last component is not followed),
+/// as [`remove`] does, and keeps the directory itself: one a sandbox holds open stays the
+/// one it holds.
+///
+/// # Errors
+///
+/// As [`remove`]; `NotFound` when there is no directory.
+pub fn empty(path: &Path) -> io::Result<()> {
+    let dir = open_root(path, true)?;
+    walk(&dir, Walk::REMOVAL, &mut Remover)
+}
+
 /// Removes `path` (a host path: its last component is not followed) and, when it is a
 /// directory, everything it holds, as [`remove`] does.
 ///

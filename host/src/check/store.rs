@@ -54,7 +54,7 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
             .await
             .map_err(|e| format!("no scratch session: {e}"))?;
         runtime
-            .prepare(&session)
+            .prepare(&session, |_| true)
             .await
             .map_err(|e| format!("load: {e}"))?;
         Ok::<Session, String>(session)

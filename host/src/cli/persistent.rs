@@ -50,7 +50,7 @@ pub async fn run(command: PersistentCommand, plan: Plan, data: &Path) -> Result<
         .find(|m| &m.virtual_path == path)
         .with_context(|| format!("{path} is not a mount"))?;
     let limits = outside.limits();
-    let _lock = sessions.lock_store(mount).await?;
+    let _lock = sessions.lock_backing(mount).await?;
     match command {
         PersistentCommand::History { .. } => {
             for version in store.history(mount, &limits).await? {

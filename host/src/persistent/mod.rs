@@ -70,6 +70,7 @@ use std::time::Instant;
 
 mod backing;
 mod checkout;
+pub mod keeper;
 #[cfg(test)]
 mod tests;
 

@@ -6,7 +6,7 @@ use super::served::Served;
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain;
 use crate::failure::Failure;
-use crate::sandbox;
+use crate::sandbox::Access;
 use crate::sessions::Action;
 use crate::sessions::{QuotaCall, RateRefusal, Session, SessionError};
 use crate::tools::{Callee, Extras, Tool};
@@ -143,9 +143,15 @@ impl Runtime {
             why,
         })?;
         let _admitted = self.admit(session, tool, Rate::Counted).await?;
+        let chain = served.chain(&session.tenant);
         // Its persistent directories loaded, and brought up to what other sessions
         // committed since; a call that cannot have them fails.
-        let prepared = self.prepare(session).await;
+        let granted: BTreeSet<&str> = chain
+            .grants_around(tool)
+            .map(|(path, _)| path)
+            .chain(target.granted_mounts())
+            .collect();
+        let prepared = self.prepare(session, |path| granted.contains(path)).await;
         let started = std::time::Instant::now();
         let ctx = CallContext {
             session_id: session.id.to_string(),
@@ -167,16 +173,14 @@ impl Runtime {
             session = %session.id,
             outcome = tracing::field::Empty,
         );
-        let chain = served.chain(&session.tenant);
         let mut trace = self.tracer.begin(session, &call_id, tool);
         // Only a tenant with a quota pays for measuring around its calls, and only the
         // mounts this call's hooks and tool may write in are measured.
         let quota = if session.declared().is_some_and(|t| t.quota.is_set()) {
             let writable: BTreeSet<&str> = chain
-                .layers()
-                .iter()
-                .filter(|layer| layer.tools.matches(tool))
-                .flat_map(|layer| sandbox::writable(&layer.grants))
+                .grants_around(tool)
+                .filter(|(_, access)| *access == Access::ReadWrite)
+                .map(|(path, _)| path)
                 .chain(target.writable_mounts())
                 .collect();
             self.sessions.admit(session, &writable).await
@@ -304,5 +308,9 @@ impl Callee for WithinQuota<'_> {
 
     fn writable_mounts(&self) -> Vec<&str> {
         self.tool.writable_mounts()
+    }
+
+    fn granted_mounts(&self) -> Vec<&str> {
+        self.tool.granted_mounts()
     }
 }

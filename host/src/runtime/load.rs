@@ -137,7 +137,7 @@ pub(super) async fn load_tools(
 }
 
 /// The store components of `mounts`' persistent directories, by virtual path.
-pub(super) fn load_stores(
+pub(super) fn compile_stores(
     mounts: &MountTable,
     loader: &ComponentLoader,
     sandbox: &Arc<Sandbox>,

@@ -88,7 +88,7 @@ impl Runtime {
         let signals = Signals::default();
         let (served, holders) =
             Served::build(plan, &sessions.tenants(), &dirs, &[], None, &signals).await?;
-        sessions.set_stores(served.store_backends());
+        sessions.set_store_keepers(served.store_keepers());
         sessions.measure_quotas().await?;
         for holder in holders {
             sessions.hold(holder);
@@ -127,15 +127,20 @@ impl Runtime {
         &self.tracer
     }
 
-    /// Readies `session`'s persistent directories for a call: the checkouts its store
-    /// components keep loaded (see [`Sessions::load_stores`]), the others brought up to
-    /// what other sessions committed since (see [`Sessions::refresh`]).
+    /// Readies `session`'s persistent directories for a call: the checkouts of those
+    /// `granted` names (what the call's hooks and tool may reach) loaded if they were not
+    /// (see [`Sessions::load`]), every loaded one brought up to what other sessions
+    /// committed since (see [`Sessions::refresh`]).
     ///
     /// # Errors
     ///
-    /// [`SessionError::Commit`] naming a store-kept directory that could not be loaded.
-    pub async fn prepare(&self, session: &Session) -> Result<(), SessionError> {
-        self.sessions.load_stores(session).await?;
+    /// [`SessionError::Commit`] naming a directory that could not be loaded.
+    pub async fn prepare(
+        &self,
+        session: &Session,
+        granted: impl Fn(&str) -> bool,
+    ) -> Result<(), SessionError> {
+        self.sessions.load(session, granted).await?;
         self.sessions.refresh(session).await;
         Ok(())
     }

@@ -245,7 +245,7 @@ impl Runtime {
             self.sessions.hold(holder);
         }
         self.sessions.set_tenants(tenants);
-        self.sessions.set_stores(served.store_backends());
+        self.sessions.set_store_keepers(served.store_keepers());
         self.served.store(Arc::new(served));
         // A tenant given a quota is measured now; the others keep their measure.
         if let Err(e) = self.sessions.measure_quotas().await {

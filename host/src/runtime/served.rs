@@ -3,15 +3,16 @@
 
 use super::CACHE_DIR;
 use super::load::{
-    Signals, StartError, UpstreamEntry, connect_upstreams, load_hooks, load_stores, load_tools,
+    Signals, StartError, UpstreamEntry, compile_stores, connect_upstreams, load_hooks, load_tools,
 };
 use crate::chain::{HookChain, HookLayer};
 use crate::component::{ComponentLoader, EngineOptions};
 use crate::config::{BashPlan, ComponentPlan, HookPlan, Plan, UpstreamConfig, UpstreamScope};
 use crate::ids::TenantId;
+use crate::persistent::keeper::Keeper;
 use crate::sandbox::Sandbox;
 use crate::secret::TokenDigest;
-use crate::sessions::{MountDirs, Session, SessionHolder, StoreBackend, Tenants};
+use crate::sessions::{MountDirs, Session, SessionHolder, StoreKeepers, Tenants};
 use crate::stores::StoreComponent;
 use crate::tools::bash::BashTool;
 use crate::tools::upstream;
@@ -151,7 +152,7 @@ impl Served {
             .collect();
         let upstreams =
             connect_upstreams(&shared, kept.map_or(&[][..], |k| &k.upstreams), signals).await;
-        let stores = load_stores(&plan.mounts, &loader, &sandbox)?;
+        let stores = compile_stores(&plan.mounts, &loader, &sandbox)?;
         let served = Served {
             stores,
             engine,
@@ -204,11 +205,11 @@ impl Served {
         layers.chain(tools).chain(pools).collect()
     }
 
-    /// Its store components, as the session table calls them.
-    pub(super) fn store_backends(&self) -> crate::sessions::StoreBackends {
+    /// Its store components, as the keepers of their persistent directories.
+    pub(super) fn store_keepers(&self) -> StoreKeepers {
         self.stores
             .iter()
-            .map(|(path, store)| (path.clone(), store.clone() as Arc<dyn StoreBackend>))
+            .map(|(path, store)| (path.clone(), store.clone() as Arc<dyn Keeper>))
             .collect()
     }
 

@@ -17,12 +17,8 @@
 use super::table::{SessionError, SessionTable};
 use crate::beneath::{self, Walk};
 use crate::limits::ORPHAN_GRACE;
-use crate::mounts::{
-    self, CommitAt, MountError, MountTable, ResolvedMount, ResolvedPersistent, Scope,
-};
-use crate::persistent::{
-    Backing, CommitReport, LoadReport, Manifest, PersistentError, Room, StoreLocks,
-};
+use crate::mounts::{self, MountError, MountTable, ResolvedMount, Scope};
+use crate::persistent::{LoadReport, StoreLocks};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use std::collections::HashSet;
@@ -82,13 +78,6 @@ impl MountDirs {
         }
         if !self.ensured().contains(&mount.host) {
             mounts::ensure_dir(&self.data_root, mount)?;
-            // A store component's checkout is loaded before the call, not here.
-            if let Some(persistent) = &mount.persistent
-                && persistent.spec.store.is_none()
-                && let Some(loaded) = load_checkout(mount, persistent, &self.locks)?
-            {
-                self.loaded(&mount.host, loaded);
-            }
             self.ensured().insert(mount.host.clone());
         }
         Ok(())
@@ -168,147 +157,6 @@ impl MountDirs {
         );
         self.forget_all();
         Ok((orphans, partials))
-    }
-}
-
-/// Loads a persistent directory's checkout from its backing tree, once: a checkout with a
-/// manifest was loaded already (by this process or one before it) and may hold changes.
-fn load_checkout(
-    mount: &ResolvedMount,
-    persistent: &ResolvedPersistent,
-    locks: &Arc<dyn StoreLocks>,
-) -> Result<Option<LoadReport>, MountError> {
-    if persistent.manifest.exists() {
-        return Ok(None);
-    }
-    let err = |e: crate::persistent::PersistentError| MountError::Create {
-        path: mount.virtual_path.clone(),
-        source: io::Error::other(e.to_string()),
-    };
-    let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
-    let (manifest, loaded) = backing.load(&mount.host).map_err(err)?;
-    manifest.write(&persistent.manifest).map_err(err)?;
-    Ok(Some(loaded))
-}
-
-/// Publishes the checkouts among `mounts` (one session's) that were loaded and whose
-/// boundary is `at` — every one for `None`, an explicit commit — each all or nothing, in
-/// order; stops at the first that fails (a conflict: nothing of it applied, its checkout
-/// kept). Read-only ones are never published. Returns what each published.
-///
-/// # Errors
-///
-/// [`SessionError::Commit`] naming the mount.
-pub fn commit_checkouts(
-    mounts: &[ResolvedMount],
-    at: Option<CommitAt>,
-    locks: &Arc<dyn StoreLocks>,
-    mut room: Room,
-) -> Result<Vec<(String, CommitReport)>, SessionError> {
-    let mut committed = Vec::new();
-    for mount in mounts {
-        let Some(persistent) = publishable(mount, at).filter(|p| p.spec.store.is_none()) else {
-            continue;
-        };
-        let failed = |source| commit_failed(mount, source);
-        let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
-        let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
-        let report = backing
-            .commit(
-                &mount.host,
-                &mut manifest,
-                persistent.spec.on_conflict,
-                room,
-            )
-            .map_err(failed)?;
-        manifest.write(&persistent.manifest).map_err(failed)?;
-        room = room.less(report.bytes, report.created.len() as u64);
-        log_commit(mount, &report);
-        committed.push((mount.virtual_path.clone(), report));
-    }
-    Ok(committed)
-}
-
-/// `mount`'s persistent directory when it is one whose boundary is `at` (every one for
-/// `None`).
-pub(super) fn due(mount: &ResolvedMount, at: Option<CommitAt>) -> Option<&ResolvedPersistent> {
-    let persistent = mount.persistent.as_ref()?;
-    at.is_none_or(|at| at == persistent.spec.commit)
-        .then_some(persistent)
-}
-
-/// `mount`'s persistent directory when a commit at `at` publishes it: due then, writable,
-/// and loaded (its manifest is there).
-pub(super) fn publishable(
-    mount: &ResolvedMount,
-    at: Option<CommitAt>,
-) -> Option<&ResolvedPersistent> {
-    due(mount, at).filter(|p| !mount.read_only() && p.manifest.exists())
-}
-
-/// The error of `mount`'s failed commit, logged on `hookhost::trace`.
-pub(super) fn commit_failed(mount: &ResolvedMount, source: PersistentError) -> SessionError {
-    tracing::info!(
-        target: "hookhost::trace",
-        kind = "persistent_dir.commit.failed",
-        mount = mount.virtual_path,
-        reason = %source,
-    );
-    SessionError::Commit {
-        mount: mount.virtual_path.clone(),
-        source,
-    }
-}
-
-/// What `mount`'s commit published, logged on `hookhost::trace`.
-pub(super) fn log_commit(mount: &ResolvedMount, report: &CommitReport) {
-    if !report.is_empty() {
-        tracing::info!(
-            target: "hookhost::trace",
-            kind = "persistent_dir.commit.succeeded",
-            mount = mount.virtual_path,
-            created = report.created.len(),
-            updated = report.updated.len(),
-            deleted = report.deleted.len(),
-            kept_theirs = report.kept_theirs.len(),
-            bytes = report.bytes,
-            ms = report.ms,
-        );
-    }
-}
-
-/// Brings the loaded checkouts among `mounts` (one session's) up to what other sessions
-/// committed since (see [`Backing::refresh`]). A checkout that cannot be refreshed is
-/// left as it is, and logged: the call goes on with what the session had.
-pub fn refresh_checkouts(mounts: &[ResolvedMount], locks: &Arc<dyn StoreLocks>) {
-    for mount in mounts {
-        let Some(persistent) = &mount.persistent else {
-            continue;
-        };
-        // A store component's checkout holds the store as loaded (see `super::stores`).
-        if persistent.spec.store.is_some() || !persistent.manifest.exists() {
-            continue;
-        }
-        let refreshed = Manifest::read(&persistent.manifest).and_then(|mut manifest| {
-            let backing = Backing::locked_by(persistent.backing.clone(), locks.clone());
-            let brought = backing.refresh(&mount.host, &mut manifest)?;
-            if brought > 0 {
-                manifest.write(&persistent.manifest)?;
-            }
-            Ok(brought)
-        });
-        match refreshed {
-            Ok(0) => {}
-            Ok(files) => tracing::info!(
-                target: "hookhost::trace",
-                kind = "persistent_dir.refreshed",
-                mount = mount.virtual_path,
-                files,
-            ),
-            Err(e) => {
-                tracing::warn!(mount = mount.virtual_path, error = %e, "persistent directory not refreshed")
-            }
-        }
     }
 }
 

@@ -12,25 +12,25 @@
 
 pub mod dirs;
 pub mod holders;
+pub mod kept;
 pub mod postgres;
 pub mod quota;
 pub mod rate;
-pub mod stores;
 pub mod table;
 pub mod tenants;
 
 pub use dirs::MountDirs;
 pub use holders::SessionHolder;
+pub use kept::StoreKeepers;
 pub use postgres::PgTable;
 pub use quota::{Quota, QuotaCall, Usage};
 pub use rate::RateRefusal;
-pub use stores::{StoreBackend, StoreBackends};
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
 pub use tenants::{Action, Tenant, Tenants, WorkdirTemplate};
 
 use crate::ids::{SessionId, TenantId};
 use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
-use crate::mounts::{CommitAt, MountTable, ResolvedMount, Scope, SessionVars};
+use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
 use crate::secret::Secret;
 use arc_swap::ArcSwap;
 use quota::QuotaBook;
@@ -189,8 +189,8 @@ pub struct Sessions {
     /// When each session was last written as active, to skip redundant writes.
     touched: Mutex<HashMap<SessionKey, SystemTime>>,
     holders: holders::Holders,
-    /// The store components of persistent directories (see [`stores`]).
-    stores: ArcSwap<StoreBackends>,
+    /// The store components of persistent directories, as their keepers (see [`kept`]).
+    store_keepers: ArcSwap<StoreKeepers>,
 }
 
 impl Sessions {
@@ -248,7 +248,7 @@ impl Sessions {
             in_flight: Mutex::default(),
             touched: Mutex::default(),
             holders: holders::Holders::default(),
-            stores: ArcSwap::default(),
+            store_keepers: ArcSwap::default(),
         }
     }
 
@@ -522,60 +522,6 @@ impl Sessions {
             });
         }
         self.ended(&session).await
-    }
-
-    /// Publishes `session`'s persistent directories whose boundary is `at` (every one for
-    /// `None`: the session's end, an explicit commit), as [`dirs::commit_checkouts`] does.
-    ///
-    /// # Errors
-    ///
-    /// [`SessionError::Commit`] naming the mount that could not be published.
-    pub async fn commit(
-        &self,
-        session: &Session,
-        at: Option<CommitAt>,
-    ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
-        if !self.has_due(session, at) {
-            return Ok(Vec::new());
-        }
-        let room = self.room(&session.tenant).await;
-        let (mut committed, room) = self.commit_stores(session, at, room).await?;
-        let (mounts, locks) = (session.mounts.clone(), self.dirs.locks().clone());
-        let kept =
-            tokio::task::spawn_blocking(move || dirs::commit_checkouts(&mounts, at, &locks, room))
-                .await
-                .map_err(|e| SessionError::Commit {
-                    mount: "its persistent directories".into(),
-                    source: crate::persistent::PersistentError::Stopped(e.to_string()),
-                })??;
-        committed.extend(kept);
-        Ok(committed)
-    }
-
-    /// Whether a commit of `session` at `at` has anything to publish: a persistent
-    /// directory loaded and due then. What most calls find is no, at the cost of a stat or
-    /// none.
-    pub fn has_due(&self, session: &Session, at: Option<CommitAt>) -> bool {
-        session
-            .mounts
-            .iter()
-            .any(|m| dirs::publishable(m, at).is_some())
-    }
-
-    /// Brings `session`'s persistent directories up to what other sessions committed since
-    /// it loaded them, keeping what it changed (see [`dirs::refresh_checkouts`]): before
-    /// each call.
-    pub async fn refresh(&self, session: &Session) {
-        let loaded = |m: &ResolvedMount| {
-            m.persistent
-                .as_ref()
-                .is_some_and(|p| p.spec.store.is_none() && p.manifest.exists())
-        };
-        if session.mounts.iter().any(loaded) {
-            let (mounts, locks) = (session.mounts.clone(), self.dirs.locks().clone());
-            let _ =
-                tokio::task::spawn_blocking(move || dirs::refresh_checkouts(&mounts, &locks)).await;
-        }
     }
 
     /// Deletes the idle sessions whose owner `sweep` accepts, each only if it is still

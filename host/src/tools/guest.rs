@@ -87,6 +87,10 @@ impl Callee for GuestTool {
         crate::sandbox::writable(&self.grants).collect()
     }
 
+    fn granted_mounts(&self) -> Vec<&str> {
+        self.grants.keys().map(String::as_str).collect()
+    }
+
     async fn execute(
         &self,
         session: &Session,

@@ -484,6 +484,13 @@ impl Callee for BashTool {
             Confinement::Unsandboxed { .. } => vec![self.mount.as_str()],
         }
     }
+
+    fn granted_mounts(&self) -> Vec<&str> {
+        match &self.confinement {
+            Confinement::Sandboxed { grants, .. } => grants.keys().map(String::as_str).collect(),
+            Confinement::Unsandboxed { .. } => vec![self.mount.as_str()],
+        }
+    }
 }
 
 /// A session's sandboxes (waiting, or running a command), or, unsandboxed, the process
