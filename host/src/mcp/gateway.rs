@@ -45,7 +45,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// The call name hooks see for a resource read.
@@ -319,22 +319,17 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let session = &*self.session_for(context)?;
-        let tenant = &session.tenant;
-        let tenants = self.runtime.sessions().tenants();
-        let mut seen = HashSet::new();
-        let mut listed = Vec::new();
-        for upstream in self.serving(session, |c| c.resources.is_some()).await {
-            for resource in upstream.resources().await? {
-                if !tenants.authorize(tenant, Action::Read(&resource.uri)) {
-                    continue;
-                }
-                if !seen.insert(resource.uri.clone()) {
-                    tracing::warn!(upstream = upstream.name(), uri = %resource.uri, "a resource another upstream lists too is not listed");
-                    continue;
-                }
-                listed.push(resource);
-            }
+        let upstreams = self.serving(session, |c| c.resources.is_some()).await;
+        let mut groups = Vec::new();
+        for upstream in &upstreams {
+            groups.push((upstream.name(), upstream.resources().await?));
         }
+        let tenants = self.runtime.sessions().tenants();
+        let listed = crate::tools::listed(
+            groups,
+            |r| &r.uri,
+            |uri| tenants.authorize(&session.tenant, Action::Read(uri)),
+        );
         Ok(ListResourcesResult::with_all_items(listed))
     }
 
@@ -474,23 +469,21 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let session = &*self.session_for(context)?;
-        let tenant = &session.tenant;
-        let tenants = self.runtime.sessions().tenants();
-        let mut listed = Vec::new();
-        let mut seen = HashSet::new();
-        for upstream in self.serving(session, |c| c.prompts.is_some()).await {
-            for mut prompt in upstream.prompts().await? {
+        let upstreams = self.serving(session, |c| c.prompts.is_some()).await;
+        let mut groups = Vec::new();
+        for upstream in &upstreams {
+            let mut prompts = upstream.prompts().await?;
+            for prompt in &mut prompts {
                 prompt.name = format!("{}{}", upstream.prefix(), prompt.name);
-                if !tenants.authorize(tenant, Action::Prompt(&prompt.name)) {
-                    continue;
-                }
-                if !seen.insert(prompt.name.clone()) {
-                    tracing::error!(upstream = upstream.name(), prompt = %prompt.name, "a prompt another upstream serves under the same name is not served");
-                    continue;
-                }
-                listed.push(prompt);
             }
+            groups.push((upstream.name(), prompts));
         }
+        let tenants = self.runtime.sessions().tenants();
+        let listed = crate::tools::listed(
+            groups,
+            |p| &p.name,
+            |name| tenants.authorize(&session.tenant, Action::Prompt(name)),
+        );
         Ok(ListPromptsResult::with_all_items(listed))
     }
 

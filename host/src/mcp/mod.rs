@@ -55,6 +55,7 @@ mod auth;
 pub mod gateway;
 mod http;
 pub mod jwt;
+mod listing;
 pub mod reload;
 mod stdio;
 pub mod tls;
@@ -239,8 +240,8 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let tools = match self.session_for(&context) {
-            Ok(session) => self.runtime.session_tools(&session).await,
-            Err(_) => self.runtime.mcp_tools(&self.tenant_of(&context)),
+            Ok(session) => listing::tools(&self.runtime, &session.tenant, Some(&session)).await,
+            Err(_) => listing::tools(&self.runtime, &self.tenant_of(&context), None).await,
         };
         Ok(ListToolsResult::with_all_items(tools))
     }

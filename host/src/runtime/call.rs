@@ -95,14 +95,9 @@ impl Runtime {
                         file: served.config_file.clone(),
                     };
                 }
-                let known = self.mcp_tools(&session.tenant);
                 CallError::UnknownTool {
                     name,
-                    known: known
-                        .iter()
-                        .map(|t| t.name.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
+                    known: self.tool_names(&session.tenant).join(", "),
                 }
             })?;
         self.run_call(&served, session, tool, arguments, target.as_ref())

@@ -38,7 +38,7 @@ use crate::tools::bash::{Readiness, Unavailable};
 use crate::tools::upstream;
 use crate::trace::{CallTrace, TraceSettings, Tracer};
 use arc_swap::ArcSwap;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
@@ -299,20 +299,19 @@ impl Runtime {
             .collect()
     }
 
-    /// The tools `tenant` may call (its `tools` allow-list, else every tool), as MCP lists
-    /// them.
-    pub fn mcp_tools(&self, tenant: &TenantId) -> Vec<rmcp::model::Tool> {
-        let served = self.served.load();
+    /// The tools the host serves itself: configured, built in, registered.
+    pub fn host_tools(&self) -> Vec<ToolDescriptor> {
+        self.served.load().tools.descriptors().cloned().collect()
+    }
+
+    /// The names of the tools `tenant` may call (its `tools` allow-list, else every tool):
+    /// the host's and the upstream servers' it shares.
+    pub fn tool_names(&self, tenant: &TenantId) -> Vec<String> {
         let tenants = self.sessions.tenants();
-        let configured = served.tools.iter().map(|tool| {
-            let d = tool.descriptor();
-            let schema: rmcp::model::JsonObject =
-                serde_json::from_str(&d.input_schema).unwrap_or_default();
-            rmcp::model::Tool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
-        });
-        configured
-            .chain(served.upstream_listing())
-            .filter(|t| tenants.authorize(tenant, Action::Call(&t.name)))
+        self.tools()
+            .into_iter()
+            .map(|d| d.name)
+            .filter(|name| tenants.authorize(tenant, Action::Call(name)))
             .collect()
     }
 
@@ -361,28 +360,6 @@ impl Runtime {
         let mut upstreams: Vec<_> = served.running_upstreams().cloned().collect();
         upstreams.extend(served.session_upstreams(session).await);
         upstreams
-    }
-
-    /// The tools `session` may call, as MCP lists them: [`Runtime::mcp_tools`] and its
-    /// instances' of the upstream servers with one per tenant or session (a name served
-    /// already is left out).
-    pub async fn session_tools(&self, session: &Session) -> Vec<rmcp::model::Tool> {
-        let served = self.served.load_full();
-        let mut tools = self.mcp_tools(&session.tenant);
-        // A name served already, listed or hidden from the tenant (then its instance's
-        // is hidden too: the same name), is not listed again.
-        let mut seen: HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
-        let tenants = self.sessions.tenants();
-        for instance in served.session_upstreams(session).await {
-            for tool in instance.listing() {
-                if tenants.authorize(&session.tenant, Action::Call(&tool.name))
-                    && seen.insert(tool.name.to_string())
-                {
-                    tools.push(tool);
-                }
-            }
-        }
-        tools
     }
 
     /// Each upstream server by name: `up`, `down` (it died; its tools answer with an

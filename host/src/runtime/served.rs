@@ -17,7 +17,7 @@ use crate::stores::StoreComponent;
 use crate::tools::bash::BashTool;
 use crate::tools::upstream;
 use crate::tools::{Tool, ToolRegistry};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 
 /// What one config makes: its engine, components, tools, chains and upstream servers,
@@ -260,22 +260,9 @@ impl Served {
     /// The tools of the upstream servers, as last listed: a name a host tool or an
     /// upstream before in the config serves is left out (see [`Served::clashes`]).
     pub(super) fn upstream_listing(&self) -> Vec<rmcp::model::Tool> {
-        let mut seen: HashSet<String> = self
-            .tools
-            .iter()
-            .map(|t| t.descriptor().name.clone())
-            .collect();
-        let mut listed = Vec::new();
-        for server in self.running_upstreams() {
-            for tool in server.listing() {
-                if seen.insert(tool.name.to_string()) {
-                    listed.push(tool);
-                } else {
-                    tracing::error!(upstream = server.name(), tool = %tool.name, "a tool another serves under the same name is not served");
-                }
-            }
-        }
-        listed
+        let host: Vec<&str> = self.tools.descriptors().map(|d| d.name.as_str()).collect();
+        let upstreams = self.running_upstreams().map(|s| (s.name(), s.listing()));
+        crate::tools::listed(upstreams, |t| &t.name, |name| !host.contains(&name))
     }
 
     /// The names two of the tools served would share: `(name, first, second)`, the first

@@ -11,7 +11,7 @@ pub mod upstream;
 use crate::abi::ToolDescriptor;
 pub use crate::chain::Callee;
 use crate::sessions::SessionHolder;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// A tool the runtime can call: what the chain calls ([`Callee`]), and what MCP lists of
@@ -70,5 +70,48 @@ impl ToolRegistry {
     /// The tools' descriptors, by name.
     pub fn descriptors(&self) -> impl Iterator<Item = &ToolDescriptor> {
         self.tools.values().map(|t| t.descriptor())
+    }
+}
+
+/// What is listed of the items that several servers offer, `groups` of them by server, in
+/// order: each name once — a later item of a name taken already is left out, logged — and
+/// of those, the ones `shown` lets the client see. A name hidden from the client stays
+/// taken: no later item of that name is listed in its place (it would be a different one
+/// under a name the client may not use).
+pub fn listed<'a, T>(
+    groups: impl IntoIterator<Item = (&'a str, Vec<T>)>,
+    name: impl Fn(&T) -> &str,
+    shown: impl Fn(&str) -> bool,
+) -> Vec<T> {
+    let mut taken = HashSet::new();
+    let mut listed = Vec::new();
+    for (server, items) in groups {
+        for item in items {
+            if !taken.insert(name(&item).to_string()) {
+                tracing::warn!(
+                    server,
+                    name = name(&item),
+                    "a name another server lists first is not listed again"
+                );
+                continue;
+            }
+            if shown(name(&item)) {
+                listed.push(item);
+            }
+        }
+    }
+    listed
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_name_is_listed_once_and_a_hidden_one_stays_taken() {
+        let groups = [
+            ("first", vec!["a", "secret"]),
+            ("second", vec!["a", "b", "secret"]),
+        ];
+        let listed = super::listed(groups, |n| n, |n| n != "secret");
+        assert_eq!(listed, ["a", "b"]);
     }
 }
