@@ -45,8 +45,11 @@ impl Agent {
         }
     }
 
+    /// The data directory: its name has a space, as macOS's default has
+    /// (`~/Library/Application Support/hookhost`), so every path hookhost hands an agent
+    /// must survive its shell.
     fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.dir.path().join("data dir")
     }
 
     /// `hookhost hook AGENT EVENT` with `stdin`.
@@ -301,7 +304,7 @@ fn each_agent_gets_its_own_deny_and_replacement() {
                    "tool_input": {"command": "seq 1 100000"}, "tool_use_id": "c2",
                    "tool_output": big}),
             "/agent_message",
-            Some("/additional_context"),
+            None,
         ),
         (
             "copilot",
@@ -333,14 +336,26 @@ fn each_agent_gets_its_own_deny_and_replacement() {
                     .find_map(|l| l.strip_prefix("Full output: "))
                     .unwrap_or_else(|| panic!("{name}: {reference}"));
                 assert_eq!(std::fs::read_to_string(file).unwrap(), big, "{name}");
+                // Pages under the threshold, the path quoted for the shell.
                 assert!(
-                    reference.contains(&format!("sed -n '1,2000p' {file}")),
+                    reference.contains(&format!("sed -n '1,1333p' '{file}'")),
                     "{reference}"
                 );
             }
-            // Copilot CLI cannot have an output replaced: nothing is said, the file is
-            // written all the same.
-            None => assert_eq!(answer, Value::Null, "{name}"),
+            // Cursor and Copilot CLI cannot have an output replaced (Cursor would show
+            // the model a reference beside the whole output): nothing is said, and no
+            // offloaded file is kept.
+            None => {
+                let said = if name == "cursor" { json!({}) } else { Value::Null };
+                assert_eq!(answer, said, "{name}");
+                let offloaded = agent.data().join("tenants/default/sessions");
+                let kept: Vec<_> = walk_files(&offloaded)
+                    .into_iter()
+                    .filter(|p| p.to_string_lossy().contains("tool-results"))
+                    .filter(|p| p.to_string_lossy().contains(name))
+                    .collect();
+                assert!(kept.is_empty(), "{name}: {kept:?}");
+            }
         }
     }
 }
@@ -621,6 +636,49 @@ fn named_file(reference: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no offloaded file named in {reference}"))
 }
 
+/// Every file under `dir`, at any depth.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// `page`, what the model got for the command an offload `reference` gives for the second
+/// page of the file (which holds `held`), as written: those lines of the file, not
+/// another reference.
+fn assert_the_second_page(reference: &str, held: &str, page: &str) {
+    let range = reference
+        .split_once("then `sed -n '")
+        .and_then(|(_, rest)| rest.split_once("p'"))
+        .and_then(|(range, _)| range.split_once(','))
+        .unwrap_or_else(|| panic!("no second page of lines in {reference}"));
+    let (from, to): (usize, usize) = (range.0.parse().unwrap(), range.1.parse().unwrap());
+    assert!(
+        !page.contains("[Output offloaded"),
+        "offloaded again: {page}"
+    );
+    let lines: Vec<&str> = held.lines().skip(from - 1).take(to + 1 - from).collect();
+    assert!(
+        lines.len() > 1 && page.contains(&lines.join("\n")),
+        "{from}-{to}: {page}"
+    );
+    assert!(
+        page.len() < 10_000,
+        "a page larger than the threshold: {}",
+        page.len()
+    );
+}
+
 /// `dir` holds one plan, the scripted model's: one task done, one to do.
 fn assert_the_scripted_plan(dir: &Path) {
     let plans: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -810,12 +868,11 @@ fn the_real_codex_cli_runs_every_call_through_hookhost() {
     // hooks see it: the file holds what Codex had, its last line the command's last.
     let reference = &results[0];
     assert!(reference.starts_with("[Output offloaded: "), "{reference}");
-    assert!(reference.contains("sed -n '1,2000p' "), "{reference}");
     let file = named_file(reference);
     let held = std::fs::read_to_string(&file).unwrap();
     assert!(held.ends_with("\n99999\n100000\n"), "{held}");
-    // Codex's own shell read it back.
-    assert!(results[1].contains("99999\n100000"), "{}", results[1]);
+    // Codex's own shell ran the reference's second page as written.
+    assert_the_second_page(reference, &held, &results[1]);
     // The guard refused `rm -rf`.
     assert!(results[2].contains("refused by policy"), "{}", results[2]);
     assert!(agent.project.join("victim").is_dir());
@@ -878,7 +935,8 @@ fn the_real_gemini_cli_runs_every_call_through_hookhost() {
         "{reference}"
     );
     let file = named_file(reference);
-    assert!(results[1].contains("99999\n100000"), "{}", results[1]);
+    let held = std::fs::read_to_string(&file).unwrap();
+    assert_the_second_page(reference, &held, &results[1]);
     // write_todos became the plan, in the git project.
     assert_the_scripted_plan(&agent.project.join(".hookhost/plans"));
     assert!(results[3].contains("refused by policy"), "{}", results[3]);

@@ -21,35 +21,42 @@ RECORD = sys.argv[1]
 AGENT = sys.argv[2]
 
 # What the model does, one step per tool call, in each agent's own tools; `path` is the
-# file the last tool result named (an offload reference's "Full output: PATH").
+# file the last tool result named (an offload reference's "Full output: PATH"), `last`
+# that result.
 SCRIPTS = {
     "claude-code": [
-        lambda path: ("Bash", {"command": "seq 1 100000", "description": "Count to 100000"}),
-        lambda path: ("Read", {"file_path": path, "offset": 99990, "limit": 20}),
-        lambda path: ("TaskCreate", {"subject": "Count to 100000", "description": "Print the numbers"}),
-        lambda path: ("TaskCreate", {"subject": "Report the count", "description": "Say how far it went"}),
-        lambda path: ("TaskUpdate", {"taskId": "1", "status": "completed"}),
-        lambda path: ("Bash", {"command": "rm -rf victim", "description": "Clean up"}),
+        lambda path, last: ("Bash", {"command": "seq 1 100000", "description": "Count to 100000"}),
+        lambda path, last: ("Read", {"file_path": path, "offset": 99990, "limit": 20}),
+        lambda path, last: ("TaskCreate", {"subject": "Count to 100000", "description": "Print the numbers"}),
+        lambda path, last: ("TaskCreate", {"subject": "Report the count", "description": "Say how far it went"}),
+        lambda path, last: ("TaskUpdate", {"taskId": "1", "status": "completed"}),
+        lambda path, last: ("Bash", {"command": "rm -rf victim", "description": "Clean up"}),
     ],
     "codex": [
-        lambda path: ("exec_command", {"cmd": "seq 1 100000"}),
-        lambda path: ("exec_command", {"cmd": f"tail -n 2 {path}"}),
-        lambda path: ("exec_command", {"cmd": "rm -rf victim"}),
+        lambda path, last: ("exec_command", {"cmd": "seq 1 100000"}),
+        lambda path, last: ("exec_command", {"cmd": second_page(last)}),
+        lambda path, last: ("exec_command", {"cmd": "rm -rf victim"}),
     ],
     "copilot": [
-        lambda path: ("bash", {"command": "seq 1 100000", "description": "Count"}),
-        lambda path: ("bash", {"command": "rm -rf victim", "description": "Clean up"}),
+        lambda path, last: ("bash", {"command": "seq 1 100000", "description": "Count"}),
+        lambda path, last: ("bash", {"command": "rm -rf victim", "description": "Clean up"}),
     ],
     "gemini": [
-        lambda path: ("run_shell_command", {"command": "seq 1 100000", "description": "Count"}),
-        lambda path: ("run_shell_command", {"command": f"grep -x -e 99999 -e 100000 {path}", "description": "Read the end"}),
-        lambda path: ("write_todos", {"todos": [
+        lambda path, last: ("run_shell_command", {"command": "seq 1 100000", "description": "Count"}),
+        lambda path, last: ("run_shell_command", {"command": second_page(last), "description": "Read on"}),
+        lambda path, last: ("write_todos", {"todos": [
             {"description": "Count to 100000", "status": "completed"},
             {"description": "Report the count", "status": "pending"},
         ]}),
-        lambda path: ("run_shell_command", {"command": "rm -rf victim", "description": "Clean up"}),
+        lambda path, last: ("run_shell_command", {"command": "rm -rf victim", "description": "Clean up"}),
     ],
 }
+
+
+def second_page(reference):
+    """The command an offload reference gives for its file's second page, as written."""
+    found = re.search(r"then `([^`]+)`", reference)
+    return found.group(1) if found else "false"
 
 
 def text_of(content):
@@ -93,7 +100,7 @@ def step(body):
     if n >= len(script):
         return ("text", "done")
     named = re.search(r"^Full output: (.+)$", results[-1], re.M) if results else None
-    name, tool_input = script[n](named.group(1).strip() if named else "")
+    name, tool_input = script[n](named.group(1).strip() if named else "", results[-1] if results else "")
     return ("tool", name, tool_input, n)
 
 

@@ -130,7 +130,7 @@ pub fn merged(
 
 /// One hook entry as `agent`'s settings spell it.
 fn entry(agent: Agent, event: Event, target: Target) -> Value {
-    let tool_event = matches!(event, Event::PreTool | Event::PostTool);
+    let tool_event = event.is_tool();
     let command = match target {
         Target::Command(command) => format!("{command} {}", event.name()),
         Target::Url(url) => {
@@ -227,7 +227,7 @@ fn codex(current: &str, command: &str, uninstall: bool) -> String {
         };
         let quoted = toml_string(&format!("{command} {}", event.name()));
         block.push_str(&format!("[[hooks.{name}]]\n"));
-        if matches!(event, Event::PreTool | Event::PostTool) {
+        if event.is_tool() {
             block.push_str("matcher = \".*\"\n");
         }
         block.push_str(&format!(

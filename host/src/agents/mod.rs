@@ -81,6 +81,10 @@ impl Agent {
         Some(match (self, event) {
             (Agent::ClaudeCode | Agent::Codex, Event::PreTool) => "PreToolUse",
             (Agent::ClaudeCode | Agent::Codex, Event::PostTool) => "PostToolUse",
+            // Claude Code tells a failed tool apart; the others send their post-tool
+            // event for it, the failure in its response.
+            (Agent::ClaudeCode, Event::PostToolFailure) => "PostToolUseFailure",
+            (_, Event::PostToolFailure) => return None,
             (Agent::ClaudeCode | Agent::Codex | Agent::Gemini, Event::SessionStart) => {
                 "SessionStart"
             }
@@ -105,6 +109,8 @@ impl Agent {
 pub enum Event {
     PreTool,
     PostTool,
+    /// The tool failed: what it said of the failure is its output, an error.
+    PostToolFailure,
     SessionStart,
     SessionEnd,
     /// The agent finished answering a prompt: its turn's end, where persistent
@@ -113,9 +119,10 @@ pub enum Event {
 }
 
 impl Event {
-    pub const ALL: [Event; 5] = [
+    pub const ALL: [Event; 6] = [
         Event::PreTool,
         Event::PostTool,
+        Event::PostToolFailure,
         Event::SessionStart,
         Event::SessionEnd,
         Event::TurnEnd,
@@ -132,6 +139,7 @@ impl Event {
         Some(match folded.as_str() {
             "pretool" | "pretooluse" | "beforetool" => Event::PreTool,
             "posttool" | "posttooluse" | "aftertool" => Event::PostTool,
+            "posttoolfailure" | "posttoolusefailure" => Event::PostToolFailure,
             "sessionstart" => Event::SessionStart,
             "sessionend" => Event::SessionEnd,
             "turnend" | "stop" | "afteragent" | "agentstop" => Event::TurnEnd,
@@ -139,11 +147,26 @@ impl Event {
         })
     }
 
+    /// Whether it is an event of one tool call (a matcher in the agent's settings picks
+    /// the tools it is sent for).
+    pub fn is_tool(self) -> bool {
+        matches!(
+            self,
+            Event::PreTool | Event::PostTool | Event::PostToolFailure
+        )
+    }
+
+    /// Whether it comes after the agent ran its tool.
+    fn is_post_tool(self) -> bool {
+        matches!(self, Event::PostTool | Event::PostToolFailure)
+    }
+
     /// hookhost's name.
     pub fn name(self) -> &'static str {
         match self {
             Event::PreTool => "pre-tool",
             Event::PostTool => "post-tool",
+            Event::PostToolFailure => "post-tool-failure",
             Event::SessionStart => "session-start",
             Event::SessionEnd => "session-end",
             Event::TurnEnd => "turn-end",
@@ -423,7 +446,9 @@ pub async fn handle(
     // post-tool event ends the call its pre-tool event admitted (the tool ran meanwhile,
     // so the rate cannot stop it), or, when none ran, is a call of its own.
     let rate = match event {
-        Event::PostTool if pending_file(runtime.data_root(), &session, &call.id).exists() => {
+        _ if event.is_post_tool()
+            && pending_file(runtime.data_root(), &session, &call.id).exists() =>
+        {
             Rate::Admitted
         }
         _ => Rate::Counted,
@@ -475,7 +500,7 @@ pub async fn handle(
     };
     let decision = match event {
         Event::PreTool => turn.pre_tool(trace).await,
-        Event::PostTool => turn.post_tool(&call, trace).await?,
+        Event::PostTool | Event::PostToolFailure => turn.post_tool(event, &call, trace).await?,
         Event::SessionStart | Event::SessionEnd | Event::TurnEnd => Decision::Pass,
     };
     Ok(protocol::answer(
@@ -563,6 +588,7 @@ impl Turn<'_> {
     /// event entered (or of every layer that wraps the tool, when there was none).
     async fn post_tool(
         &mut self,
+        event: Event,
         call: &AgentCall,
         mut trace: CallTrace<'_>,
     ) -> anyhow::Result<Decision> {
@@ -578,6 +604,10 @@ impl Turn<'_> {
                 ToolResult::text(serde_json::json!({ "todos": todos }).to_string())
             }
             _ => tools::result(self.canonical, &call.input, response),
+        };
+        let result = ToolResult {
+            is_error: result.is_error || event == Event::PostToolFailure,
+            ..result
         };
         let pending = take_pending(self.runtime.data_root(), self.session, &call.id);
         let entered: Vec<(String, ToolCall)> = match pending {
@@ -618,12 +648,27 @@ impl Turn<'_> {
             tracing::warn!(session = %self.session.id, error = %e, "not published");
         }
         trace.finish(outcome, result.output.len(), self.started.elapsed());
-        Ok(if result.output == original {
-            Decision::Pass
-        } else {
-            Decision::Replace {
-                output: for_agent(self.agent, self.session, &result),
+        if result.output == original {
+            return Ok(Decision::Pass);
+        }
+        let offloaded = offloaded_file(self.session, &result.output);
+        if let Some((_, file)) = &offloaded
+            && !protocol::replaces(self.agent, event, &call.name)
+        {
+            // The agent would show the model the whole output and the reference beside
+            // it: the output alone costs it less.
+            if let Err(e) = std::fs::remove_file(file) {
+                tracing::warn!(file = %file.display(), error = %e, "an offloaded output the agent cannot use was not removed");
             }
+            return Ok(Decision::Pass);
+        }
+        Ok(Decision::Replace {
+            output: match offloaded {
+                Some((virtual_path, file)) => {
+                    for_agent(self.agent, &result.output, &virtual_path, &file)
+                }
+                None => result.output,
+            },
         })
     }
 }
@@ -648,25 +693,32 @@ fn session_id(agent_id: &str) -> String {
     }
 }
 
-/// A replaced output as the agent's tools can follow it: an offload reference names the
-/// file's host path, and how to page it with the agent's reader.
-fn for_agent(agent: Agent, session: &Session, result: &ToolResult) -> String {
-    let Some(virtual_path) = hookhost_formats::offloaded_path(&result.output) else {
-        return result.output.clone();
-    };
-    let host = session.mounts().iter().find_map(|m| {
+/// The file an offload reference names, as the model saw its path and as it is on the
+/// host, when `output` is one and its file is in one of `session`'s mounts.
+fn offloaded_file(session: &Session, output: &str) -> Option<(String, PathBuf)> {
+    let virtual_path = hookhost_formats::offloaded_path(output)?;
+    session.mounts().iter().find_map(|m| {
         let rest = virtual_path.strip_prefix(&m.virtual_path)?;
-        Some(m.host.join(rest.trim_start_matches('/')))
-    });
-    let Some(host) = host else {
-        return result.output.clone();
+        let file = m.host.join(rest.trim_start_matches('/'));
+        Some((virtual_path.to_string(), file))
+    })
+}
+
+/// An offload `reference` as the agent's tools can follow it: the file's host path, and
+/// how to page it with the agent's reader in pages under the threshold it was offloaded
+/// over (Claude Code's `Read` by lines; a shell, its path quoted, for the other agents and
+/// for lines too long to page by lines).
+fn for_agent(agent: Agent, reference: &str, virtual_path: &str, file: &Path) -> String {
+    use hookhost_formats::Page;
+    let host = file.to_string_lossy();
+    let page = Page::of_reference(reference).unwrap_or(Page::Lines(hookhost_formats::PAGE_LINES));
+    let hint = match (agent, page) {
+        (Agent::ClaudeCode, Page::Lines(lines)) => {
+            hookhost_formats::line_read_hint("Read", "file_path", &host, lines)
+        }
+        _ => hookhost_formats::shell_read_hint(&host, page),
     };
-    let host = host.to_string_lossy();
-    let hint = match agent {
-        Agent::ClaudeCode => hookhost_formats::line_read_hint("Read", "file_path", &host),
-        _ => hookhost_formats::shell_read_hint(&host),
-    };
-    hookhost_formats::for_agent(&result.output, virtual_path, &host, &hint)
+    hookhost_formats::for_agent(reference, virtual_path, &host, &hint)
 }
 
 fn pending_file(data: &Path, session: &Session, call: &str) -> PathBuf {

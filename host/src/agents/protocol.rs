@@ -96,7 +96,9 @@ pub fn parse(agent: Agent, event: Event, stdin: &[u8]) -> Result<HookInput, Stri
         _ => return Err(format!("the hook input has no {}", agent.session_field())),
     };
     let tool = match event {
-        Event::PreTool | Event::PostTool => Some(call(agent, event, &value, &session)?),
+        Event::PreTool | Event::PostTool | Event::PostToolFailure => {
+            Some(call(agent, event, &value, &session)?)
+        }
         Event::SessionStart | Event::SessionEnd | Event::TurnEnd => None,
     };
     Ok(HookInput { session, cwd, tool })
@@ -122,6 +124,8 @@ fn call(agent: Agent, event: Event, value: &Value, session: &str) -> Result<Agen
         Some(_) => return Err(format!("{input_key} is not an object")),
     };
     let response = match event {
+        // Claude Code's `PostToolUseFailure`: the failure as text.
+        Event::PostToolFailure => Some(value.get("error").cloned().unwrap_or(Value::Null)),
         Event::PostTool => Some(
             value
                 .get(response_key)
@@ -174,6 +178,11 @@ pub fn answer(
             ),
         },
         (Event::PostTool, Decision::Replace { output }) => replace(agent, tool, output),
+        (Event::PostToolFailure, Decision::Replace { output }) => json!({"hookSpecificOutput": {
+            "hookEventName": "PostToolUseFailure",
+            "additionalContext": output,
+        }})
+        .to_string(),
         // Nothing else is asked of an event: say nothing.
         _ => pass(agent),
     };
@@ -240,6 +249,18 @@ fn rewrite(agent: Agent, input: Value, options: Options) -> Option<String> {
         Agent::Copilot => return None,
     };
     Some(answer.to_string())
+}
+
+/// Whether what a hook answers to `event` for the agent's tool `tool` takes the place of
+/// the tool's output (see [`replace`]); where it does not, the model gets the output and
+/// the hook's text beside it.
+pub fn replaces(agent: Agent, event: Event, tool: &str) -> bool {
+    match (agent, event) {
+        (_, Event::PostToolFailure) => false,
+        (Agent::ClaudeCode, _) => tool == "Bash" || tool.starts_with("mcp__"),
+        (Agent::Codex | Agent::Gemini, _) => true,
+        (Agent::Cursor | Agent::Copilot, _) => false,
+    }
 }
 
 /// The output replaced, as far as the agent lets a hook replace it: Claude Code replaces

@@ -56,26 +56,89 @@ pub fn split_page(page: &str) -> (&str, Option<u64>) {
     (page, None)
 }
 
-/// Lines an agent's line-paging reader is told to read at once.
+/// The most lines an agent's line-paging reader is told to read at once.
 pub const PAGE_LINES: u64 = 2000;
 
+/// The line of an offload reference that gives the file's size.
+pub fn size_line(bytes: usize, lines: usize) -> String {
+    format!("Size: {bytes} bytes, {lines} lines")
+}
+
+/// How an agent is told to page an offloaded file: each page under the threshold the
+/// output was offloaded over, so a page fits where the output did not (and a read of the
+/// file is never offloaded again: see the offload hook).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    /// This many lines at once.
+    Lines(u64),
+    /// This many bytes at once: lines too long for a page of lines (one line of JSON).
+    Bytes(u64),
+}
+
+impl Page {
+    /// The page for the file an offload `reference` names, from its size line and its
+    /// threshold: lines when an average line fits four fifths of the threshold (at most
+    /// [`PAGE_LINES`]), else bytes. `None` when `reference` is not one.
+    pub fn of_reference(reference: &str) -> Option<Page> {
+        let threshold: u64 = reference
+            .lines()
+            .next()?
+            .split_once("more than the ")?
+            .1
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()?;
+        let (bytes, lines) = reference.lines().find_map(|line| {
+            let (bytes, lines) = line.strip_prefix("Size: ")?.split_once(" bytes, ")?;
+            Some((
+                bytes.parse::<u64>().ok()?,
+                lines.strip_suffix(" lines")?.parse::<u64>().ok()?,
+            ))
+        })?;
+        let budget = (threshold * 4 / 5).max(1);
+        let per_line = bytes.div_ceil(lines.max(1)).max(1);
+        Some(match budget / per_line {
+            0 => Page::Bytes(budget),
+            n => Page::Lines(n.min(PAGE_LINES)),
+        })
+    }
+}
+
+/// `path` as one word of a POSIX shell command line: in single quotes, a quote in it
+/// closed, escaped and reopened.
+pub fn shell_quoted(path: &str) -> String {
+    format!("'{}'", path.replace('\'', r"'\''"))
+}
+
 /// How a reference tells an agent whose reader pages by lines (Claude Code's `Read`) to
-/// read the file at `path`: `tool` with `path_key`, `offset` (the first line, from 1) and
-/// `limit` (lines).
-pub fn line_read_hint(tool: &str, path_key: &str, path: &str) -> String {
+/// read the file at `path` in pages of `lines`: `tool` with `path_key`, `offset` (the
+/// first line, from 1) and `limit`.
+pub fn line_read_hint(tool: &str, path_key: &str, path: &str, lines: u64) -> String {
+    let path = path.replace('\\', r"\\").replace('"', r#"\""#);
     format!(
-        "To read it, call {tool} with {{\"{path_key}\": \"{path}\", \"offset\": 1, \"limit\": {PAGE_LINES}}} \
+        "To read it, call {tool} with {{\"{path_key}\": \"{path}\", \"offset\": 1, \"limit\": {lines}}} \
          (lines), then with the next offset, until the end; or search it with grep."
     )
 }
 
-/// How a reference tells an agent to read the file at `path` with its shell.
-pub fn shell_read_hint(path: &str) -> String {
-    let next = PAGE_LINES + 1;
-    let end = 2 * PAGE_LINES;
+/// How a reference tells an agent to read the file at `path` with its shell, in pages of
+/// `page`, the path quoted for the shell.
+pub fn shell_read_hint(path: &str, page: Page) -> String {
+    let path = shell_quoted(path);
+    let (first, second) = match page {
+        Page::Lines(n) => (
+            format!("sed -n '1,{n}p' {path}"),
+            format!("sed -n '{},{}p' {path}", n + 1, 2 * n),
+        ),
+        Page::Bytes(n) => (
+            format!("head -c {n} {path}"),
+            format!("tail -c +{} {path} | head -c {n}", n + 1),
+        ),
+    };
     format!(
-        "To read it, run `sed -n '1,{PAGE_LINES}p' {path}`, then `sed -n '{next},{end}p' {path}` \
-         and so on, until the end; or search it with grep."
+        "To read it, run `{first}`, then `{second}` and so on, until the end; or search it \
+         with grep."
     )
 }
 
@@ -146,7 +209,7 @@ mod tests {
             offload_header(20_000, 10_000),
             read_hint("/artifacts/x.txt")
         );
-        let hint = line_read_hint("Read", "file_path", "/data/x.txt");
+        let hint = line_read_hint("Read", "file_path", "/data/x.txt", 2000);
         let agent = for_agent(&reference, "/artifacts/x.txt", "/data/x.txt", &hint);
         assert_eq!(offloaded_path(&agent), Some("/data/x.txt"));
         assert!(
@@ -155,6 +218,52 @@ mod tests {
         );
         assert!(!agent.contains("read_file"), "{agent}");
         assert!(agent.ends_with("\nPreview"));
+    }
+
+    #[test]
+    fn pages_fit_the_threshold_and_paths_survive_the_shell() {
+        let reference = |bytes, lines| {
+            format!(
+                "{}\n{FULL_OUTPUT}/a\n{}\n",
+                offload_header(30_000, 10_000),
+                size_line(bytes, lines)
+            )
+        };
+        // 3,000 lines of 76 characters: pages of 103 lines, under 8,000 bytes each.
+        assert_eq!(
+            Page::of_reference(&reference(231_000, 3000)),
+            Some(Page::Lines(103))
+        );
+        assert_eq!(
+            Page::of_reference(&reference(588_895, 100_000)),
+            Some(Page::Lines(1333))
+        );
+        assert_eq!(
+            Page::of_reference(&reference(8, 4)),
+            Some(Page::Lines(PAGE_LINES))
+        );
+        // One line of JSON: pages of bytes.
+        assert_eq!(
+            Page::of_reference(&reference(18_800, 1)),
+            Some(Page::Bytes(8000))
+        );
+        assert_eq!(Page::of_reference("no reference"), None);
+
+        let hint = shell_read_hint("/data/a b/it's.txt", Page::Lines(10));
+        assert!(
+            hint.contains(r"`sed -n '11,20p' '/data/a b/it'\''s.txt'`"),
+            "{hint}"
+        );
+        let hint = shell_read_hint("/x", Page::Bytes(8000));
+        assert!(
+            hint.contains("`tail -c +8001 '/x' | head -c 8000`"),
+            "{hint}"
+        );
+        let hint = line_read_hint("Read", "file_path", r#"/a "b"\c"#, 5);
+        assert!(
+            hint.contains(r#"{"file_path": "/a \"b\"\\c", "offset": 1, "limit": 5}"#),
+            "{hint}"
+        );
     }
 
     #[test]

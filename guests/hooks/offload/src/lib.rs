@@ -12,6 +12,9 @@
 //! | `exclude_tools` | tools never offloaded: a JSON array or a comma-separated list | `read_file`, `write_file`, `edit_file` |
 //! | `dir` | where files go, as the model sees it | `/artifacts/tool-results` |
 //!
+//! A call that reads a file it wrote (a page of an offloaded output, by the path its
+//! reference gave) is never offloaded: see [`Settings::reads_own_file`].
+//!
 //! Fail-open: when the file cannot be written, the original output passes through. The
 //! file appears whole or not at all (written beside it, then renamed into place).
 
@@ -40,6 +43,9 @@ impl Hook for Offload {
         let Some(shape) = settings.offloads(&call.name, &result.output) else {
             return After::Keep;
         };
+        if settings.reads_own_file(&call.arguments, |path| fs::metadata(path).is_ok()) {
+            return After::Keep;
+        }
         let offloaded = Offloaded::new(&settings, &call.name, &call.id, &result.output);
         match write_exclusive(&offloaded.path, &result.output) {
             Ok(()) => After::Replace(ToolResult {

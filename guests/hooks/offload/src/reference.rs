@@ -64,6 +64,34 @@ impl Settings {
         s
     }
 
+    /// Whether a call with `arguments` (its JSON text) reads a file this hook wrote: they
+    /// name a path ending in `DIR/TOOL/NAME` (`DIR` the last name of [`Settings::dir`], as
+    /// the model sees it or as an agent's tools see it on the host) for which `exists`
+    /// says there is a file in the hook's directory. Such a call pages or searches an
+    /// offloaded output, which must reach the model as it is: offloading it again would
+    /// hand the model a reference to a reference.
+    pub fn reads_own_file(&self, arguments: &str, exists: impl Fn(&str) -> bool) -> bool {
+        let base = self.dir.rsplit('/').next().unwrap_or_default();
+        let marker = format!("{base}/");
+        arguments.match_indices(&marker).any(|(at, _)| {
+            let rest = &arguments[at + marker.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/')))
+                .unwrap_or(rest.len());
+            let mut names = rest[..end].split('/');
+            match (names.next(), names.next()) {
+                (Some(tool), Some(name))
+                    if [tool, name]
+                        .iter()
+                        .all(|n| file_name(n) == *n && !n.starts_with('.')) =>
+                {
+                    exists(&format!("{}/{tool}/{name}", self.dir))
+                }
+                _ => false,
+            }
+        })
+    }
+
     /// The output's shape when this output of this tool is offloaded: the tool is not
     /// excluded and the output is longer than the threshold in characters.
     pub fn offloads(&self, tool: &str, output: &str) -> Option<Shape> {
@@ -148,7 +176,7 @@ impl Offloaded {
         let mut r = String::new();
         let _ = writeln!(r, "{}", formats::offload_header(chars, settings.threshold));
         let _ = writeln!(r, "{}{path}", formats::FULL_OUTPUT);
-        let _ = writeln!(r, "Size: {} bytes, {lines} lines", output.len());
+        let _ = writeln!(r, "{}", formats::size_line(output.len(), lines));
         let _ = writeln!(r, "{}", formats::read_hint(path));
         if let Some(value) = &self.json {
             let _ = write!(r, "\nStructure (JSON): ");
@@ -281,6 +309,29 @@ mod tests {
             };
             assert_eq!(Shape::of(s), naive, "at {start}");
         }
+    }
+
+    #[test]
+    fn a_read_of_an_offloaded_file_is_recognised_by_its_path() {
+        let s = Settings::default();
+        let ours = |p: &str| p == "/artifacts/tool-results/bash/call-1.txt";
+        let read = |args: &str| s.reads_own_file(args, ours);
+        // As the model sees it, as an agent's shell sees it on the host, quoted.
+        assert!(read(
+            r#"{"path":"/artifacts/tool-results/bash/call-1.txt"}"#
+        ));
+        assert!(read(
+            r#"{"command":"sed -n '104,206p' '/data/a b/sessions/s/artifacts/tool-results/bash/call-1.txt'"}"#
+        ));
+        // Not a file of its: another name, a file that is not there, a way out.
+        assert!(!read(r#"{"command":"seq 1 100000"}"#));
+        assert!(!read(
+            r#"{"command":"cat /x/tool-results/bash/call-2.txt"}"#
+        ));
+        assert!(!read(
+            r#"{"command":"cat /artifacts/tool-results/../../etc/passwd"}"#
+        ));
+        assert!(!read(r#"{"command":"cat tool-results/bash"}"#));
     }
 
     #[test]
