@@ -474,6 +474,12 @@ impl ShellLimitOverrides {
 /// deleted), unless the operator says otherwise.
 pub const DEFAULT_MCP_IDLE: Duration = Duration::from_secs(30 * 60);
 
+/// How long an agent's session that the agent ended keeps its files (offloaded outputs,
+/// plans, its trace) for the agent to resume it (`claude --resume`), once idle; then
+/// `session gc` deletes it (`[agents] keep_artifacts`). An agent that clears its
+/// conversation (`reason: clear`) has its session deleted at once.
+pub const DEFAULT_KEEP_ARTIFACTS: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
 /// How long running calls may go on after a shutdown signal before the server's sessions
 /// are ended (their commands killed, their files deleted).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

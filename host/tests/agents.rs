@@ -91,6 +91,41 @@ impl Agent {
     fn sessions(&self) -> String {
         self.sessions_of("default")
     }
+
+    /// `hookhost session gc`, which must succeed.
+    fn gc(&self) {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(self.data())
+            .arg("--config")
+            .arg(&self.config)
+            .args(["session", "gc"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}
+
+/// An ended agent session idle for longer than `[agents] keep_artifacts` is collected by
+/// `session gc`; one that is not ended is not.
+#[test]
+fn session_gc_collects_ended_agent_sessions_once_kept_long_enough() {
+    let agent = Agent::new("\n[agents]\nkeep_artifacts = \"1ms\"\n");
+    for (session, ends) in [("ended-1", true), ("running-1", false)] {
+        let start = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionStart", "source": "startup"});
+        agent.answer("claude-code", "SessionStart", &start);
+        if ends {
+            let end = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionEnd", "reason": "logout"});
+            agent.answer("claude-code", "SessionEnd", &end);
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    agent.gc();
+    let left = agent.sessions();
+    assert!(
+        !left.contains("ended-1") && left.contains("running-1"),
+        "{left}"
+    );
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -246,10 +281,11 @@ fn claude_code_calls_run_through_the_chain() {
         );
     }
 
-    // The session's end deletes it, and what its pre-tool events left.
-    let end = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionEnd", "reason": "exit"});
+    // The session's end keeps it, and its files, for a resume; what its pre-tool events
+    // left goes.
+    let end = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"});
     assert_eq!(agent.answer("claude-code", "SessionEnd", &end), Value::Null);
-    assert!(!agent.sessions().contains(session), "{}", agent.sessions());
+    assert!(agent.sessions().contains(session), "{}", agent.sessions());
     assert!(
         !agent
             .data()
@@ -257,6 +293,24 @@ fn claude_code_calls_run_through_the_chain() {
             .join(session)
             .exists()
     );
+    assert!(Path::new(file).exists(), "the offloaded file is gone");
+    // `session gc` keeps it until it has been idle for `[agents] keep_artifacts` (7 days).
+    agent.gc();
+    assert!(Path::new(file).exists(), "collected before its time");
+    // Resumed, it is the same session.
+    let resume = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionStart", "source": "resume"});
+    assert_eq!(
+        agent.answer("claude-code", "SessionStart", &resume),
+        Value::Null
+    );
+    assert!(Path::new(file).exists());
+    // A cleared conversation is gone, and its session with it.
+    let clear = json!({"session_id": session, "cwd": agent.project, "hook_event_name": "SessionEnd", "reason": "clear"});
+    assert_eq!(
+        agent.answer("claude-code", "SessionEnd", &clear),
+        Value::Null
+    );
+    assert!(!agent.sessions().contains(session), "{}", agent.sessions());
     assert!(
         !Path::new(file).exists(),
         "the offloaded file outlived its session"
@@ -346,7 +400,11 @@ fn each_agent_gets_its_own_deny_and_replacement() {
             // the model a reference beside the whole output): nothing is said, and no
             // offloaded file is kept.
             None => {
-                let said = if name == "cursor" { json!({}) } else { Value::Null };
+                let said = if name == "cursor" {
+                    json!({})
+                } else {
+                    Value::Null
+                };
                 assert_eq!(answer, said, "{name}");
                 let offloaded = agent.data().join("tenants/default/sessions");
                 let kept: Vec<_> = walk_files(&offloaded)
@@ -747,19 +805,15 @@ fn claude_code_end_to_end(via: Via) {
         Via::Url => env.push(("HOOKHOST_TOKEN", ALPHA_TOKEN)),
         Via::Forwarded => env.extend([("HOOKHOST_TOKEN", ALPHA_TOKEN), ("HOOKHOST_URL", &url)]),
     }
-    agent.run(
-        "claude",
-        &home,
-        &[
-            "-p",
-            "Count to 100000, then clean up.",
-            "--allowedTools",
-            "Bash,Read,TaskCreate,TaskUpdate",
-            "--output-format",
-            "json",
-        ],
-        &env,
-    );
+    let print = [
+        "-p",
+        "Count to 100000, then clean up.",
+        "--allowedTools",
+        "Bash,Read,TaskCreate,TaskUpdate",
+        "--output-format",
+        "json",
+    ];
+    let said = agent.run("claude", &home, &print, &env);
 
     let results = model.results();
     assert_eq!(results.len(), 6, "{via:?}: {results:#?}");
@@ -792,7 +846,7 @@ fn claude_code_end_to_end(via: Via) {
         "a refused command ran"
     );
 
-    // Audit logged the calls; the session ended with Claude Code, and its files with it.
+    // Audit logged the calls; the session ended with Claude Code's but kept its files.
     let audit = agent.audit(tenant);
     for line in [
         r#""event":"done","tool":"bash","call_id":"toolu_e2e_0""#,
@@ -800,12 +854,33 @@ fn claude_code_end_to_end(via: Via) {
     ] {
         assert!(audit.contains(line), "{line}: {audit}");
     }
-    assert_eq!(
-        agent.sessions_of(tenant),
-        "",
-        "the session outlived Claude Code's"
+    assert!(
+        file.exists(),
+        "{via:?}: the offloaded file did not outlive the agent"
     );
-    assert!(!file.exists());
+    if via != Via::Command {
+        return;
+    }
+    // `claude -p --resume` picks the conversation up, and the file it was given is there.
+    let said: Value = serde_json::from_str(&said).unwrap();
+    let session = said["session_id"].as_str().unwrap().to_string();
+    let resume = [
+        "-p",
+        "Read the count again.",
+        "--resume",
+        &session,
+        "--allowedTools",
+        "Bash,Read,TaskCreate,TaskUpdate",
+        "--output-format",
+        "json",
+    ];
+    agent.run("claude", &home, &resume, &env);
+    let results = model.results();
+    let reread = results.last().unwrap();
+    assert!(
+        reread.contains("50000\t50000") && !reread.contains("does not exist"),
+        "{reread}"
+    );
 }
 
 #[test]
@@ -947,9 +1022,9 @@ fn the_real_gemini_cli_runs_every_call_through_hookhost() {
         audit.contains(r#""event":"refused","tool":"bash""#),
         "{audit}"
     );
-    // Gemini's session end ended hookhost's, and its files with it.
-    assert!(!agent.sessions().contains(session), "{}", agent.sessions());
-    assert!(!file.exists());
+    // Gemini's session end ended hookhost's, which keeps its files for a resume.
+    assert!(agent.sessions().contains(session), "{}", agent.sessions());
+    assert!(file.exists());
 }
 
 #[test]
@@ -993,8 +1068,14 @@ fn the_real_copilot_cli_runs_every_call_through_hookhost() {
             "{event}: {audit}"
         );
     }
-    // Its session end ended hookhost's session.
-    assert_eq!(agent.sessions(), "");
+    // Its session end ended hookhost's session, kept for a resume; no offloaded file
+    // was kept, since Copilot would not show the model a reference.
+    assert_eq!(agent.sessions().lines().count(), 1, "{}", agent.sessions());
+    let offloaded: Vec<_> = walk_files(&agent.data())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("tool-results"))
+        .collect();
+    assert!(offloaded.is_empty(), "{offloaded:?}");
 }
 
 /// `POST path` with `body` (and a bearer `token`) to the server at `url`, over one

@@ -175,8 +175,12 @@ async fn a_runtime_keeps_its_sessions_in_postgres() {
     let idle = host.session().await;
     let cutoff = SystemTime::now() + Duration::from_secs(1);
     let report = tokio::join!(
-        host.runtime.sessions().gc(Some(cutoff)),
-        host.runtime.sessions().gc(Some(cutoff))
+        host.runtime
+            .sessions()
+            .gc(Some(cutoff), SystemTime::UNIX_EPOCH),
+        host.runtime
+            .sessions()
+            .gc(Some(cutoff), SystemTime::UNIX_EPOCH)
     );
     assert_eq!(report.0.unwrap().sessions + report.1.unwrap().sessions, 1);
     assert!(

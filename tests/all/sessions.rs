@@ -153,7 +153,12 @@ async fn gc_removes_idle_sessions_and_orphans_only() {
     );
     std::fs::write(artifacts.join(".new.txt.partial"), "in progress").unwrap();
 
-    let report = host.runtime.sessions().gc(Some(cutoff)).await.unwrap();
+    let report = host
+        .runtime
+        .sessions()
+        .gc(Some(cutoff), SystemTime::UNIX_EPOCH)
+        .await
+        .unwrap();
     assert_eq!(
         (report.sessions, report.orphans, report.partials),
         (1, 2, 1)
@@ -179,7 +184,12 @@ async fn gc_removes_idle_sessions_and_orphans_only() {
         .collect();
     assert_eq!(left, [active.id.to_string()]);
 
-    let report = host.runtime.sessions().gc(None).await.unwrap();
+    let report = host
+        .runtime
+        .sessions()
+        .gc(None, SystemTime::UNIX_EPOCH)
+        .await
+        .unwrap();
     assert_eq!(
         (report.sessions, report.orphans),
         (0, 0),
@@ -204,7 +214,7 @@ async fn gc_beside_busy_sessions_loses_none_of_their_files() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && sweeps < 10_000 {
                 host.runtime
                     .sessions()
-                    .gc(Some(SystemTime::UNIX_EPOCH))
+                    .gc(Some(SystemTime::UNIX_EPOCH), SystemTime::UNIX_EPOCH)
                     .await
                     .unwrap();
                 sweeps += 1;

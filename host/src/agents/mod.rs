@@ -4,7 +4,9 @@
 //!
 //! - **Session**: the agent's session id names a hookhost session of the tenant, made on
 //!   first use with the agent's working directory as its workdir (so `/workspace` is the
-//!   user's project), and deleted at the agent's session end.
+//!   user's project). At the agent's session end it ends but keeps its files, for the
+//!   agent to resume it, until `session gc` collects it (`[agents] keep_artifacts`); a
+//!   cleared conversation's is deleted at once.
 //! - **Pre-tool**: every layer's `before-execute` that wraps the tool, outermost first. A
 //!   refusal, or a `closed` layer's failure, is the agent's deny; rewritten arguments are
 //!   its updated input. What the layers passed inward (each layer's call, the context
@@ -415,7 +417,14 @@ pub async fn handle(
     let id = SessionId::new(session_id(&input.session))?;
     let sessions = runtime.sessions();
     if event == Event::SessionEnd {
-        match sessions.delete(&settings.tenant, &id).await {
+        // A conversation the user cleared is gone; any other end may be resumed
+        // (`claude --resume`), so the session's files are kept for it (see
+        // `Sessions::close`).
+        let ended = match input.reason.as_deref() {
+            Some("clear") => sessions.delete(&settings.tenant, &id).await,
+            _ => sessions.close(&settings.tenant, &id).await,
+        };
+        match ended {
             Ok(()) | Err(crate::sessions::SessionError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }

@@ -16,6 +16,8 @@ pub struct HookInput {
     pub cwd: Option<PathBuf>,
     /// The tool call, for tool events.
     pub tool: Option<AgentCall>,
+    /// Why the session ended (`reason`, at its end: `clear` when the conversation is gone).
+    pub reason: Option<String>,
 }
 
 /// One tool call as the agent describes it.
@@ -101,7 +103,12 @@ pub fn parse(agent: Agent, event: Event, stdin: &[u8]) -> Result<HookInput, Stri
         }
         Event::SessionStart | Event::SessionEnd | Event::TurnEnd => None,
     };
-    Ok(HookInput { session, cwd, tool })
+    Ok(HookInput {
+        session,
+        cwd,
+        tool,
+        reason: text("reason"),
+    })
 }
 
 fn call(agent: Agent, event: Event, value: &Value, session: &str) -> Result<AgentCall, String> {

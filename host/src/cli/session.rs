@@ -66,8 +66,9 @@ pub enum SessionCommand {
     },
     /// Delete idle sessions, and session directories that have no session.
     Gc {
-        /// Delete sessions idle for longer than this (e.g. 30m, 12h, 7d) [default: delete
-        /// no session, only directories that have none].
+        /// Delete sessions idle for longer than this (e.g. 30m, 12h, 7d) [default: only
+        /// the sessions their agents ended, once idle for `[agents] keep_artifacts`, 7d,
+        /// and directories that have no session].
         #[arg(long, value_parser = humantime::parse_duration)]
         idle: Option<std::time::Duration>,
     },
@@ -82,9 +83,9 @@ pub async fn run(command: SessionCommand, plan: Plan, data: &Path) -> Result<()>
         .iter()
         .any(|(_, m)| m.persistent.as_ref().is_some_and(|p| p.store.is_some()));
     if stores {
-        let trace = plan.trace.clone();
+        let (trace, keep) = (plan.trace.clone(), plan.keep_artifacts);
         let runtime = super::start(plan, data, hookhost::OneShot::Stores).await?;
-        return session_command(runtime.sessions(), &trace, command).await;
+        return session_command(runtime.sessions(), &trace, keep, command).await;
     }
     let sessions = Sessions::at(
         data,
@@ -94,12 +95,13 @@ pub async fn run(command: SessionCommand, plan: Plan, data: &Path) -> Result<()>
     )
     .await
     .context("opening the sessions")?;
-    session_command(&sessions, &plan.trace, command).await
+    session_command(&sessions, &plan.trace, plan.keep_artifacts, command).await
 }
 
 async fn session_command(
     sessions: &Sessions,
     trace: &TraceSettings,
+    keep_artifacts: std::time::Duration,
     command: SessionCommand,
 ) -> Result<()> {
     let tenant = |t: String| TenantId::new(t).context("--tenant");
@@ -212,12 +214,14 @@ async fn session_command(
             }
         }
         SessionCommand::Gc { idle } => {
-            let cutoff = idle.map(|idle| {
+            let before = |age| {
                 std::time::SystemTime::now()
-                    .checked_sub(idle)
+                    .checked_sub(age)
                     .unwrap_or(std::time::UNIX_EPOCH)
-            });
-            let report = sessions.gc(cutoff).await?;
+            };
+            let report = sessions
+                .gc(idle.map(before), before(keep_artifacts))
+                .await?;
             println!(
                 "deleted {} idle sessions; removed {} orphaned session directories and {} stale temporary files",
                 report.sessions, report.orphans, report.partials

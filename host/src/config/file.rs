@@ -56,6 +56,9 @@ pub struct Config {
     /// The host's trace of each session.
     #[serde(default)]
     pub trace: TraceConfig,
+    /// What hookhost keeps of the agents' sessions it runs hooks for.
+    #[serde(default)]
+    pub agents: AgentsConfig,
     /// Where spans go.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
@@ -132,6 +135,17 @@ pub struct AuthConfig {
 
 fn default_tenant_claim() -> String {
     "tenant".into()
+}
+
+/// The `[agents]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// How long an agent's session it ended (not cleared) keeps its files for a resume,
+    /// once idle (`30m`, `12h`, `7d`): then `session gc` deletes it. Default
+    /// [`crate::limits::DEFAULT_KEEP_ARTIFACTS`].
+    #[serde(default)]
+    pub keep_artifacts: Option<Spanned<String>>,
 }
 
 /// The `[telemetry]` table.

@@ -47,6 +47,8 @@ pub struct Plan {
     pub trace: TraceSettings,
     /// The OTLP/HTTP endpoint spans go to.
     pub otlp_endpoint: Option<String>,
+    /// How long an agent's ended session is kept, idle, for a resume (`[agents]`).
+    pub keep_artifacts: std::time::Duration,
     /// The file the config was read from, for messages.
     pub source: String,
 }
@@ -95,6 +97,7 @@ impl Plan {
                 fleet: false,
             },
             otlp_endpoint: None,
+            keep_artifacts: crate::limits::DEFAULT_KEEP_ARTIFACTS,
             source: source.to_string(),
         }
     }

@@ -60,6 +60,7 @@ impl Config {
                 fleet: false,
             },
             otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
+            keep_artifacts: self.keep_artifacts()?,
             source: self.source.clone(),
         })
     }
@@ -388,6 +389,19 @@ impl Config {
             upstreams.push((name.get_ref().clone(), upstream.clone()));
         }
         Ok(upstreams)
+    }
+
+    /// `[agents] keep_artifacts`: a duration (`7d`).
+    fn keep_artifacts(&self) -> Result<std::time::Duration, Invalid> {
+        let Some(keep) = &self.agents.keep_artifacts else {
+            return Ok(crate::limits::DEFAULT_KEEP_ARTIFACTS);
+        };
+        humantime::parse_duration(keep.get_ref()).map_err(|e| {
+            Invalid::at(
+                keep.span(),
+                format!("agents.keep_artifacts: {e} (a duration such as 12h or 7d)"),
+            )
+        })
     }
 
     /// `[serve] workdir`: a template, which tenants without their own share only when it

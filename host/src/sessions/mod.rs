@@ -501,6 +501,29 @@ impl Sessions {
         self.remove(tenant, id, false).await
     }
 
+    /// Ends `tenant`'s session `id` as its agent ended it, to be resumed: its persistent
+    /// directories published (one that cannot be stays in its checkout, logged), what
+    /// holds state for it told it ended (kept instances, commands), its pending hook calls
+    /// dropped — and its row and files (offloaded outputs, plans, its trace) kept, owned by
+    /// no process ([`Owner::Ended`]), until it has been idle for `[agents] keep_artifacts`
+    /// and `session gc` deletes it (see [`Sessions::gc`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`], or from the table.
+    pub async fn close(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+        let session = self.resolve(&self.record(tenant, id).await?)?;
+        if let Err(e) = self.commit(&session, None).await {
+            tracing::warn!(session = %session.key(), error = %e, "the ended session's persistent directories were not published");
+        }
+        self.table.set_owner(tenant, id, &Owner::Ended).await?;
+        let key = session.key();
+        self.tell_ended(&key);
+        self.drop_pending_calls(&key);
+        tracing::info!(session = %key, "session ended, kept to be resumed");
+        Ok(())
+    }
+
     async fn remove(
         &self,
         tenant: &TenantId,
@@ -650,17 +673,22 @@ impl Sessions {
         if let Err(e) = self.table.forget_mcp_state(key.id.as_str()).await {
             tracing::warn!(session = %key, error = %e, "could not forget the MCP session's state");
         }
+        self.drop_pending_calls(&key);
+        let freed = quota::measure_async(owned(session.own_dirs())).await;
+        self.dirs.remove_session(&self.mounts, session.mounts())?;
+        self.usage.moved(&key.tenant, freed, Usage::default());
+        tracing::info!(session = %key, "session deleted");
+        Ok(())
+    }
+
+    /// Removes what an agent's pre-tool events left for their post-tool events.
+    fn drop_pending_calls(&self, key: &SessionKey) {
         let calls = hook_calls_dir(self.dirs.data_root(), &key.tenant, &key.id);
         if let Err(e) = std::fs::remove_dir_all(&calls)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!(session = %key, error = %e, "could not remove the session's pending agent hook calls");
         }
-        let freed = quota::measure_async(owned(session.own_dirs())).await;
-        self.dirs.remove_session(&self.mounts, session.mounts())?;
-        self.usage.moved(&key.tenant, freed, Usage::default());
-        tracing::info!(session = %key, "session deleted");
-        Ok(())
     }
 
     /// The MCP client's `initialize` of the MCP session `id`, kept for another host.
@@ -690,19 +718,29 @@ impl Sessions {
         self.table.forget_mcp_state(id).await
     }
 
-    /// Deletes the sessions last active before `idle_before` (none when `None`) — but not
-    /// those of a server still running, which sweeps its own — then removes session
-    /// directories that have no session, and temporary files (`*.partial`) older than
-    /// [`STALE_PARTIAL_AGE`] that a stopped hook left; then measures the tenants' disk use
-    /// afresh.
+    /// Deletes the sessions their agents ended ([`Sessions::close`]) last active before
+    /// `ended_before`, and the sessions last active before `idle_before` (none when
+    /// `None`) — but not those of a server still running, which sweeps its own — then
+    /// removes session directories that have no session, and temporary files
+    /// (`*.partial`) older than [`STALE_PARTIAL_AGE`] that a stopped hook left; then
+    /// measures the tenants' disk use afresh.
     ///
     /// # Errors
     ///
     /// [`SessionError`] from the table or a removal.
-    pub async fn gc(&self, idle_before: Option<SystemTime>) -> Result<GcReport, SessionError> {
-        let mut report = GcReport::default();
+    pub async fn gc(
+        &self,
+        idle_before: Option<SystemTime>,
+        ended_before: SystemTime,
+    ) -> Result<GcReport, SessionError> {
+        let mut report = GcReport {
+            sessions: self
+                .sweep_idle(ended_before, |owner| *owner == Owner::Ended)
+                .await?,
+            ..GcReport::default()
+        };
         if let Some(cutoff) = idle_before {
-            report.sessions = self
+            report.sessions += self
                 .sweep_idle(cutoff, |owner| owner.live_server().is_none())
                 .await?;
         }

@@ -413,6 +413,20 @@ impl SessionTable for PgTable {
         Ok(())
     }
 
+    async fn set_owner(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        owner: &Owner,
+    ) -> Result<(), SessionError> {
+        self.execute(
+            "UPDATE hookhost_sessions SET owner = $3 WHERE tenant = $1 AND id = $2",
+            &[&tenant.as_str(), &id.as_str(), &owner.to_text()],
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError> {
         let query = format!(
             "SELECT {COLUMNS} FROM hookhost_sessions

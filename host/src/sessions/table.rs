@@ -65,6 +65,9 @@ pub enum Owner {
     Stdio(Server),
     /// `serve --http`.
     Http(Server),
+    /// None: an agent's session that the agent ended, kept for it to resume until it has
+    /// been idle for `[agents] keep_artifacts` (`session gc` collects it then).
+    Ended,
 }
 
 /// A server process: its id, on which host.
@@ -97,6 +100,7 @@ impl Owner {
     pub fn to_text(&self) -> String {
         match self {
             Owner::Cli => "cli".into(),
+            Owner::Ended => "ended".into(),
             Owner::Stdio(s) => format!("stdio:{}@{}", s.pid, s.host),
             Owner::Http(s) => format!("http:{}@{}", s.pid, s.host),
         }
@@ -115,6 +119,9 @@ impl Owner {
                 },
             }
         };
+        if text == Some("ended") {
+            return Owner::Ended;
+        }
         match text.and_then(|t| t.split_once(':')) {
             Some(("stdio", rest)) => Owner::Stdio(server(rest)),
             Some(("http", rest)) => Owner::Http(server(rest)),
@@ -181,6 +188,14 @@ pub trait SessionTable: Send + Sync {
         tenant: &TenantId,
         id: &SessionId,
         now: SystemTime,
+    ) -> Result<(), SessionError>;
+
+    /// Records `owner` as the session's.
+    async fn set_owner(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        owner: &Owner,
     ) -> Result<(), SessionError>;
 
     /// Sessions, oldest first: the tenant's, or every tenant's.
@@ -337,6 +352,19 @@ impl SessionTable for SqliteTable {
         self.conn().execute(
             "UPDATE sessions SET last_active = ?3 WHERE tenant = ?1 AND id = ?2",
             params![tenant.as_str(), id.as_str(), millis(now)],
+        )?;
+        Ok(())
+    }
+
+    async fn set_owner(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        owner: &Owner,
+    ) -> Result<(), SessionError> {
+        self.conn().execute(
+            "UPDATE sessions SET owner = ?3 WHERE tenant = ?1 AND id = ?2",
+            params![tenant.as_str(), id.as_str(), owner.to_text()],
         )?;
         Ok(())
     }
