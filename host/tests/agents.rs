@@ -1002,15 +1002,16 @@ fn the_real_gemini_cli_runs_every_call_through_hookhost() {
 
     let results = model.results();
     assert_eq!(results.len(), 4, "{results:#?}");
-    // Gemini hands its hooks the whole output: the file held all of it (with Gemini's
-    // own lines around it), and Gemini's shell read its end back.
+    // Gemini hands its hooks the whole output: the file holds all of it, and only it
+    // (without Gemini's `<untrusted_context>`, `Output:` and `Process Group PGID:`).
     let reference = &results[0];
     assert!(
-        reference.starts_with("[Output offloaded: 5889"),
+        reference.starts_with("[Output offloaded: 588894 characters"),
         "{reference}"
     );
     let file = named_file(reference);
     let held = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(held.trim_end(), seq().trim_end());
     assert_the_second_page(reference, &held, &results[1]);
     // write_todos became the plan, in the git project.
     assert_the_scripted_plan(&agent.project.join(".hookhost/plans"));

@@ -53,7 +53,8 @@ pub fn canonical(agent: Agent, tool: &str) -> Option<&'static str> {
 /// - text (Codex's responses): the output;
 /// - `{stdout, stderr, interrupted, …}` (Claude Code's Bash): stdout, then `[stderr]` and
 ///   stderr as hookhost's own `bash` shows it; an error when interrupted;
-/// - `{llmContent, returnDisplay}` (Gemini): `llmContent` (text, or its parts' texts);
+/// - `{llmContent, returnDisplay}` (Gemini): `llmContent` (text, or its parts' texts); for
+///   its shell, the command's output alone (see [`gemini_shell`]);
 /// - `{resultType, textResultForLlm}` (Copilot): the text; an error unless `success`;
 /// - MCP content (`[{type: "text", text}]`, or `{content: […], isError}`): the texts;
 /// - for a todo tool, whatever its response: `{"todos": [{content, status}]}` from its
@@ -90,6 +91,9 @@ pub fn result(canonical: Option<&str>, input: &Value, response: &Value) -> ToolR
             let interrupted = o.get("interrupted").and_then(Value::as_bool) == Some(true);
             (output, interrupted)
         }
+        Value::Object(o) if o.contains_key("llmContent") && canonical == Some("bash") => {
+            gemini_shell(&texts(&o["llmContent"]))
+        }
         Value::Object(o) if o.contains_key("llmContent") => (texts(&o["llmContent"]), false),
         Value::Object(o) if o.contains_key("textResultForLlm") => (
             texts(&o["textResultForLlm"]),
@@ -108,6 +112,41 @@ pub fn result(canonical: Option<&str>, input: &Value, response: &Value) -> ToolR
         is_error,
         media_type: None,
     }
+}
+
+/// What the command printed, of what Gemini CLI's shell tool tells the model (0.x, as in
+/// its `shell.ts`): `<untrusted_context>` around `Output: OUTPUT` (`(empty)` for none),
+/// then a line for each of `Error:`, `Exit Code:`, `Signal:`, `Background PIDs:`,
+/// `Process Group PGID:` that applies; an error when it names an exit code or a signal. A
+/// text of another shape (a cancelled command) is kept whole.
+pub fn gemini_shell(content: &str) -> (String, bool) {
+    const TRAILERS: [&str; 5] = [
+        "Process Group PGID: ",
+        "Background PIDs: ",
+        "Signal: ",
+        "Exit Code: ",
+        "Error: ",
+    ];
+    let unwrapped = content
+        .strip_prefix("<untrusted_context>\n")
+        .and_then(|c| c.strip_suffix("\n</untrusted_context>"))
+        .map(|c| c.replace("&lt;/untrusted_context&gt;", "</untrusted_context>"))
+        .unwrap_or_else(|| content.to_string());
+    let Some(mut output) = unwrapped.strip_prefix("Output: ") else {
+        return (content.to_string(), false);
+    };
+    let mut failed = false;
+    // From the end, each section at most once and in Gemini's order.
+    for trailer in TRAILERS {
+        if let Some((rest, last)) = output.rsplit_once('\n')
+            && last.starts_with(trailer)
+        {
+            failed |= matches!(trailer, "Exit Code: " | "Signal: ");
+            output = rest;
+        }
+    }
+    let output = if output == "(empty)" { "" } else { output };
+    (output.to_string(), failed)
 }
 
 /// The text of the file at `path`, if it can be read and holds at most
@@ -231,6 +270,23 @@ mod tests {
         );
         assert_eq!(r.output, "out\n[stderr]\nerr");
         assert!(!r.is_error);
+    }
+
+    #[test]
+    fn geminis_shell_output_is_the_commands_alone() {
+        let said = "<untrusted_context>\nOutput: 1\n2\nExit Code: 3 is a line of it\nExit Code: 1\nProcess Group PGID: 42\n</untrusted_context>";
+        assert_eq!(
+            gemini_shell(said),
+            ("1\n2\nExit Code: 3 is a line of it".to_string(), true)
+        );
+        let quiet =
+            "<untrusted_context>\nOutput: (empty)\nProcess Group PGID: 7\n</untrusted_context>";
+        assert_eq!(gemini_shell(quiet), (String::new(), false));
+        let escaped =
+            "<untrusted_context>\nOutput: a &lt;/untrusted_context&gt; b\n</untrusted_context>";
+        assert_eq!(gemini_shell(escaped).0, "a </untrusted_context> b");
+        let cancelled = "Command was cancelled by user before it could complete.";
+        assert_eq!(gemini_shell(cancelled), (cancelled.to_string(), false));
     }
 
     #[test]
