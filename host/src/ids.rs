@@ -163,6 +163,11 @@ impl ToolMatch {
     pub fn matches(&self, tool: &str) -> bool {
         self.patterns.iter().any(|p| p.matches(tool))
     }
+
+    /// The patterns, as configured.
+    pub fn patterns(&self) -> Vec<String> {
+        self.patterns.iter().map(ToString::to_string).collect()
+    }
 }
 
 impl fmt::Display for ToolMatch {

@@ -107,6 +107,22 @@ pub const DEFAULT_SHELL_TMP_BYTES: u64 = 256 * 1024 * 1024;
 /// layer wraps the tool, else let through; a post-tool event leaves the output as it is.
 pub const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(10);
 
+/// How long `hookhost hook` waits for a warm daemon before it answers by itself
+/// (`--daemon-timeout-ms`): for `serve --hooks`' socket, to take the event (the chain then
+/// has the hook's deadline); for `HOOKHOST_URL`, to answer it. A daemon takes an event in
+/// well under a millisecond, so one that takes a second is hung, and every tool call
+/// would otherwise wait for it twice.
+pub const DEFAULT_HOOK_DAEMON_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long `hookhost hook` skips a daemon that did not answer within its timeout (the
+/// breaker: a marker file beside the socket, so that every hook process of every agent
+/// knows): the next event after it asks the daemon again.
+pub const HOOK_DAEMON_BREAKER: Duration = Duration::from_secs(30);
+
+/// The largest header line of a request on the hook daemon's socket (the agent, event,
+/// tenant and options; the hook input follows it).
+pub const MAX_HOOK_SOCKET_HEADER: u64 = 4096;
+
 /// The largest hook input `hookhost hook` reads from an agent: a post-tool event carries
 /// the tool's whole output (Gemini CLI sends it untruncated).
 pub const MAX_HOOK_INPUT_BYTES: u64 = 64 * 1024 * 1024;

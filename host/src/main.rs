@@ -93,7 +93,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     hookhost::install_crypto_provider();
     if let Command::SandboxShell { limits } = &cli.command {
         // Before anything else: no config, logging or runtime inside a sandbox.
@@ -117,6 +117,15 @@ fn main() -> ExitCode {
         Some(path) => Config::load(path),
         None => Ok(Config::builtin()),
     };
+    if let Command::Hook(args) = &mut cli.command {
+        // A warm daemon's answer, before anything else starts (see `HookArgs::forward`).
+        let written = config.as_ref().ok().and_then(|c| c.config.data.as_deref());
+        if let Ok(data) = data_dir(cli.data.as_deref(), written)
+            && let Some(code) = args.forward(&data)
+        {
+            return code;
+        }
+    }
     let spans = cli::logging::init(
         cli.verbose,
         cli.log_format,
@@ -159,8 +168,26 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) -> Result<ExitCode> {
+    if let Command::Hook(args) = cli.command {
+        // An agent's hook answers even when the config cannot be read.
+        let (plan, data) = match loaded {
+            Ok(loaded) => {
+                let data = data_dir(cli.data.as_deref(), loaded.config.data.as_deref())?;
+                (Ok(loaded.plan), data)
+            }
+            Err(e) => (Err(e), data_dir(cli.data.as_deref(), None)?),
+        };
+        return cli::hook::hook(
+            args,
+            plan,
+            &data,
+            cli.config.as_deref(),
+            cli.data.as_deref(),
+        )
+        .await;
+    }
     let loaded = loaded?;
-    let data = data_dir(cli.data.as_deref(), &loaded.config)?;
+    let data = data_dir(cli.data.as_deref(), loaded.config.data.as_deref())?;
     // `config check` takes the config as written too; every other command only its plan.
     if let Command::Config(command) = cli.command {
         return cli::config::run(command, loaded, cli.config.as_deref(), &data).await;
@@ -188,16 +215,7 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
         Command::SandboxShell { .. } | Command::Guard { .. } => {
             unreachable!("served before the runtime starts")
         }
-        Command::Hook(args) => {
-            cli::hook::hook(
-                args,
-                plan,
-                &data,
-                cli.config.as_deref(),
-                cli.data.as_deref(),
-            )
-            .await
-        }
+        Command::Hook(_) => unreachable!("answered above"),
         Command::Demo => {
             let runtime = cli::start(plan, &data, OneShot::Calls).await?;
             demo::run(&runtime).await?;
@@ -207,9 +225,10 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
     }
 }
 
-/// `--data`, else the config's `data`, else `hookhost` under the user's data directory.
-fn data_dir(flag: Option<&Path>, config: &Config) -> Result<PathBuf> {
-    if let Some(dir) = flag.or(config.data.as_deref()) {
+/// `--data`, else the config's `data` (`written`), else `hookhost` under the user's data
+/// directory.
+fn data_dir(flag: Option<&Path>, written: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = flag.or(written) {
         return Ok(dir.to_path_buf());
     }
     match dirs::data_dir() {

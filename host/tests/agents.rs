@@ -54,26 +54,21 @@ impl Agent {
 
     /// `hookhost hook AGENT EVENT` with `stdin`.
     fn hook(&self, agent: &str, event: &str, stdin: &[u8]) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .arg("--data")
-            .arg(self.data())
-            .arg("--config")
-            .arg(&self.config)
-            .args(["hook", agent, event])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        // A hook that refuses its arguments exits before it reads: the pipe breaks, as it
-        // would for an agent writing to it.
-        match input.write_all(stdin) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            written => written.unwrap(),
-        }
-        drop(input);
-        child.wait_with_output().unwrap()
+        self.hook_with(agent, event, &[], stdin)
+    }
+
+    /// `hookhost hook AGENT EVENT FLAGS` with `stdin`.
+    fn hook_with(&self, agent: &str, event: &str, flags: &[&str], stdin: &[u8]) -> Output {
+        fed(
+            Command::new(env!("CARGO_BIN_EXE_hookhost"))
+                .arg("--data")
+                .arg(self.data())
+                .arg("--config")
+                .arg(&self.config)
+                .args(["hook", agent, event])
+                .args(flags),
+            stdin,
+        )
     }
 
     /// The answer's stdout as JSON (`Null` when empty), once it exited 0.
@@ -683,6 +678,49 @@ impl Agent {
         let url = common::announced_url(&mut server.0);
         (server, url)
     }
+
+    /// `hookhost serve --hooks` on the data directory, logging each event it answers to
+    /// `daemon.log`, once its socket is there.
+    fn hooks_daemon(&self) -> Killed {
+        let log = std::fs::File::create(self.dir.path().join("daemon.log")).unwrap();
+        let server = Killed(
+            Command::new(env!("CARGO_BIN_EXE_hookhost"))
+                .arg("--data")
+                .arg(self.data())
+                .arg("--config")
+                .arg(&self.config)
+                .args(["-vv", "serve", "--hooks"])
+                .stderr(log)
+                .spawn()
+                .unwrap(),
+        );
+        let socket = self.data().join("run/hooks.sock");
+        for _ in 0..600 {
+            if socket.exists() {
+                return server;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("serve --hooks made no socket within 60 s");
+    }
+}
+
+/// `command`'s output, with `stdin` written to it. A command that exits before it reads
+/// (a hook that refuses its arguments) breaks the pipe, as it would for an agent.
+fn fed(command: &mut Command, stdin: &[u8]) -> Output {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    match input.write_all(stdin) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        written => written.unwrap(),
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
 }
 
 /// The file an offload reference names (its "Full output: PATH" line).
@@ -762,6 +800,8 @@ enum Via {
     Url,
     /// The command, forwarding to the daemon (`HOOKHOST_URL`).
     Forwarded,
+    /// The command, forwarding to `serve --hooks` on its data directory's socket.
+    Socket,
 }
 
 const ALPHA_TOKEN: &str = "alpha-token-0123456789abcdef";
@@ -770,7 +810,8 @@ const ALPHA_TOKEN: &str = "alpha-token-0123456789abcdef";
 /// hook install claude-code`: every call goes through hookhost's chain (`via`).
 fn claude_code_end_to_end(via: Via) {
     let tenants = format!("\n[tenants.alpha]\ntoken = \"{ALPHA_TOKEN}\"\n");
-    let agent = Agent::new(if via == Via::Command { "" } else { &tenants });
+    let tokens = matches!(via, Via::Url | Via::Forwarded);
+    let agent = Agent::new(if tokens { &tenants } else { "" });
     std::fs::create_dir(agent.project.join("victim")).unwrap();
     let home = agent.dir.path().join("home");
     std::fs::create_dir(&home).unwrap();
@@ -778,13 +819,14 @@ fn claude_code_end_to_end(via: Via) {
     // plan goes to the tenant's plans.
     let (_daemon, url) = match via {
         Via::Command => (None, String::new()),
+        Via::Socket => (Some(agent.hooks_daemon()), String::new()),
         Via::Url | Via::Forwarded => {
             let (daemon, url) = agent.daemon();
             (Some(daemon), url)
         }
     };
     let (tenant, plans) = match via {
-        Via::Command => ("default", agent.project.join(".hookhost/plans")),
+        Via::Command | Via::Socket => ("default", agent.project.join(".hookhost/plans")),
         Via::Url | Via::Forwarded => ("alpha", agent.data().join("tenants/alpha/plans")),
     };
     let project = agent.project.to_str().unwrap();
@@ -801,7 +843,7 @@ fn claude_code_end_to_end(via: Via) {
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
     ];
     match via {
-        Via::Command => {}
+        Via::Command | Via::Socket => {}
         Via::Url => env.push(("HOOKHOST_TOKEN", ALPHA_TOKEN)),
         Via::Forwarded => env.extend([("HOOKHOST_TOKEN", ALPHA_TOKEN), ("HOOKHOST_URL", &url)]),
     }
@@ -858,6 +900,15 @@ fn claude_code_end_to_end(via: Via) {
         file.exists(),
         "{via:?}: the offloaded file did not outlive the agent"
     );
+    if via == Via::Socket {
+        // The daemon answered the agent's events, not the hook processes themselves.
+        let log = std::fs::read_to_string(agent.dir.path().join("daemon.log")).unwrap();
+        let answered = log.matches("answering a hook").count();
+        assert!(
+            answered >= 12,
+            "{answered} events reached the daemon: {log}"
+        );
+    }
     if via != Via::Command {
         return;
     }
@@ -896,6 +947,11 @@ fn the_real_claude_code_cli_posts_every_call_to_the_daemon() {
 #[test]
 fn the_real_claude_code_cli_reaches_the_daemon_through_the_command() {
     claude_code_end_to_end(Via::Forwarded);
+}
+
+#[test]
+fn the_real_claude_code_cli_reaches_serve_hooks_through_the_command() {
+    claude_code_end_to_end(Via::Socket);
 }
 
 #[test]
@@ -1284,4 +1340,137 @@ fn a_flood_of_hook_events_is_held_to_the_tenants_rate() {
         "{}",
         &response[..response.len().min(400)]
     );
+}
+
+/// A daemon that accepts and never answers costs one hook event the daemon timeout: the
+/// event is answered here, and the breaker keeps the next one from asking it.
+#[test]
+fn a_hung_daemon_is_skipped_after_one_timeout() {
+    let agent = Agent::new("");
+    let run = agent.data().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    // Never accepted: the kernel queues each connection, and nobody reads it.
+    let hung = std::os::unix::net::UnixListener::bind(run.join("hooks.sock")).unwrap();
+    hung.set_nonblocking(true).unwrap();
+    let rm = claude(
+        "s-hung",
+        &agent.project,
+        "PreToolUse",
+        "rm -rf victim",
+        None,
+    );
+    for _ in 0..2 {
+        let out = agent.hook_with(
+            "claude-code",
+            "pre-tool",
+            &["--daemon-timeout-ms", "300"],
+            rm.to_string().as_bytes(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    }
+    assert!(run.join("hooks.sock.down").exists());
+    let asked = std::iter::from_fn(|| hung.accept().ok()).count();
+    assert_eq!(asked, 1, "the daemon was asked again past its breaker");
+}
+
+/// A config hookhost cannot read denies the tools a closed layer wrapped when the hooks
+/// were installed (`--closed-tools`), and only them: Read goes on, with a line for the
+/// user.
+#[test]
+fn a_broken_config_denies_only_the_closed_tools() {
+    let agent = Agent::new("");
+    std::fs::write(&agent.config, "[[hooks]\nname = ").unwrap();
+    let ask = |tool_input: Value, tool: &str| {
+        let input = json!({"session_id": "s-broken", "cwd": agent.project, "hook_event_name": "PreToolUse",
+            "tool_name": tool, "tool_input": tool_input, "tool_use_id": "t1"});
+        agent.hook_with(
+            "claude-code",
+            "pre-tool",
+            &["--closed-tools", "Bash,bash"],
+            input.to_string().as_bytes(),
+        )
+    };
+    let bash = ask(json!({"command": "rm -rf victim"}), "Bash");
+    assert_eq!(bash.status.code(), Some(0), "{}", text(&bash.stderr));
+    let answer: Value = serde_json::from_slice(&bash.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    let reason = answer["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("a `closed` hook wraps this tool"),
+        "{reason}"
+    );
+    let read = ask(json!({"file_path": "/etc/hostname"}), "Read");
+    // Claude Code's non-blocking error: the user sees the line, the call goes on.
+    assert_eq!(read.status.code(), Some(1));
+    assert!(
+        text(&read.stderr).contains("hookhost hook claude-code"),
+        "{}",
+        text(&read.stderr)
+    );
+    assert!(!text(&read.stdout).contains("deny"));
+}
+
+/// `hook install` with a closed guard, by a `hookhost` in a directory with a space, which
+/// then goes away: the installed pre-tool command, run by `sh` as Claude Code runs it,
+/// denies Bash and lets Read through; a second install changes nothing, and uninstall
+/// takes the entries out.
+#[test]
+fn an_installed_hook_whose_program_is_gone_denies_only_the_closed_tools() {
+    let agent = Agent::new("on_failure = \"closed\"\n");
+    let bin = agent.dir.path().join("my bin");
+    std::fs::create_dir(&bin).unwrap();
+    let copy = bin.join("hookhost");
+    std::fs::copy(env!("CARGO_BIN_EXE_hookhost"), &copy).unwrap();
+    let home = agent.dir.path().join("home");
+    let install = |program: &Path, extra: &[&str]| {
+        let out = Command::new(program)
+            .arg("--data")
+            .arg(agent.data())
+            .arg("--config")
+            .arg(&agent.config)
+            .args(["hook", "install", "claude-code", "--project"])
+            .arg(&agent.project)
+            .args(extra)
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    install(&copy, &[]);
+    let file = agent.project.join(".claude/settings.json");
+    let once = std::fs::read_to_string(&file).unwrap();
+    install(&copy, &[]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), once);
+    let settings: Value = serde_json::from_str(&once).unwrap();
+    let pre = &settings["hooks"]["PreToolUse"][0];
+    let command = pre["hooks"][0]["command"].as_str().unwrap().to_string();
+    assert!(command.contains("--closed-tools Bash,bash"), "{command}");
+
+    std::fs::remove_file(&copy).unwrap();
+    let run = |tool: &str, tool_input: Value| {
+        let input = json!({"session_id": "s-gone", "cwd": agent.project, "hook_event_name": "PreToolUse",
+            "tool_name": tool, "tool_input": tool_input, "tool_use_id": "t1"});
+        fed(
+            Command::new("sh")
+                .args(["-c", &command])
+                .current_dir(&agent.project),
+            input.to_string().as_bytes(),
+        )
+    };
+    let bash = run("Bash", json!({"command": "rm -rf victim"}));
+    assert_eq!(bash.status.code(), Some(0));
+    let answer: Value = serde_json::from_slice(&bash.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    let read = run("Read", json!({"file_path": "/etc/hostname"}));
+    assert_eq!(
+        (read.status.code(), text(&read.stdout).trim()),
+        (Some(0), "")
+    );
+
+    install(Path::new(env!("CARGO_BIN_EXE_hookhost")), &["--uninstall"]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}\n");
 }

@@ -18,9 +18,12 @@
 //! - Tools keep the agent's names, with hookhost's canonical ones as aliases
 //!   ([`tools::canonical`]): a layer's `tools = ["bash"]` wraps every agent's shell tool.
 
+pub mod daemon;
 pub mod install;
 pub mod protocol;
 pub mod tools;
+
+pub use daemon::{Daemon, EXIT_HEADER, Forward, STDERR_HEADER, hook_url};
 
 use crate::abi::{CallContext, ToolCall, ToolResult};
 use crate::chain::{FailurePolicy, HookChain};
@@ -186,6 +189,10 @@ pub struct HookSettings {
     /// user; a daemon serving tenants takes no directory from a request (a tenant could
     /// name any directory of the server's user), as MCP clients choose none.
     pub trust_cwd: bool,
+    /// The agent's tools a `closed` layer wrapped when the hooks were installed
+    /// (`--closed-tools`): what is denied when hookhost cannot run the chain at all (its
+    /// config broken, a component missing), since the chain itself cannot say then.
+    pub closed_tools: Option<crate::ids::ToolMatch>,
 }
 
 /// What a pre-tool event leaves for the call's post-tool event: each layer the call
@@ -197,8 +204,9 @@ struct Pending {
 }
 
 /// `hookhost hook AGENT EVENT`: reads the agent's input from `stdin` (at most
-/// [`MAX_HOOK_INPUT_BYTES`]) and answers it, all within `deadline`: through the daemon
-/// `forward` names when it answers (see [`Daemon`]), else with the chain of the runtime
+/// [`MAX_HOOK_INPUT_BYTES`]) and answers it, all within `deadline`: through the URL
+/// daemon of `forward` when it answers (see [`daemon`]; the socket is asked before, by
+/// [`Forward::ask_socket`]), else with the chain of the runtime
 /// `start` makes. Never fails: what goes wrong is the agent's non-blocking error, or, past
 /// the deadline, the answer [`crate::limits::DEFAULT_HOOK_DEADLINE`] describes.
 pub async fn answer_hook<F, R>(
@@ -207,7 +215,7 @@ pub async fn answer_hook<F, R>(
     settings: &HookSettings,
     deadline: Duration,
     stdin: impl AsyncRead + Unpin,
-    forward: Option<&Daemon>,
+    forward: Option<&Forward>,
     start: F,
 ) -> Answer
 where
@@ -233,13 +241,10 @@ where
             );
         }
     };
-    if let Some(daemon) = forward {
+    if let Some(forward) = forward {
         let left = deadline.saturating_sub(started.elapsed());
-        match daemon.ask(agent, event, &bytes, left).await {
-            Ok(answer) => return answer,
-            Err(e) => {
-                tracing::info!(url = %daemon.url, error = %e, "the hook daemon did not answer; answering here");
-            }
+        if let Some(answer) = forward.ask_url(agent, event, &bytes, left).await {
+            return answer;
         }
     }
     let left = deadline.saturating_sub(started.elapsed());
@@ -280,123 +285,37 @@ where
         handle(runtime, agent, event, input, settings).await
     })
     .await;
-    match answered {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => protocol::unreadable(agent, &crate::failure::error_line(e.as_ref())),
-        Err(_) => {
-            let why = format!(
-                "the chain did not answer within {} ms",
-                deadline.as_millis()
-            );
-            let closed = match (&runtime, &tool) {
-                (Some(runtime), Some(tool)) => {
-                    closed_for(runtime.borrow(), &settings.tenant, agent, tool)
-                }
-                // Not even started: whether a closed layer wraps the tool is unknown.
-                (None, Some(_)) => true,
-                _ => false,
-            };
-            if event == Event::PreTool && closed {
-                let mut answer = protocol::answer(
-                    agent,
-                    event,
-                    tool.as_deref().unwrap_or_default(),
-                    Decision::Deny {
-                        reason: format!("call refused: {why}, and a `closed` hook wraps this tool"),
-                    },
-                    settings.options,
-                );
-                answer.stderr = Some(format!("hookhost hook {}: {why}", agent.name()));
-                answer
-            } else {
-                protocol::unreadable(agent, &why)
-            }
-        }
-    }
-}
-
-/// A running `hookhost serve --http` that answers hooks (`HOOKHOST_URL`, with
-/// `HOOKHOST_TOKEN` when its tenants have tokens): the command form forwards to it, so the
-/// chain's per-session instances and compiled components stay warm across calls.
-#[derive(Debug, Clone)]
-pub struct Daemon {
-    /// The server's root (`http://HOST:PORT`), or the MCP endpoint it announces.
-    pub url: String,
-    pub token: Option<String>,
-}
-
-/// The header of a hook answer that carries the exit code the agent expects.
-pub const EXIT_HEADER: &str = "x-hookhost-exit";
-/// The header of a hook answer that carries the line for the agent's stderr.
-pub const STDERR_HEADER: &str = "x-hookhost-stderr";
-
-/// Where the daemon at `url` (its root, or the MCP endpoint it announces) answers
-/// `agent`'s `event`.
-pub fn hook_url(url: &str, agent: Agent, event: Event) -> String {
-    format!(
-        "{}/hooks/{}/{}",
-        url.trim_end_matches('/').trim_end_matches("/mcp"),
-        agent.name(),
-        event.name()
-    )
-}
-
-impl Daemon {
-    /// The daemon the environment names, if any.
-    pub fn from_env() -> Option<Daemon> {
-        let url = std::env::var("HOOKHOST_URL")
-            .ok()
-            .filter(|u| !u.is_empty())?;
-        Some(Daemon {
-            url,
-            token: std::env::var("HOOKHOST_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty()),
-        })
-    }
-
-    /// The daemon's answer to `bytes`.
-    ///
-    /// # Errors
-    ///
-    /// When it cannot be reached or answers something else than a hook answer (then the
-    /// caller answers itself).
-    pub async fn ask(
-        &self,
-        agent: Agent,
-        event: Event,
-        bytes: &[u8],
-        deadline: Duration,
-    ) -> anyhow::Result<Answer> {
-        let client = reqwest::Client::builder()
-            .timeout(deadline)
-            .no_proxy()
-            .build()?;
-        let mut request = client
-            .post(hook_url(&self.url, agent, event))
-            .header("content-type", "application/json")
-            .body(bytes.to_vec());
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let response = request.send().await?;
-        let exit = response
-            .headers()
-            .get(EXIT_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("no hook answer ({})", response.status()))?;
-        let stderr = response
-            .headers()
-            .get(STDERR_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let stdout = response.text().await?;
-        Ok(Answer {
-            stdout,
-            exit,
-            stderr,
-        })
+    let why = match answered {
+        Ok(Ok(answer)) => return answer,
+        Ok(Err(e)) => crate::failure::error_line(e.as_ref()),
+        Err(_) => format!(
+            "the chain did not answer within {} ms",
+            deadline.as_millis()
+        ),
+    };
+    let closed = match (&runtime, &tool) {
+        (Some(runtime), Some(tool)) => closed_for(runtime.borrow(), &settings.tenant, agent, tool),
+        // Not started: what the hooks' installation said.
+        (None, Some(tool)) => settings
+            .closed_tools
+            .as_ref()
+            .is_some_and(|closed| closed.matches(tool)),
+        _ => false,
+    };
+    if event == Event::PreTool && closed {
+        let mut answer = protocol::answer(
+            agent,
+            event,
+            tool.as_deref().unwrap_or_default(),
+            Decision::Deny {
+                reason: format!("call refused: {why}, and a `closed` hook wraps this tool"),
+            },
+            settings.options,
+        );
+        answer.stderr = Some(format!("hookhost hook {}: {why}", agent.name()));
+        answer
+    } else {
+        protocol::unreadable(agent, &why)
     }
 }
 

@@ -8,6 +8,7 @@ use hookhost::{OneShot, TenantId};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// `hookhost hook`'s arguments.
 #[derive(clap::Args)]
@@ -27,6 +28,100 @@ pub struct HookArgs {
     /// How long hookhost may take to answer, in milliseconds.
     #[arg(long, default_value_t = hookhost::limits::DEFAULT_HOOK_DEADLINE.as_millis() as u64)]
     deadline_ms: u64,
+    /// How long a warm daemon (`serve --hooks`, or HOOKHOST_URL) may take before this
+    /// process answers by itself and skips it for a while, in milliseconds.
+    #[arg(long, default_value_t = hookhost::limits::DEFAULT_HOOK_DAEMON_TIMEOUT.as_millis() as u64)]
+    daemon_timeout_ms: u64,
+    /// The agent's tools a `closed` hook wraps (comma-separated names or `*` patterns), as
+    /// `hook install` found them: denied when the chain cannot run at all (a broken config).
+    #[arg(long, value_delimiter = ',', value_name = "TOOLS")]
+    closed_tools: Option<Vec<String>>,
+    /// The hook input, once read (by [`HookArgs::forward`]).
+    #[arg(skip)]
+    input: Option<Vec<u8>>,
+}
+
+impl HookArgs {
+    /// Answers an event through `serve --hooks`' socket in `data` when a daemon listens
+    /// there and answers — before logging and an async runtime start, which would cost the
+    /// hook process more than the daemon's answer. `None` when the event is this
+    /// process's to answer; the hook input it read is kept for [`hook`].
+    pub fn forward(&mut self, data: &Path) -> Option<ExitCode> {
+        use hookhost::agents::{self, Event};
+        let (Some(agent), Some(event), None) = (self.agent, self.event.as_deref(), &self.install)
+        else {
+            return None;
+        };
+        let event = Event::parse(event)?;
+        let forward = agents::Forward::new(data, Duration::from_millis(self.daemon_timeout_ms));
+        if !forward.socket_answers() {
+            return None;
+        }
+        let settings = self.settings().ok()?;
+        let deadline = Duration::from_millis(self.deadline_ms);
+        let bytes = match read_stdin(deadline) {
+            Ok(bytes) => bytes,
+            Err(why) => return Some(print(&agents::protocol::unreadable(agent, &why))),
+        };
+        match forward.ask_socket(agent, event, &settings, &bytes, deadline) {
+            Some(answer) => Some(print(&answer)),
+            None => {
+                self.input = Some(bytes);
+                None
+            }
+        }
+    }
+
+    fn settings(&self) -> Result<hookhost::agents::HookSettings> {
+        Ok(hookhost::agents::HookSettings {
+            tenant: TenantId::new(self.tenant.clone()).context("--tenant")?,
+            options: hookhost::agents::protocol::Options {
+                rewrite_allows: self.rewrite_allows,
+            },
+            trust_cwd: true,
+            closed_tools: self
+                .closed_tools
+                .as_ref()
+                .map(|tools| hookhost::ids::ToolMatch::new(tools)),
+        })
+    }
+}
+
+/// The hook input on stdin (at most [`hookhost::limits::MAX_HOOK_INPUT_BYTES`]), read
+/// within `deadline`.
+fn read_stdin(deadline: Duration) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A thread, so that an agent that never closes stdin costs the deadline, not forever.
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let read = std::io::stdin()
+            .take(hookhost::limits::MAX_HOOK_INPUT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map(|_| bytes);
+        let _ = tx.send(read);
+    });
+    match rx.recv_timeout(deadline) {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => Err(format!("cannot read stdin: {e}")),
+        Err(_) => Err(format!(
+            "stdin did not close within {} ms",
+            deadline.as_millis()
+        )),
+    }
+}
+
+/// Writes `answer` as the agent reads it: stdout, a line on stderr, the exit code.
+fn print(answer: &hookhost::agents::protocol::Answer) -> ExitCode {
+    if let Some(line) = &answer.stderr {
+        eprintln!("{line}");
+    }
+    if !answer.stdout.is_empty() {
+        let mut out = std::io::stdout().lock();
+        // The agent gone before reading its answer: nothing is left to tell it.
+        let _ = writeln!(out, "{}", answer.stdout);
+    }
+    ExitCode::from(answer.exit)
 }
 
 #[derive(clap::Subcommand)]
@@ -60,21 +155,25 @@ pub enum HookCommand {
 }
 
 /// Runs `hook install`, or answers one hook event; `config` and `data` are the flags the
-/// installed command repeats.
+/// installed command repeats. A config that cannot be read is the event's answer (see
+/// [`hookhost::agents::answer_hook`]), not this command's error: an agent would take an
+/// error for a refusal of every tool.
 pub async fn hook(
     args: HookArgs,
-    plan: Plan,
+    plan: Result<Plan, hookhost::config::ConfigError>,
     data: &Path,
     config: Option<&Path>,
     data_flag: Option<&Path>,
 ) -> Result<ExitCode> {
+    let settings = args.settings();
     let HookArgs {
         install,
         agent,
         event,
-        tenant,
-        rewrite_allows,
         deadline_ms,
+        daemon_timeout_ms,
+        input,
+        ..
     } = args;
     if let Some(HookCommand::Install {
         agent,
@@ -87,46 +186,41 @@ pub async fn hook(
     }) = install
     {
         return install_hooks(
-            agent, project, user, uninstall, print, tenant, url, config, data_flag,
+            agent, project, user, uninstall, print, tenant, url, &plan?, config, data_flag,
         );
     }
-    use hookhost::agents::{self, Event, HookSettings, protocol::Options};
+    let settings = settings?;
+    use hookhost::agents::{self, Event};
     let (Some(agent), Some(event)) = (agent, event) else {
         bail!("`hookhost hook` needs AGENT and EVENT, or `install AGENT`");
     };
     let event = Event::parse(&event).with_context(|| {
         format!(
-            "unknown event {event:?}: pre-tool, post-tool, session-start, session-end or turn-end"
+            "unknown event {event:?}: pre-tool, post-tool, post-tool-failure, session-start, \
+             session-end or turn-end"
         )
     })?;
-    let settings = HookSettings {
-        tenant: TenantId::new(tenant).context("--tenant")?,
-        options: Options { rewrite_allows },
-        trust_cwd: true,
+    let deadline = Duration::from_millis(deadline_ms);
+    let forward = agents::Forward::new(data, Duration::from_millis(daemon_timeout_ms));
+    let stdin: Box<dyn tokio::io::AsyncRead + Unpin> = match input {
+        Some(bytes) => Box::new(std::io::Cursor::new(bytes)),
+        None => Box::new(tokio::io::stdin()),
     };
-    let deadline = std::time::Duration::from_millis(deadline_ms);
-    let daemon = agents::Daemon::from_env();
     let answer = agents::answer_hook(
         agent,
         event,
         &settings,
         deadline,
-        tokio::io::stdin(),
-        daemon.as_ref(),
-        || start(plan, data, OneShot::Hooks),
+        stdin,
+        Some(&forward),
+        || async move { start(plan?, data, OneShot::Hooks).await },
     )
     .await;
-    if let Some(line) = &answer.stderr {
-        eprintln!("{line}");
-    }
-    let mut out = std::io::stdout().lock();
-    if !answer.stdout.is_empty() {
-        writeln!(out, "{}", answer.stdout)?;
-    }
-    Ok(ExitCode::from(answer.exit))
+    Ok(print(&answer))
 }
 
-/// `hook install`: hookhost's entries merged into the agent's settings file.
+/// `hook install`: hookhost's entries merged into the agent's settings file, around the
+/// tools `plan`'s chain for `tenant` wraps.
 #[allow(clippy::too_many_arguments)]
 fn install_hooks(
     agent: hookhost::agents::Agent,
@@ -136,10 +230,12 @@ fn install_hooks(
     print: bool,
     tenant: String,
     url: Option<String>,
+    plan: &Plan,
     config: Option<&Path>,
     data: Option<&Path>,
 ) -> Result<ExitCode> {
-    use hookhost::agents::install::{self, Scope, shell_word};
+    use hookhost::agents::install::{self, Scope, Wrapped};
+    let tenant_id = TenantId::new(tenant.clone()).context("--tenant")?;
     let scope = if user {
         Scope::User {
             home: dirs::home_dir().context("no home directory for --user")?,
@@ -153,38 +249,41 @@ fn install_hooks(
     };
     let file = install::settings_file(agent, &scope).map_err(anyhow::Error::msg)?;
     let exe = std::env::current_exe().context("finding this program")?;
-    let mut words = vec![exe.to_string_lossy().into_owned()];
-    if let Some(config) = config {
-        words.extend([
-            "--config".into(),
-            std::path::absolute(config)?.to_string_lossy().into_owned(),
-        ]);
+    let project_dir = match &scope {
+        Scope::Project(dir) => Some(dir.as_path()),
+        Scope::User { .. } => None,
+    };
+    let mut words = install::Words::new(agent, project_dir);
+    let mut command = vec![words.program(&exe)];
+    for (flag, path) in [("--config", config), ("--data", data)] {
+        if let Some(path) = path {
+            command.extend([flag.to_string(), words.path(&std::path::absolute(path)?)]);
+        }
     }
-    if let Some(data) = data {
-        words.extend([
-            "--data".into(),
-            std::path::absolute(data)?.to_string_lossy().into_owned(),
-        ]);
-    }
-    words.extend(["hook".into(), agent.name().into()]);
+    command.extend(["hook".into(), agent.name().into()]);
     if tenant != "default" {
-        words.extend(["--tenant".into(), tenant]);
+        command.extend(["--tenant".into(), install::shell_word(&tenant)]);
     }
-    let command = words
-        .iter()
-        .map(|w| shell_word(w))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let command = command.join(" ");
+    let wrapped = Wrapped::of(
+        agent,
+        plan.chain_of(&tenant_id).into_iter().map(|h| {
+            (
+                &h.tools,
+                h.on_failure == hookhost::chain::FailurePolicy::Closed,
+            )
+        }),
+    );
     let current = match std::fs::read_to_string(&file) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
     };
-    let target = match &url {
-        Some(url) => install::Target::Url(url),
-        None => install::Target::Command(&command),
+    let target = install::Target {
+        command: &command,
+        url: url.as_deref(),
     };
-    let merged = install::merged(agent, &current, target, uninstall)
+    let merged = install::merged(agent, &current, target, &wrapped, uninstall)
         .map_err(anyhow::Error::msg)
         .with_context(|| format!("in {}", file.display()))?;
     if print {
@@ -202,6 +301,14 @@ fn install_hooks(
                 "installed hookhost's hooks in"
             },
             file.display()
+        );
+    }
+    if !uninstall && project_dir.is_some() && !words.machine.is_empty() {
+        eprintln!(
+            "hookhost: note: {} names paths of this machine ({}); a teammate needs the same, \
+             or hookhost on PATH and the config in the project",
+            file.display(),
+            words.machine.join(", ")
         );
     }
     Ok(ExitCode::SUCCESS)

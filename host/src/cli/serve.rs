@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// the address (every local user) can run commands as you.
     #[arg(long)]
     unauthenticated_bash: bool,
+    /// Answer coding agents' hooks on a socket in the data directory (DATA/run/hooks.sock,
+    /// yours alone), which `hookhost hook` forwards to: the chain stays warm across the
+    /// agent's hook processes. Alone, hookhost serves only that (no MCP, no tools).
+    #[arg(long)]
+    hooks: bool,
 }
 
 /// Serves until the client leaves (stdio) or a signal (HTTP); `config` is read again on
@@ -53,7 +58,11 @@ pub async fn serve(
         keep_session,
         idle,
         unauthenticated_bash,
+        hooks,
     } = args;
+    if hooks && http.is_none() {
+        return serve_hooks(plan.hooks_only(), data).await;
+    }
     let (tls, jwt) = (plan.tls.clone(), plan.jwt.clone());
     let mut runtime = Runtime::new(plan, data)
         .await
@@ -70,6 +79,16 @@ pub async fn serve(
     let runtime = std::sync::Arc::new(runtime);
     if let Some(addr) = &metrics {
         hookhost::mcp::serve_metrics(runtime.clone(), addr).await?;
+    }
+    if hooks {
+        let (listener, path) = hookhost::agents::daemon::listen(data).await?;
+        let stop = hookhost::mcp::shutdown_signal()?;
+        tokio::spawn(hookhost::agents::daemon::serve(
+            runtime.clone(),
+            listener,
+            path,
+            stop,
+        ));
     }
     let options = hookhost::mcp::ServeOptions {
         workdir,
@@ -92,5 +111,23 @@ pub async fn serve(
             hookhost::mcp::serve_stdio(runtime, tenant, options).await?;
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `serve --hooks` alone: the chain, answering hooks on the data directory's socket until
+/// SIGTERM or SIGINT, then the answers under way.
+async fn serve_hooks(plan: Plan, data: &Path) -> Result<ExitCode> {
+    let mut runtime = Runtime::new(plan, data)
+        .await
+        .context("starting the runtime")?;
+    runtime
+        .sessions_mut()
+        .set_owner(hookhost::sessions::Owner::Http(
+            hookhost::sessions::Server::this(),
+        ));
+    let (listener, path) = hookhost::agents::daemon::listen(data).await?;
+    let stop = hookhost::mcp::shutdown_signal()?;
+    tracing::info!(socket = %path.display(), "answering agents' hooks");
+    hookhost::agents::daemon::serve(std::sync::Arc::new(runtime), listener, path, stop).await;
     Ok(ExitCode::SUCCESS)
 }

@@ -102,6 +102,27 @@ impl Plan {
         }
     }
 
+    /// The hook chain of `tenant`, outermost first: the layers its `hooks` picks, else
+    /// the whole chain (as the runtime builds it).
+    pub fn chain_of(&self, tenant: &TenantId) -> Vec<&HookPlan> {
+        match self.tenants.get(tenant).and_then(|t| t.hooks.as_ref()) {
+            Some(names) => names
+                .iter()
+                .filter_map(|n| self.hooks.iter().find(|h| &h.component.name == n))
+                .collect(),
+            None => self.hooks.iter().collect(),
+        }
+    }
+
+    /// The plan of a daemon that only answers agents' hooks (`serve --hooks`): the
+    /// chain, without hookhost's tools, `bash` or upstream servers.
+    pub fn hooks_only(mut self) -> Plan {
+        self.tools.clear();
+        self.bash = None;
+        self.upstreams.clear();
+        self
+    }
+
     /// The plan for a process that does one thing and exits (`hookhost call`, `hook …`;
     /// `session …` builds no runtime, only [`crate::Sessions::at`]): with what pays off only in a long-lived server left out — the pooling
     /// allocator (reserving its slots costs a thousand `mprotect`s and the page faults
@@ -111,9 +132,7 @@ impl Plan {
         self.engine.pooling = false;
         self.trace.watch = false;
         if part != OneShot::Calls {
-            self.tools.clear();
-            self.bash = None;
-            self.upstreams.clear();
+            self = self.hooks_only();
         }
         if part == OneShot::Stores {
             self.hooks.clear();

@@ -409,6 +409,7 @@ async fn agent_hook(
                 options: agents::protocol::Options::default(),
                 // Only a server of one user (no tenants' tokens) takes the agent's directory.
                 trust_cwd: !gate.authenticates(),
+                closed_tools: None,
             };
             let runtime = gate.runtime.clone();
             agents::answer(
