@@ -16,6 +16,7 @@ async fn answer(config: &str, data: &Path, event: Event, input: &Value) -> Value
         tenant: TenantId::default_tenant(),
         options: Options::default(),
         trust_cwd: true,
+        closed_tools: None,
     };
     let stdin = input.to_string();
     let answer = answer_hook(
