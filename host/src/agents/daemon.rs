@@ -171,7 +171,8 @@ impl Forward {
 
     /// The socket daemon's answer to `bytes`, if it gives one: the daemon must say it is
     /// there within the timeout, and answer within `deadline`. Asked without an async
-    /// runtime, before the hook process starts one.
+    /// runtime, before the hook process starts one, once [`Forward::socket_answers`] said
+    /// to ask.
     pub fn ask_socket(
         &self,
         agent: Agent,
@@ -181,9 +182,6 @@ impl Forward {
         deadline: Duration,
     ) -> Option<Answer> {
         let breaker = Breaker::beside(&self.socket);
-        if !self.socket_answers() {
-            return None;
-        }
         match ask_socket(
             &self.socket,
             self.timeout,
