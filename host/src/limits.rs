@@ -114,6 +114,10 @@ pub const DEFAULT_HOOK_DEADLINE: Duration = Duration::from_secs(10);
 /// would otherwise wait for it twice.
 pub const DEFAULT_HOOK_DAEMON_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long `hookhost hook doctor` waits for each event it runs through the agent's
+/// installed entries: the hook's own deadline and a process start, with room to spare.
+pub const HOOK_DOCTOR_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long `hookhost hook` skips a daemon that did not answer within its timeout (the
 /// breaker: a marker file beside the socket, so that every hook process of every agent
 /// knows): the next event after it asks the daemon again.

@@ -1474,3 +1474,143 @@ fn an_installed_hook_whose_program_is_gone_denies_only_the_closed_tools() {
     install(Path::new(env!("CARGO_BIN_EXE_hookhost")), &["--uninstall"]);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}\n");
 }
+
+/// `hook doctor` reads an installation back and tries it: the entries, program, config
+/// and data directory it names, the daemon, and a synthetic call run through the entries
+/// as the agent runs them, whose session it then deletes; and it finds what breaks each.
+#[test]
+fn hook_doctor_says_what_the_agent_will_run_and_what_breaks_it() {
+    let agent = Agent::new("on_failure = \"closed\"\n");
+    let home = agent.dir.path().join("home");
+    let hookhost = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(agent.data())
+            .arg("--config")
+            .arg(&agent.config)
+            .args(args)
+            .arg("--project")
+            .arg(&agent.project)
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .output()
+            .unwrap()
+    };
+    // The doctor's own flags are not the installation's: it reads what the agent runs.
+    let doctor = |name: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .args(["hook", "doctor", name, "--project"])
+            .arg(&agent.project)
+            .env("HOME", &home)
+            .env("CODEX_HOME", home.join(".codex"))
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout))
+    };
+    let (code, said) = doctor("claude-code");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("problem  ") && said.contains("does not exist"),
+        "{said}"
+    );
+
+    assert!(
+        hookhost(&["hook", "install", "claude-code"])
+            .status
+            .success()
+    );
+    let (code, said) = doctor("claude-code");
+    assert_eq!(code, Some(0), "{said}");
+    for line in [
+        "ok       PreToolUse for tools *: runs",
+        "ok       Stop: runs",
+        "tenant default: offload (*), audit (*), plan-writer (todo_write), guard (bash, closed)",
+        &format!("ok       data: {}", agent.data().display()),
+        "note     no `hookhost serve --hooks`",
+        "ok       pre-tool `echo hookhost doctor`: hookhost let it run",
+        "ok       post-tool `echo hookhost doctor`: hookhost answered, the output as it was",
+    ] {
+        assert!(said.contains(line), "{line:?} in\n{said}");
+    }
+    assert!(!said.contains("problem"), "{said}");
+    assert_eq!(agent.sessions().trim(), "", "the doctor's session stays");
+    // It ran through the chain: the audit has the synthetic call.
+    let audit = agent.audit("default");
+    assert!(
+        audit.contains(r#""event":"done","tool":"bash","call_id":"hookhost-doctor-"#),
+        "{audit}"
+    );
+
+    {
+        let _daemon = agent.hooks_daemon();
+        let (code, said) = doctor("claude-code");
+        assert_eq!(code, Some(0), "{said}");
+        assert!(
+            said.contains("ok       daemon: `serve --hooks` answers on"),
+            "{said}"
+        );
+        let log = std::fs::read_to_string(agent.dir.path().join("daemon.log")).unwrap();
+        assert!(log.matches("answering a hook").count() >= 3, "{log}");
+    }
+
+    // The daemon killed (as `kill -9` leaves it): its socket stays, and answers nothing.
+    let (code, said) = doctor("claude-code");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("note     nothing listens on"), "{said}");
+
+    // Installed twice: in the user's settings too.
+    let user = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--config")
+        .arg(&agent.config)
+        .args(["hook", "install", "claude-code", "--user"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(user.status.success(), "{}", text(&user.stderr));
+    let (code, said) = doctor("claude-code");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("hookhost answers each event twice"), "{said}");
+
+    // A chain that now wraps Read too: the matchers are stale.
+    let config = std::fs::read_to_string(&agent.config).unwrap();
+    std::fs::write(
+        &agent.config,
+        config.replace("tools = [\"bash\"]", "tools = [\"bash\", \"read_file\"]"),
+    )
+    .unwrap();
+    let (_, said) = doctor("claude-code");
+    assert!(said.contains("installed for another chain"), "{said}");
+    // A config that cannot be read.
+    std::fs::write(&agent.config, "[[hooks]\n").unwrap();
+    let (code, said) = doctor("claude-code");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains(&format!("problem  config {}", agent.config.display())),
+        "{said}"
+    );
+    std::fs::write(&agent.config, config).unwrap();
+
+    // Codex reads a project's hooks only once it trusts the project.
+    assert!(hookhost(&["hook", "install", "codex"]).status.success());
+    let (code, said) = doctor("codex");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("Codex ignores this project's hooks"),
+        "{said}"
+    );
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    std::fs::write(
+        home.join(".codex/config.toml"),
+        format!(
+            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
+            agent.project.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (code, said) = doctor("codex");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.contains("ok       pre-tool `echo hookhost doctor`"),
+        "{said}"
+    );
+}

@@ -93,12 +93,27 @@ impl Daemon {
         bytes: &[u8],
         deadline: Duration,
     ) -> anyhow::Result<Answer> {
+        self.post(&hook_url(&self.url, agent, event), bytes, deadline)
+            .await
+    }
+
+    /// The answer of the hook endpoint `url` (`BASE/hooks/AGENT/EVENT`) to `bytes`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Daemon::ask`].
+    pub async fn post(
+        &self,
+        url: &str,
+        bytes: &[u8],
+        deadline: Duration,
+    ) -> anyhow::Result<Answer> {
         let client = reqwest::Client::builder()
             .timeout(deadline)
             .no_proxy()
             .build()?;
         let mut request = client
-            .post(hook_url(&self.url, agent, event))
+            .post(url)
             .header("content-type", "application/json")
             .body(bytes.to_vec());
         if let Some(token) = &self.token {

@@ -115,6 +115,18 @@ impl Wrapped {
         let alternatives: Vec<String> = tools.iter().map(|t| glob_regex(t, ".*")).collect();
         Some(format!("^(?:{})$", alternatives.join("|")))
     }
+
+    /// The matcher written in `agent`'s settings for its tool events (`None`: the agent's
+    /// entries have none).
+    pub fn written_matcher(&self, agent: Agent) -> Option<String> {
+        match agent {
+            Agent::Cursor | Agent::Copilot => None,
+            Agent::ClaudeCode => Some(self.matcher(agent).unwrap_or_else(|| "*".into())),
+            Agent::Codex | Agent::Gemini => {
+                Some(self.matcher(agent).unwrap_or_else(|| ".*".into()))
+            }
+        }
+    }
 }
 
 /// Whether `pattern` matches every name.
@@ -269,12 +281,10 @@ fn event_command(agent: Agent, event: Event, command: &str, wrapped: &Wrapped) -
 
 /// One hook entry as `agent`'s settings spell it.
 fn entry(agent: Agent, event: Event, target: Target, wrapped: &Wrapped) -> Value {
-    let matcher = event.is_tool().then(|| {
-        wrapped.matcher(agent).unwrap_or_else(|| match agent {
-            Agent::ClaudeCode => "*".into(),
-            _ => ".*".into(),
-        })
-    });
+    let matcher = event
+        .is_tool()
+        .then(|| wrapped.written_matcher(agent))
+        .flatten();
     let command = |command: &str| event_command(agent, event, command, wrapped);
     let hook = match target.url {
         // An `http` hook the daemon does not answer lets the call through: a pre-tool
@@ -300,7 +310,7 @@ fn entry(agent: Agent, event: Event, target: Target, wrapped: &Wrapped) -> Value
         },
     };
     let mut entry = Map::new();
-    if let (Some(matcher), Agent::ClaudeCode | Agent::Gemini | Agent::Codex) = (matcher, agent) {
+    if let Some(matcher) = matcher {
         entry.insert("matcher".into(), matcher.into());
     }
     entry.insert("hooks".into(), json!([hook]));
@@ -309,7 +319,7 @@ fn entry(agent: Agent, event: Event, target: Target, wrapped: &Wrapped) -> Value
 
 /// Whether an entry is hookhost's: its command (or one of its commands) runs a program
 /// named `hookhost` with `hook AGENT`, or its URL is a daemon's `/hooks/AGENT/`.
-fn is_ours(agent: Agent, entry: &Value) -> bool {
+pub(super) fn is_ours(agent: Agent, entry: &Value) -> bool {
     let mut commands: Vec<&str> = ["command", "bash"]
         .iter()
         .filter_map(|k| entry.get(*k).and_then(Value::as_str))
@@ -327,7 +337,7 @@ fn is_ours(agent: Agent, entry: &Value) -> bool {
 
 /// Whether a shell command runs a program named `hookhost` (after any `NAME=value`
 /// words) with `hook AGENT`, its words unquoted as the shell would.
-fn runs_hookhost(agent: Agent, command: &str) -> bool {
+pub(super) fn runs_hookhost(agent: Agent, command: &str) -> bool {
     let words = shlex::split(command).unwrap_or_default();
     let mut words = words.iter().skip_while(|w| w.contains('='));
     let is_hookhost = words.next().is_some_and(|program| {
@@ -372,7 +382,7 @@ fn codex(current: &str, command: &str, wrapped: &Wrapped, uninstall: bool) -> St
         let line = event_command(Agent::Codex, event, command, wrapped);
         block.push_str(&format!("[[hooks.{name}]]\n"));
         if event.is_tool() {
-            let matcher = wrapped.matcher(Agent::Codex).unwrap_or_else(|| ".*".into());
+            let matcher = wrapped.written_matcher(Agent::Codex).unwrap_or_default();
             block.push_str(&format!("matcher = {}\n", toml_string(&matcher)));
         }
         block.push_str(&format!(
@@ -407,11 +417,7 @@ impl Words {
     /// Words for `agent`'s settings of `project` (`None`: the user's own settings).
     pub fn new(agent: Agent, project: Option<&Path>) -> Words {
         Words {
-            project_variable: match agent {
-                Agent::ClaudeCode => Some("CLAUDE_PROJECT_DIR"),
-                Agent::Gemini => Some("GEMINI_PROJECT_DIR"),
-                Agent::Codex | Agent::Cursor | Agent::Copilot => None,
-            },
+            project_variable: project_variable(agent),
             project: project.map(Path::to_path_buf),
             machine: Vec::new(),
         }
@@ -449,6 +455,15 @@ impl Words {
             self.machine.push(path.display().to_string());
         }
         shell_word(&path.to_string_lossy())
+    }
+}
+
+/// The variable `agent` sets to the project's directory for its hook commands.
+pub fn project_variable(agent: Agent) -> Option<&'static str> {
+    match agent {
+        Agent::ClaudeCode => Some("CLAUDE_PROJECT_DIR"),
+        Agent::Gemini => Some("GEMINI_PROJECT_DIR"),
+        Agent::Codex | Agent::Cursor | Agent::Copilot => None,
     }
 }
 

@@ -19,6 +19,7 @@
 //!   ([`tools::canonical`]): a layer's `tools = ["bash"]` wraps every agent's shell tool.
 
 pub mod daemon;
+pub mod doctor;
 pub mod install;
 pub mod protocol;
 pub mod tools;
@@ -162,7 +163,7 @@ impl Event {
     }
 
     /// Whether it comes after the agent ran its tool.
-    fn is_post_tool(self) -> bool {
+    pub fn is_post_tool(self) -> bool {
         matches!(self, Event::PostTool | Event::PostToolFailure)
     }
 

@@ -112,11 +112,7 @@ pub fn parse(agent: Agent, event: Event, stdin: &[u8]) -> Result<HookInput, Stri
 }
 
 fn call(agent: Agent, event: Event, value: &Value, session: &str) -> Result<AgentCall, String> {
-    let (name_key, input_key, id_key, response_key) = match agent {
-        Agent::Copilot => ("toolName", "toolArgs", "toolCallId", "toolResult"),
-        Agent::Cursor => ("tool_name", "tool_input", "tool_use_id", "tool_output"),
-        _ => ("tool_name", "tool_input", "tool_use_id", "tool_response"),
-    };
+    let (name_key, input_key, id_key, response_key) = tool_keys(agent);
     let name = value
         .get(name_key)
         .and_then(Value::as_str)
@@ -154,6 +150,70 @@ fn call(agent: Agent, event: Event, value: &Value, session: &str) -> Result<Agen
         id,
         response,
     })
+}
+
+/// The keys of a tool call's name, input, id and response in `agent`'s hook input.
+fn tool_keys(agent: Agent) -> (&'static str, &'static str, &'static str, &'static str) {
+    match agent {
+        Agent::Copilot => ("toolName", "toolArgs", "toolCallId", "toolResult"),
+        Agent::Cursor => ("tool_name", "tool_input", "tool_use_id", "tool_output"),
+        _ => ("tool_name", "tool_input", "tool_use_id", "tool_response"),
+    }
+}
+
+/// Hook input for `event` as `agent` writes it, of a call of its shell tool running
+/// `command` whose output was `output` (for `hook doctor`): in `session`, working in `cwd`;
+/// a session's end says the conversation is gone (`reason: "clear"`).
+pub fn synthetic(
+    agent: Agent,
+    event: Event,
+    session: &str,
+    cwd: &std::path::Path,
+    command: &str,
+    output: &str,
+) -> Value {
+    let mut input = json!({});
+    let (session_key, cwd_key) = match agent {
+        Agent::Cursor => ("conversation_id", "workspace_roots"),
+        Agent::Copilot => ("sessionId", "cwd"),
+        _ => ("session_id", "cwd"),
+    };
+    input[session_key] = session.into();
+    input[cwd_key] = match agent {
+        Agent::Cursor => json!([cwd]),
+        _ => json!(cwd),
+    };
+    // Copilot CLI names no event in its input.
+    if let (Some(name), false) = (agent.event_name(event), agent == Agent::Copilot) {
+        input["hook_event_name"] = name.into();
+    }
+    if event == Event::SessionEnd {
+        input["reason"] = "clear".into();
+    }
+    if !event.is_tool() {
+        return input;
+    }
+    let (name_key, input_key, id_key, response_key) = tool_keys(agent);
+    let shell = super::tools::ALIASES
+        .iter()
+        .find(|(a, _, canonical)| *a == agent && *canonical == "bash")
+        .map_or("bash", |(_, name, _)| *name);
+    let arguments = json!({ "command": command });
+    input[name_key] = shell.into();
+    input[input_key] = match agent {
+        Agent::Copilot => arguments.to_string().into(),
+        _ => arguments,
+    };
+    input[id_key] = format!("{session}-call").into();
+    if event.is_post_tool() {
+        input[response_key] = match agent {
+            Agent::ClaudeCode => json!({"stdout": output, "stderr": "", "interrupted": false}),
+            Agent::Gemini => json!({"llmContent": output, "returnDisplay": output}),
+            Agent::Copilot => json!({"resultType": "success", "textResultForLlm": output}),
+            Agent::Codex | Agent::Cursor => output.into(),
+        };
+    }
+    input
 }
 
 /// 16 hex digits of the SHA-256 of `text`.
@@ -319,6 +379,35 @@ mod tests {
         let post = parse(Agent::Copilot, Event::PostTool, post).unwrap();
         assert_eq!(pre.session, post.session);
         assert_eq!(pre.tool.unwrap().id, post.tool.unwrap().id);
+    }
+
+    #[test]
+    fn synthetic_input_reads_back_as_the_call_it_describes() {
+        for agent in [
+            Agent::ClaudeCode,
+            Agent::Codex,
+            Agent::Gemini,
+            Agent::Cursor,
+            Agent::Copilot,
+        ] {
+            for event in [Event::PreTool, Event::PostTool, Event::SessionEnd] {
+                let input = synthetic(agent, event, "s1", "/p".as_ref(), "echo hi", "hi\n");
+                let read = parse(agent, event, input.to_string().as_bytes()).unwrap();
+                assert_eq!(read.session, "s1", "{agent:?} {event:?}");
+                assert_eq!(read.cwd.as_deref(), Some("/p".as_ref()));
+                if event == Event::SessionEnd {
+                    assert_eq!(read.reason.as_deref(), Some("clear"));
+                    continue;
+                }
+                let call = read.tool.unwrap();
+                assert_eq!(
+                    super::super::tools::canonical(agent, &call.name),
+                    Some("bash")
+                );
+                assert_eq!(call.input["command"], "echo hi");
+                assert_eq!(call.response.is_some(), event == Event::PostTool);
+            }
+        }
     }
 
     #[test]

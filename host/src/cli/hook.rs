@@ -152,6 +152,34 @@ pub enum HookCommand {
         #[arg(long, value_name = "URL")]
         url: Option<String>,
     },
+    /// Say whether the agent's settings will call hookhost: which events and matchers,
+    /// which program, config and data directory, whether a daemon answers; then run one
+    /// synthetic call of its shell tool through the installed entries (exit 1 on a
+    /// problem).
+    Doctor {
+        agent: hookhost::agents::Agent,
+        /// The project whose settings to read (default: the current directory).
+        #[arg(long, conflicts_with = "user")]
+        project: Option<PathBuf>,
+        /// The user's own settings instead of a project's.
+        #[arg(long)]
+        user: bool,
+    },
+}
+
+/// The settings `--project DIR` or `--user` name (default: the current directory's).
+fn scope(project: Option<PathBuf>, user: bool) -> Result<hookhost::agents::install::Scope> {
+    use hookhost::agents::install::Scope;
+    if user {
+        return Ok(Scope::User {
+            home: dirs::home_dir().context("no home directory for --user")?,
+        });
+    }
+    let dir = match project {
+        Some(dir) => dir,
+        None => std::env::current_dir()?,
+    };
+    Ok(Scope::Project(std::path::absolute(dir)?))
 }
 
 /// Runs `hook install`, or answers one hook event; `config` and `data` are the flags the
@@ -175,19 +203,27 @@ pub async fn hook(
         input,
         ..
     } = args;
-    if let Some(HookCommand::Install {
-        agent,
-        project,
-        user,
-        uninstall,
-        print,
-        tenant,
-        url,
-    }) = install
-    {
-        return install_hooks(
-            agent, project, user, uninstall, print, tenant, url, &plan?, config, data_flag,
-        );
+    match install {
+        Some(HookCommand::Install {
+            agent,
+            project,
+            user,
+            uninstall,
+            print,
+            tenant,
+            url,
+        }) => {
+            let scope = scope(project, user)?;
+            return install_hooks(
+                agent, scope, uninstall, print, tenant, url, &plan?, config, data_flag,
+            );
+        }
+        Some(HookCommand::Doctor {
+            agent,
+            project,
+            user,
+        }) => return super::doctor::doctor(agent, scope(project, user)?).await,
+        None => {}
     }
     let settings = settings?;
     use hookhost::agents::{self, Event};
@@ -224,8 +260,7 @@ pub async fn hook(
 #[allow(clippy::too_many_arguments)]
 fn install_hooks(
     agent: hookhost::agents::Agent,
-    project: Option<PathBuf>,
-    user: bool,
+    scope: hookhost::agents::install::Scope,
     uninstall: bool,
     print: bool,
     tenant: String,
@@ -236,17 +271,6 @@ fn install_hooks(
 ) -> Result<ExitCode> {
     use hookhost::agents::install::{self, Scope, Wrapped};
     let tenant_id = TenantId::new(tenant.clone()).context("--tenant")?;
-    let scope = if user {
-        Scope::User {
-            home: dirs::home_dir().context("no home directory for --user")?,
-        }
-    } else {
-        let dir = match project {
-            Some(dir) => dir,
-            None => std::env::current_dir()?,
-        };
-        Scope::Project(std::path::absolute(dir)?)
-    };
     let file = install::settings_file(agent, &scope).map_err(anyhow::Error::msg)?;
     let exe = std::env::current_exe().context("finding this program")?;
     let project_dir = match &scope {

@@ -4,6 +4,7 @@
 pub mod call;
 pub mod component;
 pub mod config;
+pub mod doctor;
 pub mod hook;
 pub mod logging;
 pub mod persistent;
