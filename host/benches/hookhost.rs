@@ -1,8 +1,8 @@
 //! The cost of the hook layer, each figure beside a native-Rust implementation of the same
 //! hook logic called the same way, and the ratio: `cargo bench -p hookhost --bench
-//! hookhost` (about 15 s) prints one Markdown table; `-- --only GROUP` runs one group of
-//! rows (e.g. under a profiler), `-- --heavy FILE` measures another component as the heavy
-//! hook.
+//! hookhost` (about 15 s, and 2 min more for the `agent-turn` rows of whole `claude -p`
+//! turns) prints one Markdown table; `-- --only GROUP` runs one group of rows (e.g. under
+//! a profiler), `-- --heavy FILE` measures another component as the heavy hook.
 //!
 //! The chain is the built-in one — offload → audit → plan-writer (plan-writer matches only
 //! `todo_write`, so it is skipped at no cost) — around host-native tools that return a
@@ -16,6 +16,9 @@
 //!
 //! Files go to a tmpfs (`/dev/shm`) when there is one, so that what is measured is the hook
 //! layer, not the disk's writeback.
+
+#[path = "hookhost/agent_turn.rs"]
+mod agent_turn;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -715,6 +718,7 @@ const GROUPS: &[&str] = &[
     "heavy",
     "startup",
     "agent-hook",
+    "agent-turn",
     "trace",
     "trace-cost",
     "persistent",
@@ -750,6 +754,7 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    hookhost::install_crypto_provider();
     let args = Args::parse();
     run(args.heavy, args.only.as_deref(), args.persistent_dir).await
 }
@@ -1285,6 +1290,10 @@ async fn run(
             ratio: ratio(hookhost.as_secs_f64(), python.as_secs_f64()),
             goal: "≤ 15 ms",
         });
+    }
+
+    if wanted("agent-turn") {
+        rows.extend(agent_turn::rows(scratch.path())?);
     }
 
     if wanted("trace") {

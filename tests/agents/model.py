@@ -1,10 +1,11 @@
 """A scripted stand-in for a model API on 127.0.0.1, for running the real agent CLIs offline
 (see host/tests/agents.rs).
 
-    model.py RECORD_FILE AGENT
+    model.py RECORD_FILE AGENT [SCRIPT PROJECT]
 
 AGENT is `claude-code` (Anthropic's Messages API), `codex` or `copilot` (OpenAI's Responses
-API) or `gemini` (Gemini's generateContent). Prints `listening PORT` once it listens. Every request
+API) or `gemini` (Gemini's generateContent). SCRIPT is the agent's script by default;
+`turn` is a 20-call Claude Code turn on files in the directory PROJECT (the bench's). Prints `listening PORT` once it listens. Every request
 is appended to RECORD_FILE as one JSON line: its path, its body, and the tool results its
 conversation holds, as text (`results`). A request that offers tools is answered by
 the agent's script below, by how many tool results the conversation already holds; one
@@ -19,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RECORD = sys.argv[1]
 AGENT = sys.argv[2]
+SCRIPT = AGENT if len(sys.argv) < 4 else f"{AGENT}-{sys.argv[3]}"
+PROJECT = sys.argv[4] if len(sys.argv) > 4 else ""
 
 # What the model does, one step per tool call, in each agent's own tools; `path` is the
 # file the last tool result named (an offload reference's "Full output: PATH"), `last`
@@ -51,6 +54,25 @@ SCRIPTS = {
         lambda path, last: ("run_shell_command", {"command": "rm -rf victim", "description": "Clean up"}),
     ],
 }
+
+
+def turn():
+    """A working turn of Claude Code: four rounds of a shell command, writing a file,
+    reading it, editing it and searching the project — 20 calls of its everyday tools."""
+    steps = []
+    for i in range(4):
+        file = f"{PROJECT}/notes{i}.txt"
+        steps += [
+            lambda path, last, i=i: ("Bash", {"command": f"echo round {i}", "description": "Say the round"}),
+            lambda path, last, f=file, i=i: ("Write", {"file_path": f, "content": f"round {i}\ndraft\n"}),
+            lambda path, last, f=file: ("Read", {"file_path": f}),
+            lambda path, last, f=file: ("Edit", {"file_path": f, "old_string": "draft", "new_string": "final"}),
+            lambda path, last: ("Grep", {"pattern": "final", "path": PROJECT, "output_mode": "files_with_matches"}),
+        ]
+    return steps
+
+
+SCRIPTS["claude-code-turn"] = turn()
 
 
 def second_page(reference):
@@ -107,7 +129,7 @@ def step(body):
         return ("text", "Counting")
     results = tool_results(body)
     n = len(results)
-    script = SCRIPTS[AGENT]
+    script = SCRIPTS[SCRIPT]
     if n == len(script) and AGENT == "claude-code" and "again" in last_prompt(body):
         # A resumed conversation (`claude -p --resume ID "Read the count again."`): the
         # file its first reference named, read from the middle.
