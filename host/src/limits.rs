@@ -301,8 +301,12 @@ impl Limits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
+    /// Calls a second it may start, on average.
     pub calls_per_second: Option<std::num::NonZeroU32>,
+    /// Calls it may start at once after a pause (the bucket's size); `calls_per_second`
+    /// when left out.
     pub burst: Option<std::num::NonZeroU32>,
+    /// Calls that may run at once; a call past it is refused, not queued.
     pub concurrent: Option<std::num::NonZeroU32>,
 }
 
@@ -317,10 +321,15 @@ impl RateLimit {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
+    /// A call's linear memory and tables, in bytes (`DEFAULT_MEMORY_BYTES` below all).
     pub memory_bytes: Option<u64>,
+    /// A call's wall-clock time, in milliseconds (`DEFAULT_DEADLINE` below all).
     pub deadline_ms: Option<u64>,
+    /// The largest output it may return, in bytes (`DEFAULT_MAX_OUTPUT_BYTES` below all).
     pub max_output_bytes: Option<u64>,
+    /// Instructions a call may run (wasmtime fuel); no bound below all.
     pub fuel: Option<u64>,
+    /// Resource handles a call may hold (`DEFAULT_MAX_RESOURCES` below all).
     pub max_resources: Option<usize>,
 }
 
@@ -464,11 +473,17 @@ impl ShellPolicy {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShellLimitOverrides {
+    /// Processes a command may run at once (`DEFAULT_SHELL_PROCESSES` below all).
     pub processes: Option<u64>,
+    /// Memory of a command's processes, in bytes (`DEFAULT_SHELL_MEMORY_BYTES`).
     pub memory_bytes: Option<u64>,
+    /// CPU time of each process, in seconds (`DEFAULT_SHELL_CPU_SECS`).
     pub cpu_secs: Option<u64>,
+    /// The largest file a process may write, in bytes (`DEFAULT_SHELL_FILE_BYTES`).
     pub file_bytes: Option<u64>,
+    /// Files each process may hold open (`DEFAULT_SHELL_OPEN_FILES`).
     pub open_files: Option<u64>,
+    /// The size of the command's `/tmp`, in bytes (`DEFAULT_SHELL_TMP_BYTES`).
     pub tmp_bytes: Option<u64>,
 }
 

@@ -70,6 +70,8 @@ pub struct MountSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PersistentSpec {
+    /// The host directory that holds the tree: a template as `host` is, without
+    /// `{session}`.
     pub backing: String,
     /// `rw` (the default) or `ro`: a read-only one is granted read-only to every
     /// component, whatever its grant says, and never committed.
@@ -79,6 +81,9 @@ pub struct PersistentSpec {
     /// explicit commit (`hookhost/commit`, `hookhost session commit`) works with any.
     #[serde(default)]
     pub commit: CommitAt,
+    /// A file changed both in the tree since the session loaded it and by the session:
+    /// the commit fails (`fail`), the tree's stays (`theirs`), or the session's wins
+    /// (`ours`).
     #[serde(default)]
     pub on_conflict: OnConflict,
     /// A store component (`builtin:NAME` or a `.wasm` path of the `harness:store` world)

@@ -156,8 +156,21 @@ fn the_readme_is_a_front_door() {
 /// the code (`HOOKHOST_BLESS=1` writes it anew).
 #[test]
 fn the_limits_page_is_what_the_code_defines() {
+    generated_page(&[], "docs/limits.md", "host/src/limits.rs");
+}
+
+/// The book's page of config keys is what `hookhost config reference --keys` prints from
+/// the config's types.
+#[test]
+fn the_config_keys_page_is_what_the_code_reads() {
+    generated_page(&["--keys"], "docs/config-keys.md", "the config's types");
+}
+
+/// `hookhost config reference FLAGS` is the page `name` (`HOOKHOST_BLESS=1` writes it).
+fn generated_page(flags: &[&str], name: &str, from: &str) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookhost"))
         .args(["config", "reference"])
+        .args(flags)
         .output()
         .unwrap();
     assert!(
@@ -166,13 +179,13 @@ fn the_limits_page_is_what_the_code_defines() {
         String::from_utf8_lossy(&out.stderr)
     );
     let generated = String::from_utf8(out.stdout).unwrap();
-    let page = repo().join("docs/limits.md");
+    let page = repo().join(name);
     if std::env::var_os("HOOKHOST_BLESS").is_some() {
         std::fs::write(&page, &generated).unwrap();
     }
     let written = std::fs::read_to_string(&page).unwrap_or_default();
     assert!(
         written == generated,
-        "docs/limits.md is stale: `HOOKHOST_BLESS=1 cargo test --release -p hookhost --test docs` writes it from host/src/limits.rs"
+        "{name} is stale: `HOOKHOST_BLESS=1 cargo test --release -p hookhost --test docs` writes it from {from}"
     );
 }

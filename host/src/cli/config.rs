@@ -15,8 +15,12 @@ pub enum ConfigCommand {
     /// components, and print the resolved chain.
     Check { file: Option<PathBuf> },
     /// Print every limit and default as the code defines them (Markdown; the book's
-    /// docs/limits.md).
-    Reference,
+    /// docs/limits.md), or with --keys every config key, its type and default
+    /// (docs/config-keys.md).
+    Reference {
+        #[arg(long)]
+        keys: bool,
+    },
 }
 
 /// Runs `command`; `loaded` is the config hookhost was started with, `started_with` its
@@ -32,8 +36,14 @@ pub async fn run(
             print!("{}", hookhost::config::DEFAULT_CONFIG);
             Ok(ExitCode::SUCCESS)
         }
-        ConfigCommand::Reference => {
-            print!("{}", hookhost::config::reference::markdown());
+        ConfigCommand::Reference { keys } => {
+            print!(
+                "{}",
+                match keys {
+                    true => hookhost::config::keys::markdown(),
+                    false => hookhost::config::reference::markdown(),
+                }
+            );
             Ok(ExitCode::SUCCESS)
         }
         ConfigCommand::Check { file } => {

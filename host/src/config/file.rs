@@ -226,8 +226,10 @@ impl Default for EngineConfig {
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// A program speaking MCP on stdio, started with `args`.
+    /// A program started per instance, speaking MCP on its stdio.
     #[serde(default)]
     pub command: Option<String>,
+    /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
     /// Or the URL of a Streamable HTTP MCP server; it may name host variables or secret
@@ -284,7 +286,9 @@ pub struct UpstreamConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamOAuth {
+    /// hookhost's client id, registered beforehand at the authorization server.
     pub client_id: Secret,
+    /// Its secret, for `client_secret_basic` or `_post`.
     #[serde(default)]
     pub client_secret: Option<Secret>,
     /// A PEM private key (PKCS#8) for `private_key_jwt`.

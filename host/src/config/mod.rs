@@ -15,6 +15,7 @@
 //! | `plan.rs` | the [`Plan`]: the config checked and typed |
 
 mod file;
+pub mod keys;
 mod plan;
 pub mod reference;
 #[cfg(test)]
