@@ -1268,16 +1268,27 @@ async fn run(
             "claude-code",
             "pre-tool",
         ];
-        let forwarded = run_once(exe, &forward, input).and_then(|_| runs(exe, &forward));
+        // What `hook install` writes: `hookhost-agent`, which links no wasmtime; and
+        // `hookhost` itself doing the same.
+        let forwarder = Path::new(env!("CARGO_BIN_EXE_hookhost-agent"));
+        let forwarded = run_once(forwarder, &forward, input)
+            .and_then(|_| Ok((runs(forwarder, &forward)?, runs(exe, &forward)?)));
         let _ = hooks_daemon.kill();
         let _ = hooks_daemon.wait();
-        let forwarded = forwarded?;
+        let (forwarded, by_hookhost) = forwarded?;
         rows.push(Row {
-            what: "agent hook: one `hookhost hook claude-code pre-tool` process forwarded to `serve --hooks` (median)".into(),
+            what: "agent hook: one `hookhost-agent … hook claude-code pre-tool` process forwarded to `serve --hooks` (median)".into(),
             hookhost: format!("{:.1} ms", forwarded.as_secs_f64() * 1e3),
             native: format!("{:.1} ms (`/bin/true`)", nothing.as_secs_f64() * 1e3),
             ratio: ratio(forwarded.as_secs_f64(), nothing.as_secs_f64()),
             goal: "≤ 3 ms over `/bin/true`",
+        });
+        rows.push(Row {
+            what: "agent hook: the same forwarded by `hookhost` itself (median)".into(),
+            hookhost: format!("{:.1} ms", by_hookhost.as_secs_f64() * 1e3),
+            native: format!("{:.1} ms (`/bin/true`)", nothing.as_secs_f64() * 1e3),
+            ratio: ratio(by_hookhost.as_secs_f64(), nothing.as_secs_f64()),
+            goal: "",
         });
         rows.push(Row {
             what: "agent hook: one `hookhost hook claude-code pre-tool` process, built-in chain, warm cache (median)".into(),

@@ -1343,36 +1343,109 @@ fn a_flood_of_hook_events_is_held_to_the_tenants_rate() {
 }
 
 /// A daemon that accepts and never answers costs one hook event the daemon timeout: the
-/// event is answered here, and the breaker keeps the next one from asking it.
+/// event is answered here, and the breaker keeps the next one from asking it. The same
+/// through `hookhost-agent`, which runs `hookhost` with the input it read.
 #[test]
 fn a_hung_daemon_is_skipped_after_one_timeout() {
-    let agent = Agent::new("");
-    let run = agent.data().join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    // Never accepted: the kernel queues each connection, and nobody reads it.
-    let hung = std::os::unix::net::UnixListener::bind(run.join("hooks.sock")).unwrap();
-    hung.set_nonblocking(true).unwrap();
-    let rm = claude(
-        "s-hung",
-        &agent.project,
-        "PreToolUse",
-        "rm -rf victim",
-        None,
+    for program in [
+        env!("CARGO_BIN_EXE_hookhost"),
+        env!("CARGO_BIN_EXE_hookhost-agent"),
+    ] {
+        let agent = Agent::new("");
+        let run = agent.data().join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        // Never accepted: the kernel queues each connection, and nobody reads it.
+        let hung = std::os::unix::net::UnixListener::bind(run.join("hooks.sock")).unwrap();
+        hung.set_nonblocking(true).unwrap();
+        let rm = claude(
+            "s-hung",
+            &agent.project,
+            "PreToolUse",
+            "rm -rf victim",
+            None,
+        );
+        for _ in 0..2 {
+            let out = fed(
+                Command::new(program)
+                    .arg("--data")
+                    .arg(agent.data())
+                    .arg("--config")
+                    .arg(&agent.config)
+                    .args(["hook", "claude-code", "pre-tool"])
+                    .args(["--daemon-timeout-ms", "300"]),
+                rm.to_string().as_bytes(),
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{program}: {}",
+                text(&out.stderr)
+            );
+            let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+        }
+        assert!(run.join("hooks.sock.down").exists());
+        let asked = std::iter::from_fn(|| hung.accept().ok()).count();
+        assert_eq!(
+            asked, 1,
+            "{program}: the daemon was asked again past its breaker"
+        );
+    }
+}
+
+/// `hook install` next to `hookhost-agent` writes it as the program, and uninstall knows
+/// it; the installed command answers through `serve --hooks` without starting `hookhost`,
+/// and without a daemon runs `hookhost` in its place.
+#[test]
+fn the_installed_forwarder_answers_through_the_daemon_or_runs_hookhost() {
+    let agent = Agent::new("on_failure = \"closed\"\n");
+    let home = agent.dir.path().join("home");
+    agent.install(
+        &home,
+        &["claude-code", "--project", agent.project.to_str().unwrap()],
     );
-    for _ in 0..2 {
-        let out = agent.hook_with(
-            "claude-code",
-            "pre-tool",
-            &["--daemon-timeout-ms", "300"],
-            rm.to_string().as_bytes(),
+    let file = agent.project.join(".claude/settings.json");
+    let settings: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        command.starts_with(env!("CARGO_BIN_EXE_hookhost-agent")),
+        "{command}"
+    );
+    let run = |tool_input: Value| {
+        let input = json!({"session_id": "s-forwarder", "cwd": agent.project, "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": tool_input, "tool_use_id": "t1"});
+        let out = fed(
+            Command::new("sh")
+                .args(["-c", &command])
+                .current_dir(&agent.project),
+            input.to_string().as_bytes(),
         );
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+        text(&out.stdout)
+    };
+    // No daemon: `hookhost` answers in its place.
+    assert!(run(json!({"command": "rm -rf victim"})).contains("\"deny\""));
+    assert_eq!(run(json!({"command": "ls"})).trim(), "");
+    {
+        let _daemon = agent.hooks_daemon();
+        assert!(run(json!({"command": "rm -rf victim"})).contains("\"deny\""));
+        assert_eq!(run(json!({"command": "ls"})).trim(), "");
+        let log = std::fs::read_to_string(agent.dir.path().join("daemon.log")).unwrap();
+        assert_eq!(log.matches("answering a hook").count(), 2, "{log}");
     }
-    assert!(run.join("hooks.sock.down").exists());
-    let asked = std::iter::from_fn(|| hung.accept().ok()).count();
-    assert_eq!(asked, 1, "the daemon was asked again past its breaker");
+    agent.install(
+        &home,
+        &[
+            "claude-code",
+            "--project",
+            agent.project.to_str().unwrap(),
+            "--uninstall",
+        ],
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}\n");
 }
 
 /// A config hookhost cannot read denies the tools a closed layer wrapped when the hooks

@@ -140,6 +140,17 @@ impl Daemon {
     }
 }
 
+/// What became of an event offered to `serve --hooks` (see [`Forward::offer`]).
+#[derive(Debug)]
+pub enum Offered {
+    /// No daemon to ask: the hook input is still unread on stdin.
+    NotAsked,
+    /// The daemon's answer (or the answer to input that could not be read).
+    Answered(Answer),
+    /// The daemon did not answer; the hook input it was offered.
+    Unanswered(Vec<u8>),
+}
+
 /// The daemons a hook process may forward to, in the order it tries them.
 #[derive(Debug, Clone)]
 pub struct Forward {
@@ -182,6 +193,29 @@ impl Forward {
     pub fn socket_answers(&self) -> bool {
         // No socket: no daemon, and no breaker to read.
         self.socket.exists() && !Breaker::beside(&self.socket).is_open()
+    }
+
+    /// Offers the event on stdin to `serve --hooks`' socket, when it is there to ask: the
+    /// hook input is read (within `deadline`) only then. Made for a hook process before
+    /// anything else starts in it: no async runtime, no logging.
+    pub fn offer(
+        &self,
+        agent: Agent,
+        event: Event,
+        settings: &HookSettings,
+        deadline: Duration,
+    ) -> Offered {
+        if !self.socket_answers() {
+            return Offered::NotAsked;
+        }
+        let bytes = match read_stdin(deadline) {
+            Ok(bytes) => bytes,
+            Err(why) => return Offered::Answered(protocol::unreadable(agent, &why)),
+        };
+        match self.ask_socket(agent, event, settings, &bytes, deadline) {
+            Some(answer) => Offered::Answered(answer),
+            None => Offered::Unanswered(bytes),
+        }
     }
 
     /// The socket daemon's answer to `bytes`, if it gives one: the daemon must say it is
@@ -259,6 +293,33 @@ impl Forward {
                 None
             }
         }
+    }
+}
+
+/// The hook input on stdin (at most [`MAX_HOOK_INPUT_BYTES`]), read within `deadline`.
+///
+/// # Errors
+///
+/// What kept it from being read, as one line.
+pub fn read_stdin(deadline: Duration) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A thread, so that an agent that never closes stdin costs the deadline, not forever.
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let read = std::io::stdin()
+            .take(MAX_HOOK_INPUT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map(|_| bytes);
+        let _ = tx.send(read);
+    });
+    match rx.recv_timeout(deadline) {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => Err(format!("cannot read stdin: {e}")),
+        Err(_) => Err(format!(
+            "stdin did not close within {} ms",
+            deadline.as_millis()
+        )),
     }
 }
 

@@ -1,6 +1,6 @@
 //! `hookhost hook install AGENT`: hookhost's entries in an agent's own hook settings,
 //! merged with what is there. Installing twice changes nothing; `--uninstall` removes only
-//! hookhost's entries (those whose command runs a program named `hookhost` with
+//! hookhost's entries (those whose command runs a program named `hookhost` or `hookhost-agent` with
 //! `hook AGENT`), never the user's other hooks.
 //!
 //! The entries follow the configured chain ([`Wrapped`]): a tool event's matcher names
@@ -318,7 +318,7 @@ fn entry(agent: Agent, event: Event, target: Target, wrapped: &Wrapped) -> Value
 }
 
 /// Whether an entry is hookhost's: its command (or one of its commands) runs a program
-/// named `hookhost` with `hook AGENT`, or its URL is a daemon's `/hooks/AGENT/`.
+/// named `hookhost` or `hookhost-agent` with `hook AGENT`, or its URL is a daemon's `/hooks/AGENT/`.
 pub(super) fn is_ours(agent: Agent, entry: &Value) -> bool {
     let mut commands: Vec<&str> = ["command", "bash"]
         .iter()
@@ -335,15 +335,19 @@ pub(super) fn is_ours(agent: Agent, entry: &Value) -> bool {
     commands.iter().any(|c| runs_hookhost(agent, c)) || urls.iter().any(|u| u.contains(&route))
 }
 
-/// Whether a shell command runs a program named `hookhost` (after any `NAME=value`
-/// words) with `hook AGENT`, its words unquoted as the shell would.
+/// The small program that answers hook events through `serve --hooks` and runs `hookhost`
+/// otherwise (`src/bin/hookhost-agent.rs`).
+pub const FORWARDER: &str = "hookhost-agent";
+
+/// Whether a shell command runs a program named `hookhost` or `hookhost-agent` (after any
+/// `NAME=value` words) with `hook AGENT`, its words unquoted as the shell would.
 pub(super) fn runs_hookhost(agent: Agent, command: &str) -> bool {
     let words = shlex::split(command).unwrap_or_default();
     let mut words = words.iter().skip_while(|w| w.contains('='));
     let is_hookhost = words.next().is_some_and(|program| {
         Path::new(program)
             .file_name()
-            .is_some_and(|n| n == "hookhost")
+            .is_some_and(|n| n == "hookhost" || n == FORWARDER)
     });
     let rest: Vec<&String> = words.collect();
     is_hookhost
@@ -423,17 +427,25 @@ impl Words {
         }
     }
 
-    /// `hookhost`, when the `PATH` finds `exe` by that name; else `exe`'s path.
+    /// The program of the hook command, for the `hookhost` at `exe`: `hookhost-agent` when
+    /// it is installed beside it (a small program that forwards to `serve --hooks` and
+    /// runs `hookhost` otherwise), else `hookhost` itself; by its name when the `PATH`
+    /// finds that file by it, else by its path.
     pub fn program(&mut self, exe: &Path) -> String {
-        let this = exe.canonicalize().ok();
+        let forwarder = exe.with_file_name(FORWARDER);
+        let (name, program) = match forwarder.is_file() {
+            true => (FORWARDER, forwarder.as_path()),
+            false => ("hookhost", exe),
+        };
+        let this = program.canonicalize().ok();
         let on_path = std::env::var_os("PATH").is_some_and(|path| {
             std::env::split_paths(&path)
-                .any(|dir| this.is_some() && dir.join("hookhost").canonicalize().ok() == this)
+                .any(|dir| this.is_some() && dir.join(name).canonicalize().ok() == this)
         });
         if on_path {
-            "hookhost".into()
+            name.into()
         } else {
-            self.path(exe)
+            self.path(program)
         }
     }
 

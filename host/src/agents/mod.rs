@@ -24,7 +24,7 @@ pub mod install;
 pub mod protocol;
 pub mod tools;
 
-pub use daemon::{Daemon, EXIT_HEADER, Forward, STDERR_HEADER, hook_url};
+pub use daemon::{Daemon, EXIT_HEADER, Forward, Offered, STDERR_HEADER, hook_url};
 
 use crate::abi::{CallContext, ToolCall, ToolResult};
 use crate::chain::{FailurePolicy, HookChain};

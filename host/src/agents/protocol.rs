@@ -56,6 +56,23 @@ pub struct Answer {
     pub stderr: Option<String>,
 }
 
+impl Answer {
+    /// Writes the answer as the agent reads it (stdout, a line on stderr) and gives the
+    /// exit code.
+    pub fn emit(&self) -> std::process::ExitCode {
+        use std::io::Write;
+        if let Some(line) = &self.stderr {
+            eprintln!("{line}");
+        }
+        if !self.stdout.is_empty() {
+            let mut out = std::io::stdout().lock();
+            // The agent gone before reading its answer: nothing is left to tell it.
+            let _ = writeln!(out, "{}", self.stdout);
+        }
+        std::process::ExitCode::from(self.exit)
+    }
+}
+
 /// How an agent's settings let a rewrite through (see [`answer`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {

@@ -5,7 +5,6 @@ use super::start;
 use anyhow::{Context, Result, bail};
 use hookhost::config::Plan;
 use hookhost::{OneShot, TenantId};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -54,18 +53,12 @@ impl HookArgs {
         };
         let event = Event::parse(event)?;
         let forward = agents::Forward::new(data, Duration::from_millis(self.daemon_timeout_ms));
-        if !forward.socket_answers() {
-            return None;
-        }
         let settings = self.settings().ok()?;
         let deadline = Duration::from_millis(self.deadline_ms);
-        let bytes = match read_stdin(deadline) {
-            Ok(bytes) => bytes,
-            Err(why) => return Some(print(&agents::protocol::unreadable(agent, &why))),
-        };
-        match forward.ask_socket(agent, event, &settings, &bytes, deadline) {
-            Some(answer) => Some(print(&answer)),
-            None => {
+        match forward.offer(agent, event, &settings, deadline) {
+            agents::Offered::NotAsked => None,
+            agents::Offered::Answered(answer) => Some(answer.emit()),
+            agents::Offered::Unanswered(bytes) => {
                 self.input = Some(bytes);
                 None
             }
@@ -85,43 +78,6 @@ impl HookArgs {
                 .map(|tools| hookhost::ids::ToolMatch::new(tools)),
         })
     }
-}
-
-/// The hook input on stdin (at most [`hookhost::limits::MAX_HOOK_INPUT_BYTES`]), read
-/// within `deadline`.
-fn read_stdin(deadline: Duration) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let (tx, rx) = std::sync::mpsc::channel();
-    // A thread, so that an agent that never closes stdin costs the deadline, not forever.
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let read = std::io::stdin()
-            .take(hookhost::limits::MAX_HOOK_INPUT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map(|_| bytes);
-        let _ = tx.send(read);
-    });
-    match rx.recv_timeout(deadline) {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) => Err(format!("cannot read stdin: {e}")),
-        Err(_) => Err(format!(
-            "stdin did not close within {} ms",
-            deadline.as_millis()
-        )),
-    }
-}
-
-/// Writes `answer` as the agent reads it: stdout, a line on stderr, the exit code.
-fn print(answer: &hookhost::agents::protocol::Answer) -> ExitCode {
-    if let Some(line) = &answer.stderr {
-        eprintln!("{line}");
-    }
-    if !answer.stdout.is_empty() {
-        let mut out = std::io::stdout().lock();
-        // The agent gone before reading its answer: nothing is left to tell it.
-        let _ = writeln!(out, "{}", answer.stdout);
-    }
-    ExitCode::from(answer.exit)
 }
 
 #[derive(clap::Subcommand)]
@@ -252,7 +208,7 @@ pub async fn hook(
         || async move { start(plan?, data, OneShot::Hooks).await },
     )
     .await;
-    Ok(print(&answer))
+    Ok(answer.emit())
 }
 
 /// `hook install`: hookhost's entries merged into the agent's settings file, around the
