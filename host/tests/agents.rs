@@ -1687,3 +1687,124 @@ fn hook_doctor_says_what_the_agent_will_run_and_what_breaks_it() {
         "{said}"
     );
 }
+
+/// `serve --hooks` answers 12 sessions' events at once, each pre-tool and post-tool pair
+/// through `hookhost-agent`: every output offloaded into its own session's file, every
+/// call audited once, every event answered by the daemon.
+#[test]
+fn serve_hooks_answers_many_sessions_at_once() {
+    const SESSIONS: usize = 12;
+    let agent = Agent::new("");
+    let _daemon = agent.hooks_daemon();
+    let hook = |event: &str, input: &Value| {
+        fed(
+            Command::new(env!("CARGO_BIN_EXE_hookhost-agent"))
+                .arg("--data")
+                .arg(agent.data())
+                .arg("--config")
+                .arg(&agent.config)
+                .args(["hook", "claude-code", event]),
+            input.to_string().as_bytes(),
+        )
+    };
+    let output = seq();
+    let files: Vec<PathBuf> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..SESSIONS)
+            .map(|n| {
+                let (hook, output, project) = (&hook, &output, &agent.project);
+                scope.spawn(move || {
+                    let session = format!("s-many-{n}");
+                    let pre = claude(&session, project, "PreToolUse", "seq 1 100000", None);
+                    let out = hook("pre-tool", &pre);
+                    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+                    let post = claude(
+                        &session,
+                        project,
+                        "PostToolUse",
+                        "seq 1 100000",
+                        Some(output),
+                    );
+                    let out = hook("post-tool", &post);
+                    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+                    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+                    let reference = answer["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+                        .as_str()
+                        .unwrap()
+                        .to_string();
+                    named_file(&reference)
+                })
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    let distinct: std::collections::BTreeSet<&PathBuf> = files.iter().collect();
+    assert_eq!(distinct.len(), SESSIONS, "{files:?}");
+    for file in &files {
+        assert_eq!(
+            std::fs::read_to_string(file).unwrap(),
+            output,
+            "{}",
+            file.display()
+        );
+    }
+    let audit = agent.audit("default");
+    let done = audit
+        .lines()
+        .filter(|l| l.contains(r#""event":"done""#))
+        .count();
+    assert_eq!(done, SESSIONS, "{audit}");
+    let log = std::fs::read_to_string(agent.dir.path().join("daemon.log")).unwrap();
+    assert_eq!(
+        log.matches("answering a hook").count(),
+        2 * SESSIONS,
+        "{log}"
+    );
+}
+
+/// A daemon that dies while answering (its connection closed after it took the event, as
+/// `kill -9` leaves it) costs nothing but the event's round trip: the hook process answers
+/// by itself, with the input it read, and the daemon is not skipped for it (no breaker:
+/// it did not hang).
+#[test]
+fn a_daemon_that_dies_mid_answer_leaves_the_event_to_the_hook_process() {
+    let agent = Agent::new("");
+    let run = agent.data().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let socket = run.join("hooks.sock");
+    let dying = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let took = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut stream, _) = dying.accept().unwrap();
+        stream.write_all(b"+").unwrap();
+        let mut asked = Vec::new();
+        stream.read_to_end(&mut asked).unwrap();
+        // Gone before a word of the answer.
+        drop(stream);
+        asked
+    });
+    let rm = claude(
+        "s-dying",
+        &agent.project,
+        "PreToolUse",
+        "rm -rf victim",
+        None,
+    );
+    let out = fed(
+        Command::new(env!("CARGO_BIN_EXE_hookhost-agent"))
+            .arg("--data")
+            .arg(agent.data())
+            .arg("--config")
+            .arg(&agent.config)
+            .args(["hook", "claude-code", "pre-tool"]),
+        rm.to_string().as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    let asked = String::from_utf8(took.join().unwrap()).unwrap();
+    assert!(asked.contains("rm -rf victim"), "{asked}");
+    assert!(
+        !run.join("hooks.sock.down").exists(),
+        "a crash tripped the breaker"
+    );
+}
