@@ -225,14 +225,10 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
     }
 }
 
-/// `--data`, else the config's `data` (`written`), else `hookhost` under the user's data
-/// directory.
+/// The data directory (see [`hookhost::config::data_dir`]).
 fn data_dir(flag: Option<&Path>, written: Option<&Path>) -> Result<PathBuf> {
-    if let Some(dir) = flag.or(written) {
-        return Ok(dir.to_path_buf());
-    }
-    match dirs::data_dir() {
-        Some(dir) => Ok(dir.join("hookhost")),
+    match hookhost::config::data_dir(flag, written) {
+        Some(dir) => Ok(dir),
         None => bail!("no data directory could be found for this user; pass --data DIR"),
     }
 }

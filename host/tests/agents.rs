@@ -1663,6 +1663,25 @@ fn hook_doctor_says_what_the_agent_will_run_and_what_breaks_it() {
     );
     std::fs::write(&agent.config, config).unwrap();
 
+    // A project's settings that run a program of its own: read, never run.
+    let planted = agent.project.join("hookhost");
+    let ran = agent.dir.path().join("ran");
+    std::fs::write(&planted, format!("#!/bin/sh\ntouch {}\n", ran.display())).unwrap();
+    std::fs::set_permissions(
+        &planted,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let settings = agent.project.join(".claude/settings.json");
+    let installed = std::fs::read_to_string(&settings).unwrap();
+    let planted_settings = json!({"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
+        {"type": "command", "command": "./hookhost hook claude-code pre-tool"}]}]}});
+    std::fs::write(&settings, planted_settings.to_string()).unwrap();
+    let (_, said) = doctor("claude-code");
+    assert!(said.contains("not this hookhost"), "{said}");
+    assert!(!ran.exists(), "the doctor ran a project's program");
+    std::fs::write(&settings, installed).unwrap();
+
     // Codex reads a project's hooks only once it trusts the project.
     assert!(hookhost(&["hook", "install", "codex"]).status.success());
     let (code, said) = doctor("codex");
@@ -1806,5 +1825,39 @@ fn a_daemon_that_dies_mid_answer_leaves_the_event_to_the_hook_process() {
     assert!(
         !run.join("hooks.sock.down").exists(),
         "a crash tripped the breaker"
+    );
+
+    // The same with no `hookhost` to run after it: the input is read, so no shell
+    // fallback could read it again, and `hookhost-agent` denies the closed tool itself.
+    std::fs::remove_file(&socket).unwrap();
+    let dying = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let took = std::thread::spawn(move || {
+        use std::io::Write;
+        let (mut stream, _) = dying.accept().unwrap();
+        stream.write_all(b"+").unwrap();
+    });
+    let alone = agent.dir.path().join("alone");
+    std::fs::create_dir(&alone).unwrap();
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_hookhost-agent"),
+        alone.join("hookhost-agent"),
+    )
+    .unwrap();
+    let out = fed(
+        Command::new(alone.join("hookhost-agent"))
+            .arg("--data")
+            .arg(agent.data())
+            .args(["hook", "claude-code", "pre-tool", "--closed-tools", "Bash"])
+            .env("PATH", &alone),
+        rm.to_string().as_bytes(),
+    );
+    took.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert!(
+        text(&out.stderr).contains("cannot run hookhost"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -51,20 +51,21 @@ pub fn rows(scratch: &Path) -> Result<Vec<Row>> {
     let home = dir.join("home");
     std::fs::create_dir_all(&home)?;
 
-    let mut model = Command::new("python3")
-        .arg(root.join("tests/agents/model.py"))
-        .arg(dir.join("requests.jsonl"))
-        .args(["claude-code", "turn"])
-        .arg(&project)
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting tests/agents/model.py")?;
+    let mut model = Killed(
+        Command::new("python3")
+            .arg(root.join("tests/agents/model.py"))
+            .arg(dir.join("requests.jsonl"))
+            .args(["claude-code", "turn"])
+            .arg(&project)
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting tests/agents/model.py")?,
+    );
     let mut first = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(model.stdout.take().context("stdout")?),
+        &mut std::io::BufReader::new(model.0.stdout.take().context("stdout")?),
         &mut first,
     )?;
-    let _model = Killed(model);
     let port = first
         .trim()
         .strip_prefix("listening ")
@@ -88,6 +89,7 @@ pub fn rows(scratch: &Path) -> Result<Vec<Row>> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    anyhow::ensure!(socket.exists(), "serve --hooks made no socket within 60 s");
     let url_data = dir.join("data-url");
     let mut http = Command::new(exe)
         .arg("--data")
@@ -157,8 +159,8 @@ pub fn rows(scratch: &Path) -> Result<Vec<Row>> {
     let what = [
         "",
         "hooks that only read their input (`cat > /dev/null`)",
-        "hookhost's hooks, answered in each hook process",
-        "hookhost's hooks, forwarded to `serve --hooks`",
+        "hookhost's hooks without a daemon (`hookhost-agent` running `hookhost`, which answers)",
+        "hookhost's hooks, `hookhost-agent` forwarding to `serve --hooks`",
         "hookhost's hooks, Claude Code's `http` hooks posting to `serve --http` (`--url`)",
     ];
     let goal = ["", "", "", "≤ 1.10×", ""];

@@ -36,6 +36,10 @@ use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
+/// Set (to `1`) by `hookhost-agent` for the `hookhost` it runs after the socket's daemon
+/// took the event and gave no answer: `hookhost` then answers without asking it again.
+pub const ASKED_ENV: &str = "HOOKHOST_SOCKET_ASKED";
+
 /// The socket `serve --hooks` listens on, in the data directory `data`.
 pub fn socket_path(data: &Path) -> PathBuf {
     data.join("run").join("hooks.sock")

@@ -4,9 +4,10 @@
 //! daemon, the events run through the entries) are the command's.
 
 use super::install::{is_ours, runs_hookhost};
+use super::invocation::HookCommand;
 use super::{Agent, Event};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One of hookhost's entries in an agent's settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,66 +87,42 @@ pub struct Invocation {
     pub env: Vec<(String, String)>,
     /// The program as written: a name looked up on `PATH`, or a path.
     pub program: String,
-    pub config: Option<PathBuf>,
-    pub data: Option<PathBuf>,
-    pub tenant: String,
-    /// `--closed-tools`, as written.
-    pub closed_tools: Option<String>,
-    /// The command that answers another event: every word before the event's name, quoted
-    /// for the shell.
-    pub prefix: String,
+    /// The hook event its arguments name (up to the first shell operator: `||` starts
+    /// the fallback `install` writes), as `hookhost` reads them.
+    pub hook: HookCommand,
 }
 
 impl Invocation {
-    /// The invocation `command` (an entry's, for `event`) makes, with the agent's project
-    /// variable (`$CLAUDE_PROJECT_DIR`) standing for `project` as the agent sets it; `None`
-    /// when it is not a command line that runs `hookhost hook AGENT EVENT`.
-    pub fn of(agent: Agent, event: Event, command: &str, project: &Path) -> Option<Invocation> {
+    /// The invocation `command` (an entry's) makes, with the agent's project variable
+    /// (`$CLAUDE_PROJECT_DIR`) standing for `project` as the agent sets it; `None` when it
+    /// is not a command line that runs `hookhost hook AGENT EVENT` in a form `hookhost`
+    /// reads (see [`HookCommand::parse`]).
+    pub fn of(agent: Agent, command: &str, project: &Path) -> Option<Invocation> {
+        let words = shlex::split(command)?;
+        let program_at = words.iter().position(|w| !w.contains('='))?;
+        let end = words
+            .iter()
+            .position(|w| ["||", "&&", ";", "|", "&"].contains(&w.as_str()))
+            .unwrap_or(words.len());
         let variable = super::install::project_variable(agent);
         let project = project.to_string_lossy();
-        let words: Vec<String> = shlex::split(command)?
-            .into_iter()
-            .map(|word| match variable {
-                Some(name) => word
-                    .replace(&format!("${{{name}}}"), &project)
-                    .replace(&format!("${name}"), &project),
-                None => word,
-            })
-            .collect();
-        let program_at = words.iter().position(|w| !w.contains('='))?;
-        let env = words[..program_at]
-            .iter()
-            .filter_map(|w| w.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let hook_at = words
-            .windows(2)
-            .position(|w| w[0] == "hook" && w[1] == agent.name())?;
-        let event_at = hook_at
-            + 2
-            + words[hook_at + 2..]
-                .iter()
-                .position(|w| w == event.name())?;
-        let flag = |range: &[String], name: &str| {
-            range
-                .windows(2)
-                .find(|w| w[0] == name)
-                .map(|w| w[1].clone())
+        let expand = |word: &String| match variable {
+            Some(name) => word
+                .replace(&format!("${{{name}}}"), &project)
+                .replace(&format!("${name}"), &project),
+            None => word.clone(),
         };
-        let global = &words[program_at + 1..hook_at];
-        let own = &words[hook_at + 2..];
-        let prefix: Vec<String> = words[..event_at]
-            .iter()
-            .map(|w| super::install::shell_word(w))
-            .collect();
+        let words: Vec<String> = words.get(..end)?.iter().map(expand).collect();
+        let args = words.get(program_at + 1..)?;
+        let hook = HookCommand::parse(args).filter(|hook| hook.agent == agent)?;
         Some(Invocation {
-            env,
+            env: words[..program_at]
+                .iter()
+                .filter_map(|w| w.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             program: words[program_at].clone(),
-            config: flag(global, "--config").map(PathBuf::from),
-            data: flag(global, "--data").map(PathBuf::from),
-            tenant: flag(own, "--tenant").unwrap_or_else(|| "default".into()),
-            closed_tools: flag(own, "--closed-tools"),
-            prefix: prefix.join(" "),
+            hook,
         })
     }
 }
@@ -178,16 +155,27 @@ mod tests {
         let Run::Command(line) = &pre.run else {
             panic!("{pre:?}")
         };
-        let at = Invocation::of(Agent::ClaudeCode, Event::PreTool, line, "/p q".as_ref()).unwrap();
+        let at = Invocation::of(Agent::ClaudeCode, line, "/p q".as_ref()).unwrap();
         assert_eq!(at.program, "hookhost");
-        assert_eq!(at.config.as_deref(), Some("/p q/my hh.toml".as_ref()));
-        assert_eq!(at.data.as_deref(), Some("/d".as_ref()));
-        assert_eq!(at.tenant, "t1");
-        assert_eq!(at.closed_tools.as_deref(), Some("Bash,bash"));
+        assert_eq!(at.hook.config.as_deref(), Some("/p q/my hh.toml".as_ref()));
+        assert_eq!(at.hook.data.as_deref(), Some("/d".as_ref()));
+        assert_eq!(at.hook.tenant, "t1");
         assert_eq!(
-            at.prefix,
-            "hookhost --config '/p q/my hh.toml' --data /d hook claude-code --tenant t1"
+            at.hook.closed_tools,
+            Some(vec!["Bash".to_string(), "bash".to_string()])
         );
+        let end = HookCommand {
+            event: Event::SessionEnd,
+            closed_tools: None,
+            ..at.hook.clone()
+        };
+        assert_eq!(
+            end.args().join(" "),
+            "--config /p q/my hh.toml --data /d hook claude-code session-end --tenant t1"
+        );
+        // A project whose path has a `=` in it, and another agent's command.
+        assert!(Invocation::of(Agent::ClaudeCode, line, "/a=b".as_ref()).is_some());
+        assert!(Invocation::of(Agent::Codex, line, "/p".as_ref()).is_none());
     }
 
     #[test]

@@ -21,10 +21,12 @@
 pub mod daemon;
 pub mod doctor;
 pub mod install;
+pub mod invocation;
 pub mod protocol;
 pub mod tools;
 
 pub use daemon::{Daemon, EXIT_HEADER, Forward, Offered, STDERR_HEADER, hook_url};
+pub use invocation::HookCommand;
 
 use crate::abi::{CallContext, ToolCall, ToolResult};
 use crate::chain::{FailurePolicy, HookChain};
@@ -294,30 +296,63 @@ where
             deadline.as_millis()
         ),
     };
-    let closed = match (&runtime, &tool) {
-        (Some(runtime), Some(tool)) => closed_for(runtime.borrow(), &settings.tenant, agent, tool),
+    match (&runtime, &tool) {
+        (Some(runtime), Some(tool)) => {
+            let closed = closed_for(runtime.borrow(), &settings.tenant, agent, tool);
+            unanswered(agent, event, Some(tool), closed, settings, &why)
+        }
         // Not started: what the hooks' installation said.
-        (None, Some(tool)) => settings
-            .closed_tools
-            .as_ref()
-            .is_some_and(|closed| closed.matches(tool)),
-        _ => false,
-    };
-    if event == Event::PreTool && closed {
-        let mut answer = protocol::answer(
-            agent,
-            event,
-            tool.as_deref().unwrap_or_default(),
-            Decision::Deny {
-                reason: format!("call refused: {why}, and a `closed` hook wraps this tool"),
-            },
-            settings.options,
-        );
-        answer.stderr = Some(format!("hookhost hook {}: {why}", agent.name()));
-        answer
-    } else {
-        protocol::unreadable(agent, &why)
+        _ => unanswered_input(agent, event, bytes, settings, &why),
     }
+}
+
+/// The answer to the hook input `bytes` when the chain could not run for it (`why`): as
+/// [`unanswered`], the tools a `closed` layer wraps being those the hooks' installation
+/// named (`--closed-tools`).
+pub fn unanswered_input(
+    agent: Agent,
+    event: Event,
+    bytes: &[u8],
+    settings: &HookSettings,
+    why: &str,
+) -> Answer {
+    let input = protocol::parse(agent, event, bytes).ok();
+    let tool = input
+        .as_ref()
+        .and_then(|i| i.tool.as_ref())
+        .map(|t| t.name.as_str());
+    let closed = tool.is_some_and(|tool| {
+        let closed = settings.closed_tools.as_ref();
+        closed.is_some_and(|closed| closed.matches(tool))
+    });
+    unanswered(agent, event, tool, closed, settings, why)
+}
+
+/// The answer to an event the chain could not run for (`why`): a pre-tool event of a
+/// tool that a `closed` layer wraps is denied, with `why` for the user; any other is the
+/// agent's non-blocking error (the call goes on as without hookhost).
+fn unanswered(
+    agent: Agent,
+    event: Event,
+    tool: Option<&str>,
+    closed: bool,
+    settings: &HookSettings,
+    why: &str,
+) -> Answer {
+    if event != Event::PreTool || !closed {
+        return protocol::unreadable(agent, why);
+    }
+    let mut answer = protocol::answer(
+        agent,
+        event,
+        tool.unwrap_or_default(),
+        Decision::Deny {
+            reason: format!("call refused: {why}, and a `closed` hook wraps this tool"),
+        },
+        settings.options,
+    );
+    answer.stderr = Some(format!("hookhost hook {}: {why}", agent.name()));
+    answer
 }
 
 /// Answers `event` for `input`, running the chain of `runtime`.

@@ -196,6 +196,7 @@ pub fn synthetic(
         _ => ("session_id", "cwd"),
     };
     input[session_key] = session.into();
+    let cwd = cwd.to_string_lossy();
     input[cwd_key] = match agent {
         Agent::Cursor => json!([cwd]),
         _ => json!(cwd),

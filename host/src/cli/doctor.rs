@@ -8,9 +8,9 @@
 
 use anyhow::{Context, Result};
 use hookhost::agents::doctor::{Entry, Invocation, Run, entries};
-use hookhost::agents::install::{self, Scope, Wrapped};
+use hookhost::agents::install::{self, Scope, Wrapped, shell_word};
 use hookhost::agents::protocol::{self, Answer};
-use hookhost::agents::{Agent, Daemon, Event, Forward, HookSettings};
+use hookhost::agents::{Agent, Daemon, Event, Forward, HookCommand, HookSettings};
 use hookhost::limits::{DEFAULT_HOOK_DAEMON_TIMEOUT, DEFAULT_HOOK_DEADLINE, HOOK_DOCTOR_TIMEOUT};
 use hookhost::{Config, TenantId};
 use serde_json::Value;
@@ -43,11 +43,20 @@ impl Report {
         Report::line("problem", text);
     }
 
-    /// A finding on one line (an error quoting a TOML file spans several).
+    /// A finding on one line (an error quoting a TOML file spans several), with no
+    /// control character of a settings file's text reaching the terminal.
     fn line(kind: &str, text: impl Display) {
         let text = text.to_string();
         let words: Vec<&str> = text.split_whitespace().collect();
-        println!("{kind:<8} {}", words.join(" "));
+        let line: String = words
+            .join(" ")
+            .chars()
+            .flat_map(|c| match c.is_control() {
+                true => c.escape_default().collect::<Vec<_>>(),
+                false => vec![c],
+            })
+            .collect();
+        println!("{kind:<8} {line}");
     }
 
     fn exit(&self) -> ExitCode {
@@ -79,10 +88,12 @@ pub async fn doctor(agent: Agent, scope: Scope) -> Result<ExitCode> {
         return Ok(report.exit());
     }
     list_entries(agent, &file, &found, &mut report);
+    // Codex runs none of an untrusted project's hooks: neither does the doctor.
+    let mut trusted = true;
     if let Scope::Project(dir) = &scope {
         also_in_user_settings(agent, &mut report);
         if agent == Agent::Codex {
-            codex_trust(dir, &mut report);
+            trusted = codex_trust(dir, &mut report);
         }
     }
 
@@ -98,7 +109,7 @@ pub async fn doctor(agent: Agent, scope: Scope) -> Result<ExitCode> {
     let pre = found.iter().find(|e| e.event == Event::PreTool);
     let invocation = match pre.map(|e| &e.run) {
         Some(Run::Command(line)) => {
-            let invocation = Invocation::of(agent, Event::PreTool, line, &project);
+            let invocation = Invocation::of(agent, line, &project);
             if invocation.is_none() {
                 report.problem(format!(
                     "cannot read the pre-tool command as `hookhost hook {} pre-tool`: {line}",
@@ -117,18 +128,35 @@ pub async fn doctor(agent: Agent, scope: Scope) -> Result<ExitCode> {
         None => None,
     };
     if let Some(invocation) = &invocation {
-        check_command(agent, invocation, pre, &reinstall, &input, &mut report).await;
+        check_command(
+            agent,
+            invocation,
+            pre,
+            &project,
+            &reinstall,
+            &input,
+            &mut report,
+        )
+        .await;
     }
-
-    let mut took = Vec::new();
+    // What the settings run is run only when it is this hookhost: a project's settings
+    // are anybody's who committed them.
+    let runner = Runner {
+        agent,
+        project: &project,
+    };
+    if !trusted {
+        return Ok(report.exit());
+    }
     for event in [Event::PreTool, Event::PostTool] {
         let Some(entry) = found.iter().find(|e| e.event == event) else {
             continue;
         };
         let started = Instant::now();
-        let answer = run(agent, &entry.run, &project, &input(event)).await;
+        let Some(answer) = runner.run(&entry.run, &input(event), &mut report).await else {
+            return Ok(report.exit());
+        };
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        took.push(ms);
         describe(agent, event, answer, ms, &mut report);
     }
     // The doctor's session goes; an agent without a session-end event ends it through
@@ -138,16 +166,23 @@ pub async fn doctor(agent: Agent, scope: Scope) -> Result<ExitCode> {
         .find(|e| e.event == Event::SessionEnd)
         .map(|e| e.run.clone())
         .or_else(|| {
-            let prefix = &invocation.as_ref()?.prefix;
-            Some(Run::Command(format!(
-                "{prefix} {}",
-                Event::SessionEnd.name()
-            )))
+            let invocation = invocation.as_ref()?;
+            let mut words = vec![shell_word(&invocation.program)];
+            let hook = HookCommand {
+                event: Event::SessionEnd,
+                closed_tools: None,
+                ..invocation.hook.clone()
+            };
+            words.extend(hook.args().iter().map(|w| shell_word(w)));
+            Some(Run::Command(words.join(" ")))
         });
     if let Some(end) = end {
-        let ended = run(agent, &end, &project, &input(Event::SessionEnd)).await;
+        let mut quiet = Report::default();
+        let ended = runner
+            .run(&end, &input(Event::SessionEnd), &mut quiet)
+            .await;
         // After a problem, hookhost may never have made the session.
-        if !matches!(ended, Ok(Answer { exit: 0, .. })) && report.problems == 0 {
+        if !matches!(ended, Some(Ok(Answer { exit: 0, .. }))) && report.problems == 0 {
             report.note(format!(
                 "the doctor's session {session} was not deleted: `hookhost session delete \
                  {session}`"
@@ -155,6 +190,116 @@ pub async fn doctor(agent: Agent, scope: Scope) -> Result<ExitCode> {
         }
     }
     Ok(report.exit())
+}
+
+/// Runs installed entries as the agent would, when they run this hookhost.
+struct Runner<'p> {
+    agent: Agent,
+    project: &'p Path,
+}
+
+impl Runner<'_> {
+    /// The answer of `run` to `input`; `None` (and a line in the report) when the entry is
+    /// not one the doctor runs: a command that is not this hookhost's, a URL off this
+    /// machine (it would be sent the user's `HOOKHOST_TOKEN`).
+    async fn run(&self, run: &Run, input: &[u8], report: &mut Report) -> Option<Result<Answer>> {
+        match run {
+            Run::Url(url) => {
+                if !loopback(url) {
+                    report.note(format!(
+                        "{url} is not on this machine: the synthetic call is not sent there"
+                    ));
+                    return None;
+                }
+                let daemon = Daemon {
+                    url: url.clone(),
+                    token: std::env::var("HOOKHOST_TOKEN").ok(),
+                };
+                Some(daemon.post(url, input, HOOK_DOCTOR_TIMEOUT).await)
+            }
+            Run::Command(line) => {
+                let Some(invocation) = Invocation::of(self.agent, line, self.project) else {
+                    report.problem(format!("cannot read the command as hookhost's: {line}"));
+                    return None;
+                };
+                let program = which(&invocation.program, self.project).filter(|p| this_hookhost(p));
+                let Some(program) = program else {
+                    report.note(format!(
+                        "the entries run {:?}, not this hookhost: the synthetic call is left \
+                         to it (`{} hook doctor {}`)",
+                        invocation.program,
+                        invocation.program,
+                        self.agent.name()
+                    ));
+                    return None;
+                };
+                Some(self.spawn(&program, &invocation, input).await)
+            }
+        }
+    }
+
+    /// `program` with the invocation's arguments, as the agent runs a hook: in the
+    /// project, its project variable set, `input` on stdin.
+    async fn spawn(&self, program: &Path, invocation: &Invocation, input: &[u8]) -> Result<Answer> {
+        use tokio::io::AsyncWriteExt;
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(invocation.hook.args())
+            .current_dir(self.project)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        for (name, value) in &invocation.env {
+            command.env(name, value);
+        }
+        if let Some(variable) = install::project_variable(self.agent) {
+            command.env(variable, self.project);
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("running {}", program.display()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A hook that reads no input closes its end: nothing is lost.
+            let _ = stdin.write_all(input).await;
+        }
+        let out = tokio::time::timeout(HOOK_DOCTOR_TIMEOUT, child.wait_with_output())
+            .await
+            .with_context(|| format!("no answer within {} s", HOOK_DOCTOR_TIMEOUT.as_secs()))??;
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Ok(Answer {
+            stdout: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            // A signal is no exit code the agent knows: an error like any other.
+            exit: out.status.code().map_or(u8::MAX, |c| c.clamp(0, 255) as u8),
+            stderr: (!stderr.is_empty()).then_some(stderr),
+        })
+    }
+}
+
+/// Whether `url` names this machine (`127.0.0.0/8`, `::1`, `localhost`).
+fn loopback(url: &str) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name == "localhost",
+        None => false,
+    }
+}
+
+/// Whether `program` is this hookhost, or the `hookhost-agent` beside it.
+fn this_hookhost(program: &Path) -> bool {
+    let Ok(exe) = std::env::current_exe() else {
+        return false;
+    };
+    let same = |a: &Path, b: &Path| {
+        a.canonicalize()
+            .ok()
+            .is_some_and(|a| b.canonicalize().ok() == Some(a))
+    };
+    same(program, &exe) || same(program, &exe.with_file_name(install::FORWARDER))
 }
 
 /// hookhost's entries in `file`, or `None` once the report says why there are none.
@@ -249,13 +394,13 @@ fn also_in_user_settings(agent: Agent, report: &mut Report) {
     }
 }
 
-/// Codex reads a project's `.codex/config.toml` only once the project is trusted.
-fn codex_trust(project: &Path, report: &mut Report) {
+/// Whether Codex trusts the project: it reads a project's `.codex/config.toml` only then.
+fn codex_trust(project: &Path, report: &mut Report) -> bool {
     let home = std::env::var_os("CODEX_HOME")
         .map(PathBuf::from)
         .or_else(|| dirs::home_dir().map(|h| h.join(".codex")));
     let Some(config) = home.map(|h| h.join("config.toml")) else {
-        return;
+        return false;
     };
     let text = std::fs::read_to_string(&config).unwrap_or_default();
     let trusted = toml::from_str::<toml::Table>(&text).is_ok_and(|t| {
@@ -273,6 +418,7 @@ fn codex_trust(project: &Path, report: &mut Report) {
             config.display()
         ));
     }
+    trusted
 }
 
 /// The program, config, data directory and daemons the pre-tool command names.
@@ -280,27 +426,32 @@ async fn check_command(
     agent: Agent,
     invocation: &Invocation,
     pre: Option<&Entry>,
+    project: &Path,
     reinstall: &str,
     input: &dyn Fn(Event) -> Vec<u8>,
     report: &mut Report,
 ) {
-    match which(&invocation.program) {
-        Some(path) => {
-            let version = std::process::Command::new(&path)
-                .arg("--version")
-                .output()
-                .ok()
-                .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
-                .unwrap_or_default();
-            report.ok(format!("program: {} ({version})", path.display()));
+    match which(&invocation.program, project) {
+        Some(path) if this_hookhost(&path) => {
+            report.ok(format!("program: {} (this hookhost)", path.display()));
         }
+        Some(path) => report.note(format!(
+            "program: {}, not this hookhost ({}): what it reads may differ",
+            path.display(),
+            std::env::current_exe().unwrap_or_default().display()
+        )),
         None => report.problem(format!(
-            "program {:?} cannot be found from here: the agent then runs no hook (tools a \
-             `closed` hook wraps are denied)",
+            "program {:?} cannot be found from the project: the agent then runs no hook \
+             (tools a `closed` hook wraps are denied)",
             invocation.program
         )),
     }
-    let config_path = invocation
+    // Relative paths are the project's: the agent runs its hooks there.
+    let mut hook = invocation.hook.clone();
+    for path in [&mut hook.config, &mut hook.data].into_iter().flatten() {
+        *path = project.join(&*path);
+    }
+    let config_path = hook
         .config
         .clone()
         .or_else(|| std::env::var_os("HOOKHOST_CONFIG").map(PathBuf::from));
@@ -311,15 +462,14 @@ async fn check_command(
     let config_name = config_path
         .as_ref()
         .map_or("the built-in config".into(), |p| p.display().to_string());
-    let written_data = loaded.as_ref().ok().and_then(|l| l.config.data.clone());
     match &loaded {
         Err(e) => report.problem(format!(
             "config {config_name}: {}: every event is then the agent's non-blocking error, \
              and the tools in --closed-tools are denied",
             hookhost::error_line(e)
         )),
-        Ok(loaded) => match TenantId::new(invocation.tenant.clone()) {
-            Err(e) => report.problem(format!("--tenant {:?}: {e}", invocation.tenant)),
+        Ok(loaded) => match TenantId::new(hook.tenant.clone()) {
+            Err(e) => report.problem(format!("--tenant {:?}: {e}", hook.tenant)),
             Ok(tenant) => {
                 let chain = loaded.plan.chain_of(&tenant);
                 let layers: Vec<String> = chain
@@ -352,7 +502,8 @@ async fn check_command(
                 );
                 let closed = (!wrapped.closed.is_empty()).then(|| wrapped.closed.join(","));
                 let matcher = wrapped.written_matcher(agent);
-                if pre.map(|e| &e.matcher) != Some(&matcher) || invocation.closed_tools != closed {
+                let installed = hook.closed_tools.as_ref().map(|tools| tools.join(","));
+                if pre.map(|e| &e.matcher) != Some(&matcher) || installed != closed {
                     report.problem(format!(
                         "the entries were installed for another chain: this one wraps {} \
                          ({} closed): {reinstall} again",
@@ -363,33 +514,45 @@ async fn check_command(
             }
         },
     }
-    let flag = invocation
-        .data
-        .clone()
-        .or_else(|| std::env::var_os("HOOKHOST_DATA").map(PathBuf::from));
-    let data = match crate::data_dir(flag.as_deref(), written_data.as_deref()) {
-        Ok(data) => data,
-        Err(e) => {
-            report.problem(e);
-            return;
-        }
+    let Some(data) = hook.data_dir(|name| std::env::var_os(name)) else {
+        report.problem(
+            "no data directory: HOOKHOST_DATA or HOOKHOST_CONFIG is set but empty, or this \
+             user has none",
+        );
+        return;
     };
     report.ok(format!("data: {}", data.display()));
     let mut forward = Forward::new(&data, DEFAULT_HOOK_DAEMON_TIMEOUT);
+    // Only the daemon the command names is asked, and only on this machine: it would be
+    // sent the user's token.
+    forward.url = None;
     if let Some((_, url)) = invocation.env.iter().find(|(k, _)| k == "HOOKHOST_URL") {
-        forward.url = Some(Daemon {
-            url: url.clone(),
-            token: std::env::var("HOOKHOST_TOKEN").ok(),
-        });
+        match loopback(url) {
+            true => {
+                forward.url = Some(Daemon {
+                    url: url.clone(),
+                    token: std::env::var("HOOKHOST_TOKEN").ok(),
+                })
+            }
+            false => report.note(format!(
+                "the command forwards to {url}, which is not on this machine: not asked"
+            )),
+        }
     }
-    check_daemons(agent, &forward, invocation, input, report).await;
+    let settings = hook.settings().unwrap_or(HookSettings {
+        tenant: TenantId::default_tenant(),
+        options: Default::default(),
+        trust_cwd: true,
+        closed_tools: None,
+    });
+    check_daemons(agent, &forward, &settings, input, report).await;
 }
 
 /// Whether the daemons a hook process would forward to answer.
 async fn check_daemons(
     agent: Agent,
     forward: &Forward,
-    invocation: &Invocation,
+    settings: &HookSettings,
     input: &dyn Fn(Event) -> Vec<u8>,
     report: &mut Report,
 ) {
@@ -413,19 +576,12 @@ async fn check_daemons(
             hookhost::limits::HOOK_DAEMON_BREAKER.as_secs()
         ));
     } else {
-        let settings = HookSettings {
-            tenant: TenantId::new(invocation.tenant.clone())
-                .unwrap_or_else(|_| TenantId::default_tenant()),
-            options: Default::default(),
-            trust_cwd: true,
-            closed_tools: None,
-        };
         let started = Instant::now();
         let bytes = input(Event::SessionStart);
         match forward.ask_socket(
             agent,
             Event::SessionStart,
-            &settings,
+            settings,
             &bytes,
             DEFAULT_HOOK_DEADLINE,
         ) {
@@ -467,65 +623,21 @@ async fn check_daemons(
     }
 }
 
-/// `program` as the shell finds it: a path as it is, a name on `PATH`; `None` when it is
-/// no executable file.
-fn which(program: &str) -> Option<PathBuf> {
+/// `program` as the agent's shell finds it from `project`: a path as it is (relative to
+/// the project), a name on `PATH`; `None` when it is no executable file.
+fn which(program: &str, project: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |path: &Path| {
         std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if program.contains('/') {
-        let path = PathBuf::from(program);
+        let path = project.join(program);
         return executable(&path).then_some(path);
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| executable(candidate))
-}
-
-/// Runs an entry as the agent would, with `input` as the event's hook input.
-async fn run(agent: Agent, run: &Run, project: &Path, input: &[u8]) -> Result<Answer> {
-    match run {
-        Run::Url(url) => {
-            let daemon = Daemon {
-                url: url.clone(),
-                token: std::env::var("HOOKHOST_TOKEN").ok(),
-            };
-            daemon.post(url, input, HOOK_DOCTOR_TIMEOUT).await
-        }
-        Run::Command(line) => {
-            use tokio::io::AsyncWriteExt;
-            let mut command = tokio::process::Command::new("sh");
-            command
-                .args(["-c", line])
-                .current_dir(project)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .kill_on_drop(true);
-            if let Some(variable) = install::project_variable(agent) {
-                command.env(variable, project);
-            }
-            let mut child = command.spawn().context("running sh")?;
-            if let Some(mut stdin) = child.stdin.take() {
-                // A hook that reads no input closes its end: nothing is lost.
-                let _ = stdin.write_all(input).await;
-            }
-            let out = tokio::time::timeout(HOOK_DOCTOR_TIMEOUT, child.wait_with_output())
-                .await
-                .with_context(|| {
-                    format!("no answer within {} s", HOOK_DOCTOR_TIMEOUT.as_secs())
-                })??;
-            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            Ok(Answer {
-                stdout: String::from_utf8_lossy(&out.stdout).trim().to_string(),
-                // A signal is no exit code the agent knows: an error like any other.
-                exit: out.status.code().map_or(u8::MAX, |c| c.clamp(0, 255) as u8),
-                stderr: (!stderr.is_empty()).then_some(stderr),
-            })
-        }
-    }
 }
 
 /// The finding of the synthetic call's `event`, answered `answer` in `ms`.

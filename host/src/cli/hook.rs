@@ -52,6 +52,9 @@ impl HookArgs {
             return None;
         };
         let event = Event::parse(event)?;
+        if std::env::var_os(agents::daemon::ASKED_ENV).is_some() {
+            return None;
+        }
         let forward = agents::Forward::new(data, Duration::from_millis(self.daemon_timeout_ms));
         let settings = self.settings().ok()?;
         let deadline = Duration::from_millis(self.deadline_ms);

@@ -225,8 +225,7 @@ impl Default for EngineConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
-    /// A program speaking MCP on stdio, started with `args`.
-    /// A program started per instance, speaking MCP on its stdio.
+    /// A program speaking MCP on its stdio, started per instance with `args`.
     #[serde(default)]
     pub command: Option<String>,
     /// Its arguments.

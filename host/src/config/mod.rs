@@ -35,6 +35,14 @@ use std::path::Path;
 use toml::Spanned;
 use validate::Invalid;
 
+/// The data directory: `--data` (`flag`), else the config's `data` (`written`), else
+/// `hookhost` under the user's data directory (`None` when the user has none).
+pub fn data_dir(flag: Option<&Path>, written: Option<&Path>) -> Option<std::path::PathBuf> {
+    flag.or(written)
+        .map(Path::to_path_buf)
+        .or_else(|| Some(dirs::data_dir()?.join("hookhost")))
+}
+
 /// The text of the built-in configuration.
 pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
