@@ -14,7 +14,7 @@ use std::time::Duration;
 #[command(args_conflicts_with_subcommands = true)]
 pub struct HookArgs {
     #[command(subcommand)]
-    install: Option<HookCommand>,
+    subcommand: Option<HookSubcommand>,
     agent: Option<hookhost::agents::Agent>,
     event: Option<String>,
     /// The tenant whose sessions the agent's sessions are.
@@ -47,7 +47,8 @@ impl HookArgs {
     /// process's to answer; the hook input it read is kept for [`hook`].
     pub fn forward(&mut self, data: &Path) -> Option<ExitCode> {
         use hookhost::agents::{self, Event};
-        let (Some(agent), Some(event), None) = (self.agent, self.event.as_deref(), &self.install)
+        let (Some(agent), Some(event), None) =
+            (self.agent, self.event.as_deref(), &self.subcommand)
         else {
             return None;
         };
@@ -84,7 +85,7 @@ impl HookArgs {
 }
 
 #[derive(clap::Subcommand)]
-pub enum HookCommand {
+pub enum HookSubcommand {
     /// Write hookhost's hook entries into the agent's settings (merged with what is there;
     /// twice is once), for this process's --config, --data and --tenant.
     Install {
@@ -154,7 +155,7 @@ pub async fn hook(
 ) -> Result<ExitCode> {
     let settings = args.settings();
     let HookArgs {
-        install,
+        subcommand,
         agent,
         event,
         deadline_ms,
@@ -162,8 +163,8 @@ pub async fn hook(
         input,
         ..
     } = args;
-    match install {
-        Some(HookCommand::Install {
+    match subcommand {
+        Some(HookSubcommand::Install {
             agent,
             project,
             user,
@@ -177,7 +178,7 @@ pub async fn hook(
                 agent, scope, uninstall, print, tenant, url, &plan?, config, data_flag,
             );
         }
-        Some(HookCommand::Doctor {
+        Some(HookSubcommand::Doctor {
             agent,
             project,
             user,
