@@ -1624,6 +1624,7 @@ fn hook_doctor_says_what_the_agent_will_run_and_what_breaks_it() {
         );
         let log = std::fs::read_to_string(agent.dir.path().join("daemon.log")).unwrap();
         assert!(log.matches("answering a hook").count() >= 3, "{log}");
+        assert_eq!(agent.sessions().trim(), "", "the doctor's session stays");
     }
 
     // The daemon killed (as `kill -9` leaves it): its socket stays, and answers nothing.

@@ -585,10 +585,16 @@ async fn check_daemons(
             &bytes,
             DEFAULT_HOOK_DEADLINE,
         ) {
-            Some(answer) if answer.exit == 0 => report.ok(format!(
-                "daemon: `serve --hooks` answers on {socket} ({:.1} ms)",
-                started.elapsed().as_secs_f64() * 1e3
-            )),
+            Some(answer) if answer.exit == 0 => {
+                report.ok(format!(
+                    "daemon: `serve --hooks` answers on {socket} ({:.1} ms)",
+                    started.elapsed().as_secs_f64() * 1e3
+                ));
+                // The probe's session goes at once, whatever the doctor does next.
+                let end = input(Event::SessionEnd);
+                let deadline = DEFAULT_HOOK_DEADLINE;
+                forward.ask_socket(agent, Event::SessionEnd, settings, &end, deadline);
+            }
             Some(answer) => report.problem(format!(
                 "the daemon on {socket} answers with an error: {}",
                 answer.stderr.unwrap_or_default()
@@ -605,11 +611,17 @@ async fn check_daemons(
             .ask(agent, Event::SessionStart, &bytes, DEFAULT_HOOK_DEADLINE)
             .await
         {
-            Ok(answer) if answer.exit == 0 => report.ok(format!(
-                "daemon: {} answers ({:.1} ms)",
-                daemon.url,
-                started.elapsed().as_secs_f64() * 1e3
-            )),
+            Ok(answer) if answer.exit == 0 => {
+                report.ok(format!(
+                    "daemon: {} answers ({:.1} ms)",
+                    daemon.url,
+                    started.elapsed().as_secs_f64() * 1e3
+                ));
+                let end = input(Event::SessionEnd);
+                let _ = daemon
+                    .ask(agent, Event::SessionEnd, &end, DEFAULT_HOOK_DEADLINE)
+                    .await;
+            }
             Ok(answer) => report.problem(format!(
                 "the daemon at {} answers with an error: {}",
                 daemon.url,
