@@ -40,7 +40,6 @@ use protocol::{AgentCall, Answer, Decision, HookInput, Options};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The agents whose hook protocols hookhost speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -206,18 +205,18 @@ struct Pending {
     values: Vec<(String, String)>,
 }
 
-/// `hookhost hook AGENT EVENT`: reads the agent's input from `stdin` (at most
-/// [`MAX_HOOK_INPUT_BYTES`]) and answers it, all within `deadline`: through the URL
-/// daemon of `forward` when it answers (see [`daemon`]; the socket is asked before, by
-/// [`Forward::ask_socket`]), else with the chain of the runtime
-/// `start` makes. Never fails: what goes wrong is the agent's non-blocking error, or, past
-/// the deadline, the answer [`crate::limits::DEFAULT_HOOK_DEADLINE`] describes.
+/// `hookhost hook AGENT EVENT`: answers the agent's input `bytes` (read by
+/// [`daemon::read_stdin`]) within `deadline`: through the URL daemon of `forward` when it
+/// answers (see [`daemon`]; the socket is asked before, by [`Forward::offer`]), else with
+/// the chain of the runtime `start` makes. Never fails: what goes wrong is the agent's
+/// non-blocking error, or, past the deadline, the answer
+/// [`crate::limits::DEFAULT_HOOK_DEADLINE`] describes.
 pub async fn answer_hook<F, R>(
     agent: Agent,
     event: Event,
     settings: &HookSettings,
     deadline: Duration,
-    stdin: impl AsyncRead + Unpin,
+    bytes: &[u8],
     forward: Option<&Forward>,
     start: F,
 ) -> Answer
@@ -225,33 +224,14 @@ where
     F: FnOnce() -> R,
     R: Future<Output = anyhow::Result<Runtime>>,
 {
-    let read = async {
-        let mut bytes = Vec::new();
-        stdin
-            .take(MAX_HOOK_INPUT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .await
-            .map(|_| bytes)
-    };
     let started = Instant::now();
-    let bytes = match tokio::time::timeout(deadline, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return protocol::unreadable(agent, &format!("cannot read stdin: {e}")),
-        Err(_) => {
-            return protocol::unreadable(
-                agent,
-                &format!("stdin did not close within {} ms", deadline.as_millis()),
-            );
-        }
-    };
-    if let Some(forward) = forward {
-        let left = deadline.saturating_sub(started.elapsed());
-        if let Some(answer) = forward.ask_url(agent, event, &bytes, left).await {
-            return answer;
-        }
+    if let Some(forward) = forward
+        && let Some(answer) = forward.ask_url(agent, event, bytes, deadline).await
+    {
+        return answer;
     }
     let left = deadline.saturating_sub(started.elapsed());
-    answer(agent, event, settings, left, &bytes, start).await
+    answer(agent, event, settings, left, bytes, start).await
 }
 
 /// Answers the hook input `bytes` with the chain of the runtime `start` gives, within

@@ -197,17 +197,19 @@ pub async fn hook(
         )
     })?;
     let deadline = Duration::from_millis(deadline_ms);
-    let forward = agents::Forward::new(data, Duration::from_millis(daemon_timeout_ms));
-    let stdin: Box<dyn tokio::io::AsyncRead + Unpin> = match input {
-        Some(bytes) => Box::new(std::io::Cursor::new(bytes)),
-        None => Box::new(tokio::io::stdin()),
+    let started = std::time::Instant::now();
+    // Read once, here or by `HookArgs::forward` before: the one reader of the hook input.
+    let bytes = match input.map_or_else(|| agents::daemon::read_stdin(deadline), Ok) {
+        Ok(bytes) => bytes,
+        Err(why) => return Ok(agents::protocol::unreadable(agent, &why).emit()),
     };
+    let forward = agents::Forward::new(data, Duration::from_millis(daemon_timeout_ms));
     let answer = agents::answer_hook(
         agent,
         event,
         &settings,
-        deadline,
-        stdin,
+        deadline.saturating_sub(started.elapsed()),
+        &bytes,
         Some(&forward),
         || async move { start(plan?, data, OneShot::Hooks).await },
     )
