@@ -1785,7 +1785,8 @@ fn concurrent_commits_to_one_store_all_land() {
 /// its session table: its schema is made in one write transaction, not by each.
 #[test]
 fn many_processes_opening_a_new_data_directory_at_once_all_get_the_table() {
-    for round in 0..3 {
+    // 8 openers of a new file failed about 1 time in 100 while WAL mode was not retried.
+    for round in 0..12 {
         let dir = tempfile::tempdir().unwrap();
         let started: Vec<std::process::Child> = (0..8)
             .map(|_| {

