@@ -90,7 +90,7 @@ impl Callee for Fixed {
 
     async fn execute(
         &self,
-        _: &Session,
+        _: &hookhost::sessions::Caller<'_>,
         _: &CallContext,
         _: &ToolCall,
     ) -> Result<ToolResult, Failure> {

@@ -27,7 +27,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::ids::ToolMatch;
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Access, Grants, Sandbox, Settings, StoreState};
-use crate::sessions::{Session, SessionHolder, SessionKey};
+use crate::sessions::{Caller, Session, SessionHolder, SessionKey};
 use crate::trace::{CallTrace, Phase, PhaseEnd};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -76,11 +76,11 @@ pub trait Callee: Send + Sync {
     /// Its name, description and input schema.
     fn descriptor(&self) -> &ToolDescriptor;
 
-    /// Runs one call for `session`. A call that ran and went wrong is an `Ok` result with
+    /// Runs one call of `caller` (its session, and its tenant's bounds). A call that ran and went wrong is an `Ok` result with
     /// `is_error`; `Err` means the tool itself failed (a component trapped, timed out...).
     async fn execute(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure>;
@@ -218,24 +218,24 @@ impl HookChain {
     /// or `failed`).
     pub async fn run(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         mut ctx: CallContext,
         mut call: ToolCall,
         tool: &dyn Callee,
         trace: &mut CallTrace<'_>,
     ) -> (ToolResult, &'static str) {
-        let mut passage = self.enter(session, &mut ctx, &mut call, None, trace).await;
+        let mut passage = self.enter(caller, &mut ctx, &mut call, None, trace).await;
         let result = match passage.refusal.take() {
             Some(refused) => refused,
             None => {
                 let result = self
-                    .execute(tool, session, &ctx, &call, &mut passage.record, trace)
+                    .execute(tool, caller, &ctx, &call, &mut passage.record, trace)
                     .await;
                 passage.record.set_tool_error(result.is_error);
                 result
             }
         };
-        self.leave(session, &ctx, passage, result, trace).await
+        self.leave(caller, &ctx, passage, result, trace).await
     }
 
     /// Runs every `before-execute` of the layers that wrap `call` (see [`HookLayer::wraps`]),
@@ -243,7 +243,7 @@ impl HookChain {
     /// passed them to the tool.
     pub async fn enter(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         ctx: &mut CallContext,
         call: &mut ToolCall,
         alias: Option<&str>,
@@ -253,11 +253,11 @@ impl HookChain {
         let mut entered: Vec<Entered<'_>> = Vec::new();
         let mut refusal = None;
         for layer in self.layers.iter().filter(|l| l.wraps(&call.name, alias)) {
-            let limits = session.limits().with(&layer.limits);
+            let limits = caller.limits().with(&layer.limits);
             let watch = trace
                 .enter(&layer.name, Phase::Before, &granted(&layer.grants))
                 .await;
-            let step = match self.start(layer, session, &limits).await {
+            let step = match self.start(layer, caller, &limits).await {
                 Ok(mut instance) => instance
                     .before(&layer.name, &limits, ctx, call)
                     .await
@@ -296,7 +296,7 @@ impl HookChain {
                     break;
                 }
                 Err(failure) => {
-                    layer.forget(&session.key());
+                    layer.forget(&caller.key());
                     hook_failed(&mut record, layer, "before-execute", call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         refusal = Some(ToolResult::error(format!(
@@ -320,7 +320,7 @@ impl HookChain {
     /// call as it passed it. Layers the chain no longer has are skipped.
     pub fn resume<'a>(
         &'a self,
-        session: &Session,
+        caller: &Caller<'_>,
         entered: impl IntoIterator<Item = (String, ToolCall)>,
         tool_error: bool,
     ) -> Passage<'a> {
@@ -330,7 +330,7 @@ impl HookChain {
                 let layer = self.layers.iter().find(|l| l.name == name)?;
                 Some(Entered {
                     layer,
-                    limits: session.limits().with(&layer.limits),
+                    limits: caller.limits().with(&layer.limits),
                     instance: None,
                     call,
                 })
@@ -347,7 +347,7 @@ impl HookChain {
     /// `result`. Returns the result and the call's outcome (see [`HookChain::run`]).
     pub async fn leave(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         ctx: &CallContext,
         passage: Passage<'_>,
         mut result: ToolResult,
@@ -370,7 +370,7 @@ impl HookChain {
                 .await;
             let instance = match instance {
                 Some(instance) => Ok(instance),
-                None => self.start(layer, session, &limits).await,
+                None => self.start(layer, caller, &limits).await,
             };
             let after = match instance {
                 Ok(mut instance) => {
@@ -394,7 +394,7 @@ impl HookChain {
                 Ok(Some(replaced)) => result = replaced,
                 Ok(None) => {}
                 Err(failure) => {
-                    layer.forget(&session.key());
+                    layer.forget(&caller.key());
                     hook_failed(&mut record, layer, "after-execute", &call, &failure);
                     if layer.on_failure == FailurePolicy::Closed {
                         result = ToolResult::error(format!(
@@ -412,7 +412,7 @@ impl HookChain {
     async fn execute(
         &self,
         tool: &dyn Callee,
-        session: &Session,
+        caller: &Caller<'_>,
         ctx: &CallContext,
         call: &ToolCall,
         record: &mut Record,
@@ -425,7 +425,7 @@ impl HookChain {
             .map(|m| (m, true))
             .collect();
         let watch = trace.enter(name, Phase::Execute, &writable).await;
-        let executed = tool.execute(session, ctx, call).await;
+        let executed = tool.execute(caller, ctx, call).await;
         let end = match &executed {
             Ok(result) => PhaseEnd::Executed {
                 is_error: result.is_error,
@@ -490,10 +490,10 @@ impl HookChain {
     pub async fn fresh_instance(
         &self,
         layer: &HookLayer,
-        session: &Session,
+        caller: &Caller<'_>,
     ) -> Result<HookInstance, Failure> {
-        let limits = session.limits().with(&layer.limits);
-        self.instantiate(layer, session, &limits).await
+        let limits = caller.limits().with(&layer.limits);
+        self.instantiate(layer, caller, &limits).await
     }
 
     async fn instantiate(

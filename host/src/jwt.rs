@@ -54,7 +54,9 @@ pub struct Jwt {
     keys: Mutex<Keys>,
     /// One fetch at a time.
     fetching: tokio::sync::Mutex<()>,
-    client: reqwest::Client,
+    /// Made at the first fetch: a config with `[auth]` costs a command that serves no
+    /// HTTP nothing.
+    client: std::sync::OnceLock<reqwest::Client>,
 }
 
 struct Keys {
@@ -73,17 +75,22 @@ impl Default for Keys {
 
 impl Jwt {
     pub fn new(plan: JwtPlan) -> Jwt {
-        crate::crypto::install_crypto_provider();
-        let client = reqwest::Client::builder()
-            .timeout(JWKS_FETCH_TIMEOUT)
-            .build()
-            .unwrap_or_default();
         Jwt {
             plan,
             keys: Mutex::default(),
             fetching: tokio::sync::Mutex::new(()),
-            client,
+            client: std::sync::OnceLock::new(),
         }
+    }
+
+    fn client(&self) -> &reqwest::Client {
+        self.client.get_or_init(|| {
+            crate::crypto::install_crypto_provider();
+            reqwest::Client::builder()
+                .timeout(JWKS_FETCH_TIMEOUT)
+                .build()
+                .unwrap_or_default()
+        })
     }
 
     pub fn plan(&self) -> &JwtPlan {
@@ -184,7 +191,7 @@ impl Jwt {
         };
         let bytes = if source.starts_with("https://") || source.starts_with("http://") {
             let response = self
-                .client
+                .client()
                 .get(source)
                 .send()
                 .await

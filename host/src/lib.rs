@@ -36,6 +36,7 @@
 //! | [`component`] | compiling and caching components, the engine |
 //! | [`stores`] | store components: a persistent directory's tree kept by a component, loaded and committed through it |
 //! | [`trace`] | what the host observes of each call: events, file changes, spans |
+//! | [`jwt`] | bearer JWTs naming tenants (`[auth]`): a provider's keys, fetched when needed |
 //! | [`chain`] | the hook chain, run like an onion around a [`chain::Callee`] |
 //! | [`config`] | the operator's file, checked once into a [`config::Plan`] |
 //! | [`tools`] | tools: components, `bash` in its sandbox, upstream MCP servers |
@@ -53,6 +54,7 @@ pub mod crypto;
 pub mod failure;
 pub mod guest_log;
 pub mod ids;
+pub mod jwt;
 pub mod limits;
 pub mod mcp;
 pub mod metrics;

@@ -211,3 +211,66 @@ async fn a_reload_keeps_unchanged_hooks_and_loads_rebuilt_ones() {
         echoed.output
     );
 }
+
+/// A reload puts everything the config says of a tenant in effect at once, for a session
+/// opened before it, from its next call: its rate's state carries over while its limits
+/// stay the same (a call running still counts) and starts afresh when they change; its
+/// new allow-list binds; once it is no longer declared its calls are refused.
+#[tokio::test]
+async fn a_reload_puts_a_tenants_declaration_in_effect_at_once_for_open_sessions() {
+    use hookhost::runtime::{CallError, Rate};
+    let alpha = hookhost::TenantId::new("alpha").unwrap();
+    let config = |rate: &str, tools: &str, extra: &str| {
+        format!(
+            "[tenants.alpha]\nrate = {{ concurrent = {rate} }}\ntools = [{tools:?}]\n{extra}[tenants.beta]\n"
+        )
+    };
+    let plan = |text: &str| Config::parse(text, "test.toml").unwrap().plan;
+    let host = TestHost::new(&config("1", "echo", "")).await;
+    let session = host
+        .runtime
+        .sessions()
+        .create(alpha.clone(), None, None)
+        .await
+        .unwrap();
+    let running = host
+        .runtime
+        .admit(&session, "echo", Rate::Counted)
+        .await
+        .unwrap();
+
+    // The same limit, another setting: the call running still holds the one place.
+    let reloaded = host
+        .runtime
+        .reload(plan(&config("1", "echo", "trace = false\n")))
+        .await
+        .unwrap();
+    assert_eq!(reloaded.tenants.changed, ["alpha"], "{reloaded}");
+    let refused = host.runtime.call(&session, "echo", "{}").await.unwrap_err();
+    assert!(matches!(refused, CallError::RateLimited(_)), "{refused}");
+    // A new limit starts afresh.
+    host.runtime
+        .reload(plan(&config("2", "echo", "")))
+        .await
+        .unwrap();
+    let called = host.runtime.call(&session, "echo", "{}").await.unwrap();
+    assert!(!called.is_error, "{}", called.output);
+    drop(running);
+
+    host.runtime
+        .reload(plan(&config("2", "read_*", "")))
+        .await
+        .unwrap();
+    let refused = host.runtime.call(&session, "echo", "{}").await.unwrap_err();
+    assert!(
+        matches!(refused, CallError::UnknownTool { .. }),
+        "{refused}"
+    );
+
+    host.runtime.reload(plan("[tenants.beta]\n")).await.unwrap();
+    let refused = host.runtime.call(&session, "echo", "{}").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("\"alpha\" is not declared"),
+        "{refused}"
+    );
+}

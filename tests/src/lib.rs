@@ -2,6 +2,7 @@
 //! data directory, and a host-native `echo` tool that shows what reached it.
 
 use hookhost::failure::Failure;
+use hookhost::sessions::Caller;
 use hookhost::tools::{Callee, Tool};
 use hookhost::{CallContext, Config, Runtime, Session, TenantId, ToolCall};
 use hookhost::{ToolDescriptor, ToolResult};
@@ -125,7 +126,7 @@ impl Callee for EchoTool {
 
     async fn execute(
         &self,
-        _session: &Session,
+        _caller: &Caller<'_>,
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {

@@ -34,7 +34,7 @@ use crate::ids::{SessionId, TenantId};
 use crate::limits::MAX_HOOK_INPUT_BYTES;
 use crate::mounts::CommitAt;
 use crate::runtime::{Rate, Runtime};
-use crate::sessions::{Session, hook_calls_dir};
+use crate::sessions::{Caller, Session, hook_calls_dir};
 use crate::trace::CallTrace;
 use protocol::{AgentCall, Answer, Decision, HookInput, Options};
 use serde::{Deserialize, Serialize};
@@ -397,7 +397,7 @@ pub async fn handle(
         }
         _ => Rate::Counted,
     };
-    let _admitted = match runtime.admit(&session, &call.name, rate).await {
+    let admitted = match runtime.admit(&session, &call.name, rate).await {
         Ok(admitted) => admitted,
         Err(refused) if event == Event::PreTool => {
             let reason = format!("hookhost refused the call: {refused}");
@@ -415,7 +415,8 @@ pub async fn handle(
     };
     // Its persistent directories the hooks may reach loaded, and brought up to what other
     // sessions committed; the agent runs the tool, so no tool's mounts are readied.
-    let chain = runtime.chain(&session.tenant);
+    let caller = admitted.caller(&session);
+    let chain = admitted.chain().clone();
     let granted: Vec<&str> = chain
         .grants_around(&tool_call.name)
         .map(|(p, _)| p)
@@ -430,11 +431,11 @@ pub async fn handle(
         values: Vec::new(),
     };
     let traced_name = tool_call.name.clone();
-    let trace = runtime.tracer().begin(&session, &call.id, &traced_name);
+    let trace = runtime.tracer().begin(&caller, &call.id, &traced_name);
     let mut turn = Turn {
         runtime,
         agent,
-        session: &session,
+        caller,
         chain,
         tool_call,
         canonical,
@@ -460,7 +461,8 @@ pub async fn handle(
 struct Turn<'r> {
     runtime: &'r Runtime,
     agent: Agent,
-    session: &'r Session,
+    /// The session, with its tenant as the config in effect when the event was admitted.
+    caller: Caller<'r>,
     chain: std::sync::Arc<HookChain>,
     /// The call as the chain sees it: the canonical tool's name when there is one.
     tool_call: ToolCall,
@@ -480,7 +482,7 @@ impl Turn<'_> {
         let passage = self
             .chain
             .enter(
-                self.session,
+                &self.caller,
                 &mut self.ctx,
                 &mut self.tool_call,
                 self.alias,
@@ -509,7 +511,7 @@ impl Turn<'_> {
             };
             save_pending(
                 self.runtime.data_root(),
-                self.session,
+                self.caller.session,
                 &self.tool_call.id,
                 &pending,
             );
@@ -520,10 +522,10 @@ impl Turn<'_> {
             let mut passage = passage;
             passage.refusal = None;
             self.chain
-                .leave(self.session, &self.ctx, passage, refused, &mut trace)
+                .leave(&self.caller, &self.ctx, passage, refused, &mut trace)
                 .await;
         }
-        self.runtime.trace_loads(self.session, &mut trace);
+        self.runtime.trace_loads(self.caller.session, &mut trace);
         trace.finish("pre-tool", 0, self.started.elapsed());
         decision
     }
@@ -541,8 +543,8 @@ impl Turn<'_> {
             (Agent::ClaudeCode, "TaskCreate" | "TaskUpdate") => {
                 let dir = hook_calls_dir(
                     self.runtime.data_root(),
-                    &self.session.tenant,
-                    &self.session.id,
+                    &self.caller.session.tenant,
+                    &self.caller.session.id,
                 );
                 let todos = tools::claude_tasks(&dir, &call.name, &call.input, response)?;
                 ToolResult::text(serde_json::json!({ "todos": todos }).to_string())
@@ -553,7 +555,7 @@ impl Turn<'_> {
             is_error: result.is_error || event == Event::PostToolFailure,
             ..result
         };
-        let pending = take_pending(self.runtime.data_root(), self.session, &call.id);
+        let pending = take_pending(self.runtime.data_root(), self.caller.session, &call.id);
         let entered: Vec<(String, ToolCall)> = match pending {
             Some(pending) => {
                 self.ctx.values = pending.values;
@@ -580,22 +582,26 @@ impl Turn<'_> {
                 .map(|l| (l.name.clone(), self.tool_call.clone()))
                 .collect(),
         };
-        let passage = self.chain.resume(self.session, entered, result.is_error);
+        let passage = self.chain.resume(&self.caller, entered, result.is_error);
         let original = result.output.clone();
         let (result, outcome) = self
             .chain
-            .leave(self.session, &self.ctx, passage, result, &mut trace)
+            .leave(&self.caller, &self.ctx, passage, result, &mut trace)
             .await;
         // A checkout committed after every call that cannot be published stays as it is;
         // the agent's tool already ran, and the next commit tries again.
-        if let Err(e) = self.runtime.after_call(self.session, &mut trace).await {
-            tracing::warn!(session = %self.session.id, error = %e, "not published");
+        if let Err(e) = self
+            .runtime
+            .after_call(self.caller.session, &mut trace)
+            .await
+        {
+            tracing::warn!(session = %self.caller.session.id, error = %e, "not published");
         }
         trace.finish(outcome, result.output.len(), self.started.elapsed());
         if result.output == original {
             return Ok(Decision::Pass);
         }
-        let offloaded = offloaded_file(self.session, &result.output);
+        let offloaded = offloaded_file(self.caller.session, &result.output);
         if let Some((_, file)) = &offloaded
             && !protocol::replaces(self.agent, event, &call.name)
         {

@@ -10,7 +10,7 @@ use crate::abi::{CallContext, RESERVED_PREFIX, ToolCall, ToolResult};
 use crate::chain::{HookLayer, Record};
 use crate::failure::Failure;
 use crate::limits::Limits;
-use crate::sessions::Session;
+use crate::sessions::{Caller, Session};
 use crate::{Runtime, TenantId};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,12 @@ pub(super) async fn check(
     let Some(layer) = chain.layers().first() else {
         unreachable!("the scratch config has the checked hook as its only layer");
     };
-    let limits = session.limits().with(&layer.limits);
+    // The scratch config declares no tenant.
+    let caller = Caller {
+        session,
+        tenant: None,
+    };
+    let limits = caller.limits().with(&layer.limits);
     describe(runtime, layer, &limits, report).await;
     let arguments = options
         .call
@@ -48,7 +53,7 @@ pub(super) async fn check(
             values: Vec::new(),
         };
         let started = Instant::now();
-        let mut instance = match chain.fresh_instance(layer, session).await {
+        let mut instance = match chain.fresh_instance(layer, &caller).await {
             Ok(instance) => instance,
             Err(failure) => {
                 case_failed(report, what, failed("instantiation", &failure, &limits));

@@ -135,7 +135,7 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
         .iter()
         .find(|m| m.virtual_path == MOUNT)
         .ok_or("no scratch mount")?;
-    let limits = outside.limits();
+    let limits = runtime.tenants().limits(&outside.tenant);
     let history = store
         .history(mount, &limits)
         .await

@@ -49,7 +49,7 @@ pub async fn run(command: PersistentCommand, plan: Plan, data: &Path) -> Result<
         .iter()
         .find(|m| &m.virtual_path == path)
         .with_context(|| format!("{path} is not a mount"))?;
-    let limits = outside.limits();
+    let limits = runtime.tenants().limits(&outside.tenant);
     let _lock = sessions.lock_backing(mount).await?;
     match command {
         PersistentCommand::History { .. } => {

@@ -63,7 +63,7 @@ pub async fn serve(
     if hooks && http.is_none() {
         return serve_hooks(plan.hooks_only(), data).await;
     }
-    let (tls, jwt) = (plan.tls.clone(), plan.jwt.clone());
+    let tls = plan.tls.clone();
     let mut runtime = Runtime::new(plan, data)
         .await
         .context("starting the runtime")?;
@@ -102,7 +102,6 @@ pub async fn serve(
                 idle,
                 unauthenticated_bash,
                 tls,
-                jwt,
             };
             hookhost::mcp::serve_http(runtime, http, options).await?;
         }

@@ -156,7 +156,7 @@ async fn overview(State(admin): State<Arc<Admin>>) -> Response {
         Ok(records) => records,
         Err(e) => return session_error(e),
     };
-    let tenants = sessions.tenants();
+    let tenants = runtime.tenants();
     let mut by_tenant: BTreeMap<String, Vec<Value>> = tenants
         .iter()
         .map(|(id, _)| (id.to_string(), Vec::new()))
@@ -178,7 +178,7 @@ async fn overview(State(admin): State<Arc<Admin>>) -> Response {
         .map(|(id, sessions_of)| {
             let tenant = TenantId::new(id.clone()).ok();
             let declared = tenant.as_ref().and_then(|t| tenants.get(t).ok().flatten());
-            let rate = tenant.as_ref().and_then(|t| sessions.rate_state(t));
+            let rate = tenant.as_ref().and_then(|t| tenants.rate_state(t));
             let tally = tallies.get(&id).cloned().unwrap_or_default();
             let (used, quota) = disk.get(&id).copied().unwrap_or_default();
             json!({

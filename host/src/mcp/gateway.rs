@@ -33,7 +33,7 @@ use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::failure::Failure;
 use crate::runtime::CallError;
 use crate::sessions::Action;
-use crate::sessions::{Session, SessionHolder};
+use crate::sessions::{Caller, Session, SessionHolder};
 use crate::tools::upstream::{CLIENT, Client, Running};
 use crate::tools::{Callee, Tool};
 use rmcp::model::{
@@ -216,7 +216,7 @@ impl Callee for Forwarded {
 
     async fn execute(
         &self,
-        _session: &Session,
+        _caller: &Caller<'_>,
         _ctx: &CallContext,
         _call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
@@ -324,7 +324,7 @@ impl McpServer {
         for upstream in &upstreams {
             groups.push((upstream.name(), upstream.resources().await?));
         }
-        let tenants = self.runtime.sessions().tenants();
+        let tenants = self.runtime.tenants();
         let listed = crate::tools::listed(
             groups,
             |r| &r.uri,
@@ -382,7 +382,6 @@ impl McpServer {
         let uri = request.uri.clone();
         if !self
             .runtime
-            .sessions()
             .tenants()
             .authorize(&session.tenant, Action::Read(&uri))
         {
@@ -419,7 +418,6 @@ impl McpServer {
         let session = self.session_for(context)?;
         if !self
             .runtime
-            .sessions()
             .tenants()
             .authorize(&session.tenant, Action::Read(&uri))
         {
@@ -478,7 +476,7 @@ impl McpServer {
             }
             groups.push((upstream.name(), prompts));
         }
-        let tenants = self.runtime.sessions().tenants();
+        let tenants = self.runtime.tenants();
         let listed = crate::tools::listed(
             groups,
             |p| &p.name,
@@ -497,7 +495,6 @@ impl McpServer {
         let unknown = || McpError::invalid_params(format!("unknown prompt {served:?}"), None);
         if !self
             .runtime
-            .sessions()
             .tenants()
             .authorize(&session.tenant, Action::Prompt(&served))
         {
@@ -536,7 +533,7 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         let session = self.session_for(context)?;
-        let tenants = self.runtime.sessions().tenants();
+        let tenants = self.runtime.tenants();
         let upstream = match &mut request.r#ref {
             Reference::Prompt(prompt) => {
                 let found = if tenants.authorize(&session.tenant, Action::Prompt(&prompt.name)) {

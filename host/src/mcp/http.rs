@@ -2,10 +2,10 @@
 //! the agents' hook endpoint, health and metrics.
 
 use super::auth::bearer;
-use super::jwt::{Jwt, METADATA_PATH};
 use super::{HTTP_PATH, McpServer, ServeOptions, shutdown_signal, tls};
 use crate::agents;
 use crate::ids::{SessionId, TenantId};
+use crate::jwt::{Jwt, METADATA_PATH};
 use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
 use crate::limits::{MAX_HTTP_BODY_BYTES, SHUTDOWN_GRACE};
 use crate::runtime::Runtime;
@@ -31,8 +31,6 @@ use tokio_util::sync::CancellationToken;
 /// that every host of a fleet answers alike.
 struct Gate {
     runtime: Arc<Runtime>,
-    /// Bearer JWTs naming tenants (`[auth]`), as the config in effect has it.
-    jwt: Arc<arc_swap::ArcSwapOption<Jwt>>,
     /// `http` or `https`.
     scheme: &'static str,
     /// The MCP sessions this server opened that have not ended, by id: ended when it
@@ -45,7 +43,8 @@ struct Gate {
 impl Gate {
     /// Whether requests must authenticate: tenants have tokens, or JWTs are configured.
     fn authenticates(&self) -> bool {
-        self.jwt.load().is_some() || !self.runtime.sessions().tenants().tokens().is_empty()
+        let (tenants, jwt) = self.runtime.credentials();
+        jwt.is_some() || !tenants.tokens().is_empty()
     }
 
     /// The tenant whose token the request presents, among the tenants in effect (a reload
@@ -53,9 +52,8 @@ impl Gate {
     /// tenant's token is compared, in constant time, so timing tells nothing about which
     /// one nearly matched.
     async fn tenant(&self, headers: &HeaderMap) -> Option<TenantId> {
-        let tenants = self.runtime.sessions().tenants();
+        let (tenants, jwt) = self.runtime.credentials();
         let tokens = tenants.tokens();
-        let jwt = self.jwt.load_full();
         if tokens.is_empty() && jwt.is_none() {
             return Some(TenantId::default_tenant());
         }
@@ -96,7 +94,7 @@ impl Gate {
     /// The answer to a request without a valid token: 401, saying where a client that
     /// speaks OAuth finds how to get one (RFC 9728) when JWTs are configured.
     fn unauthorized(&self, headers: &HeaderMap) -> Response {
-        let challenge = match self.jwt.load_full() {
+        let challenge = match self.runtime.credentials().1 {
             Some(jwt) => {
                 let resource = self.resource(&jwt, headers);
                 let origin = resource.strip_suffix(HTTP_PATH).unwrap_or(&resource);
@@ -341,7 +339,7 @@ async fn open_new_session(
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: the protected-resource metadata
 /// (RFC 9728) when JWTs are configured, else 404.
 async fn resource_metadata(State(gate): State<Arc<Gate>>, headers: HeaderMap) -> Response {
-    match gate.jwt.load_full() {
+    match gate.runtime.credentials().1 {
         Some(jwt) => axum::Json(jwt.metadata(&gate.resource(&jwt, &headers))).into_response(),
         None => (StatusCode::NOT_FOUND, "no [auth] configured\n").into_response(),
     }
@@ -508,8 +506,6 @@ pub struct HttpOptions {
     pub unauthenticated_bash: bool,
     /// Serve over TLS with this certificate and key (`[serve] tls_cert`, `tls_key`).
     pub tls: Option<crate::config::TlsFiles>,
-    /// Accept bearer JWTs naming tenants (`[auth]`).
-    pub jwt: Option<crate::config::JwtPlan>,
 }
 
 /// Serves MCP over Streamable HTTP (path [`HTTP_PATH`]) until a shutdown signal, then ends
@@ -529,19 +525,17 @@ pub async fn serve_http(
     options: ServeOptions,
 ) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
-    let has_tokens = !runtime.sessions().tenants().tokens().is_empty() || http.jwt.is_some();
+    let (tenants, jwt) = runtime.credentials();
+    let has_tokens = !tenants.tokens().is_empty() || jwt.is_some();
     let (listener, addr, local) = bind(&http, has_tokens, runtime.has_tool("bash")).await?;
     let tls: Option<tls::Current> = match &http.tls {
         Some(files) => Some(Arc::new(arc_swap::ArcSwap::new(tls::load(files)?))),
         None => None,
     };
-    let jwt = Arc::new(arc_swap::ArcSwapOption::new(
-        http.jwt.clone().map(|plan| Arc::new(Jwt::new(plan))),
-    ));
     let reloader = Arc::new(super::Reloader::new(
         runtime.clone(),
         options.config.clone(),
-        prepare_reload(addr, &http, tls.clone(), jwt.clone()),
+        prepare_reload(addr, &http, tls.clone()),
     ));
     reloader.on_sighup()?;
     let mut manager = LocalSessionManager::default();
@@ -549,7 +543,6 @@ pub async fn serve_http(
     let sessions = Arc::new(manager);
     let gate = Arc::new(Gate {
         runtime: runtime.clone(),
-        jwt,
         scheme: if tls.is_some() { "https" } else { "http" },
         opened: Mutex::new(HashMap::new()),
         sessions: sessions.clone(),
@@ -635,13 +628,12 @@ pub async fn serve_http(
 
 /// This server's part of a reload (see [`super::reload::Prepare`]): the new config must be
 /// as safe to serve at `addr` as the first one; its TLS certificate and key (read again,
-/// so a renewed certificate needs no restart) and its `[auth]` are put in effect with it.
-/// Turning TLS on or off needs a restart.
+/// so a renewed certificate needs no restart) are put in effect with it (its `[auth]` is
+/// the runtime's snapshot's). Turning TLS on or off needs a restart.
 fn prepare_reload(
     addr: std::net::SocketAddr,
     http: &HttpOptions,
     tls: Option<tls::Current>,
-    jwt: Arc<arc_swap::ArcSwapOption<Jwt>>,
 ) -> super::reload::Prepare {
     let unauthenticated_bash = http.unauthenticated_bash;
     Box::new(move |plan| {
@@ -658,16 +650,9 @@ fn prepare_reload(
             }
             _ => return Err("[serve] tls_cert changed between TLS and plain HTTP: only a restart puts that in effect".into()),
         };
-        // The keys fetched so far are kept while `[auth]` stays the same.
-        let same_auth = jwt.load().as_ref().map(|j| j.plan()) == plan.jwt.as_ref();
-        let auth = (!same_auth).then(|| plan.jwt.clone().map(|p| Arc::new(Jwt::new(p))));
-        let jwt = jwt.clone();
         Ok(Box::new(move || {
             if let Some((current, renewed)) = renewed {
                 current.store(renewed);
-            }
-            if let Some(auth) = auth {
-                jwt.store(auth);
             }
         }))
     })

@@ -24,7 +24,7 @@ pub(super) async fn tools(
     let host = runtime.host_tools().iter().map(listing).collect();
     let groups = std::iter::once(("hookhost", host))
         .chain(upstreams.iter().map(|u| (u.name(), u.listing())));
-    let tenants = runtime.sessions().tenants();
+    let tenants = runtime.tenants();
     crate::tools::listed(
         groups,
         |t| &t.name,

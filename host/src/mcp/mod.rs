@@ -23,7 +23,7 @@
 //!
 //! `mod.rs` is the MCP server one session sees ([`McpServer`]); `stdio.rs` and `http.rs`
 //! are the two transports, HTTP with its gate (tokens, sessions opened, the agents' hook
-//! endpoint, health and metrics), [`tls`] its TLS and [`jwt`] its bearer JWTs; `admin.rs`
+//! endpoint, health and metrics), [`tls`] its TLS (bearer JWTs are [`crate::jwt`]'s); `admin.rs`
 //! is the admin page; [`reload`] puts a config read again in effect.
 
 use crate::ids::TenantId;
@@ -54,7 +54,6 @@ mod admin;
 mod auth;
 pub mod gateway;
 mod http;
-pub mod jwt;
 mod listing;
 pub mod reload;
 mod stdio;
@@ -93,7 +92,7 @@ impl ServeOptions {
     ) -> Result<Option<PathBuf>, SessionError> {
         match &self.workdir {
             Some(dir) => Ok(Some(dir.clone())),
-            None => runtime.sessions().tenants().serve_workdir(tenant),
+            None => runtime.tenants().serve_workdir(tenant),
         }
     }
 }

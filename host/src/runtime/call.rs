@@ -4,10 +4,11 @@
 use super::Runtime;
 use super::served::Served;
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::chain;
+use crate::chain::{self, HookChain};
 use crate::failure::Failure;
 use crate::sandbox::Access;
-use crate::sessions::Action;
+use crate::sessions::rate::Admitted;
+use crate::sessions::{Action, Caller, InFlight, Tenant};
 use crate::sessions::{QuotaCall, RateRefusal, Session, SessionError};
 use crate::tools::{Callee, Extras, Tool};
 use std::collections::BTreeSet;
@@ -64,8 +65,8 @@ impl Runtime {
     ) -> Result<(ToolResult, Option<Extras>), CallError> {
         // The config in effect now serves this call to its end, whatever a reload does.
         let served = self.served.load_full();
-        let redeclared = self.sessions.redeclared(session)?;
-        let session = redeclared.as_ref().unwrap_or(session);
+        // A tenant a reload removed calls nothing, whatever the tool.
+        served.tenants.get(&session.tenant)?;
         let target = match served.tool(tool) {
             Some(found) => Some(found),
             None => {
@@ -81,8 +82,9 @@ impl Runtime {
         };
         let target = target
             .filter(|_| {
-                let tenants = self.sessions.tenants();
-                tenants.authorize(&session.tenant, Action::Call(tool))
+                served
+                    .tenants
+                    .authorize(&session.tenant, Action::Call(tool))
             })
             .ok_or_else(|| {
                 let name = tool.to_string();
@@ -100,7 +102,7 @@ impl Runtime {
                     known: self.tool_names(&session.tenant).join(", "),
                 }
             })?;
-        self.run_call(&served, session, tool, arguments, target.as_ref())
+        self.run_call(served, session, tool, arguments, target.as_ref())
             .await
     }
 
@@ -118,16 +120,13 @@ impl Runtime {
         arguments: &str,
         target: &dyn Tool,
     ) -> Result<(ToolResult, Option<Extras>), CallError> {
-        let served = self.served.load_full();
-        let redeclared = self.sessions.redeclared(session)?;
-        let session = redeclared.as_ref().unwrap_or(session);
-        self.run_call(&served, session, tool, arguments, target)
+        self.run_call(self.served.load_full(), session, tool, arguments, target)
             .await
     }
 
     async fn run_call(
         &self,
-        served: &Served,
+        served: Arc<Served>,
         session: &Session,
         tool: &str,
         arguments: &str,
@@ -137,8 +136,10 @@ impl Runtime {
             tool: tool.to_string(),
             why,
         })?;
-        let _admitted = self.admit(session, tool, Rate::Counted).await?;
-        let chain = served.chain(&session.tenant);
+        let admitted = self.admit_under(served, session, tool, Rate::Counted)?;
+        self.sessions.mark_active(session).await;
+        let caller = admitted.caller(session);
+        let chain = admitted.chain();
         // Its persistent directories loaded, and brought up to what other sessions
         // committed since; a call that cannot have them fails.
         let granted: BTreeSet<&str> = chain
@@ -168,10 +169,10 @@ impl Runtime {
             session = %session.id,
             outcome = tracing::field::Empty,
         );
-        let mut trace = self.tracer.begin(session, &call_id, tool);
+        let mut trace = self.tracer.begin(&caller, &call_id, tool);
         // Only a tenant with a quota pays for measuring around its calls, and only the
         // mounts this call's hooks and tool may write in are measured.
-        let quota = if session.declared().is_some_and(|t| t.quota.is_set()) {
+        let quota = if caller.tenant.is_some_and(|t| t.quota.is_set()) {
             let writable: BTreeSet<&str> = chain
                 .grants_around(tool)
                 .filter(|(_, access)| *access == Access::ReadWrite)
@@ -188,7 +189,7 @@ impl Runtime {
             (_, Err(refused)) => (ToolResult::error(refused), "failed"),
             (_, Ok(None)) => {
                 chain
-                    .run(session, ctx, call, target, &mut trace)
+                    .run(&caller, ctx, call, target, &mut trace)
                     .instrument(span.clone())
                     .await
             }
@@ -198,7 +199,7 @@ impl Runtime {
                     quota: &quota,
                 };
                 let run = chain
-                    .run(session, ctx, call, &bounded, &mut trace)
+                    .run(&caller, ctx, call, &bounded, &mut trace)
                     .instrument(span.clone());
                 quota
                     .run(run)
@@ -241,11 +242,29 @@ pub enum Rate {
     Admitted,
 }
 
-/// A call let in by [`Runtime::admit`]: its place among the tenant's calls at once and
-/// its session's running calls, held until dropped.
+/// A call let in by [`Runtime::admit`]: the config in effect when it was admitted, which
+/// it reads its tenant and chain from to its end; its place among the tenant's calls at
+/// once and its session's running calls, held until dropped.
 pub struct Admission<'a> {
-    _rate: Option<crate::sessions::rate::Admitted>,
-    _running: crate::sessions::InFlight<'a>,
+    tenant: Option<Arc<Tenant>>,
+    chain: Arc<HookChain>,
+    _rate: Option<Admitted>,
+    _running: InFlight<'a>,
+}
+
+impl Admission<'_> {
+    /// `session` (the one admitted) as the caller of the call.
+    pub fn caller<'s>(&'s self, session: &'s Session) -> Caller<'s> {
+        Caller {
+            session,
+            tenant: self.tenant.as_deref(),
+        }
+    }
+
+    /// The hook chain of the call.
+    pub fn chain(&self) -> &Arc<HookChain> {
+        &self.chain
+    }
 }
 
 impl Runtime {
@@ -256,24 +275,43 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`RateRefusal`], logged and counted in the metrics.
+    /// [`CallError::RateLimited`], logged and counted in the metrics;
+    /// [`CallError::Session`] when the session's tenant is no longer declared.
     pub async fn admit(
         &self,
         session: &Session,
         tool: &str,
         rate: Rate,
-    ) -> Result<Admission<'_>, RateRefusal> {
+    ) -> Result<Admission<'_>, CallError> {
+        let admitted = self.admit_under(self.served.load_full(), session, tool, rate)?;
+        self.sessions.mark_active(session).await;
+        Ok(admitted)
+    }
+
+    /// [`Runtime::admit`] under `served`, the config the call began with, but for
+    /// marking the session active, which the caller does.
+    fn admit_under(
+        &self,
+        served: Arc<Served>,
+        session: &Session,
+        tool: &str,
+        rate: Rate,
+    ) -> Result<Admission<'_>, CallError> {
+        let tenant = served.tenants.get(&session.tenant)?.cloned();
         let rate = match rate {
             Rate::Admitted => None,
-            Rate::Counted => Some(self.sessions.admit_rate(session).inspect_err(|refused| {
-                tracing::info!(tenant = %session.tenant, session = %session.id, tool, %refused, "call refused");
-                self.tracer
-                    .metrics()
-                    .rate_limited(session.tenant.as_str(), refused.reason());
-            })?),
+            Rate::Counted => Some(served.tenants.admit_rate(&session.tenant).inspect_err(
+                |refused| {
+                    tracing::info!(tenant = %session.tenant, session = %session.id, tool, %refused, "call refused");
+                    self.tracer
+                        .metrics()
+                        .rate_limited(session.tenant.as_str(), refused.reason());
+                },
+            )?),
         };
-        self.sessions.mark_active(session).await;
         Ok(Admission {
+            tenant,
+            chain: served.chain(&session.tenant).clone(),
             _rate: rate,
             _running: self.sessions.enter(session),
         })
@@ -294,11 +332,11 @@ impl Callee for WithinQuota<'_> {
 
     async fn execute(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
-        self.quota.tool(self.tool.execute(session, ctx, call)).await
+        self.quota.tool(self.tool.execute(caller, ctx, call)).await
     }
 
     fn writable_mounts(&self) -> Vec<&str> {

@@ -1,10 +1,11 @@
 //! The runtime: a config turned into loaded components, tools and a hook chain, and the
 //! entry point for tool calls.
 //!
-//! What a config makes of components, tools, chains and upstream servers is one value
-//! ([`Served`]) that a reload ([`Runtime::reload`]) replaces whole while the server runs:
-//! a call keeps the one it began with to its end, so calls in flight finish on the old
-//! config and new calls run on the new one. A reload keeps whatever the new config leaves
+//! What a config makes of tenants, components, tools, chains, upstream servers and JWT
+//! keys is one value ([`Served`]) that a reload ([`Runtime::reload`]) replaces whole while
+//! the server runs: a call keeps the one it began with to its end, so calls in flight
+//! finish on the old config and new calls run on the new one, and no call sees half of
+//! each. The sessions read the tenants and store components from it too ([`InEffect`]). A reload keeps whatever the new config leaves
 //! unchanged — a hook's kept instances, an upstream's process, the sandboxes of `bash` —
 //! and what the old config had alone is let go when its last call ends (an upstream no
 //! longer listed is stopped then). The sessions, the tracer and the metrics outlive
@@ -26,11 +27,13 @@ use crate::chain::HookChain;
 use crate::component::{ComponentLoader, ComponentRef};
 use crate::config::Plan;
 use crate::ids::TenantId;
+use crate::jwt::Jwt;
 use crate::metrics::Scraped;
 use crate::mounts::CommitAt;
+use crate::persistent::keeper::Keeper;
 use crate::sandbox::Sandbox;
 use crate::secret::TokenDigest;
-use crate::sessions::Action;
+use crate::sessions::{Action, InEffect};
 use crate::sessions::{Session, SessionError, SessionHolder, Sessions, Tenants};
 use crate::stores::StoreComponent;
 use crate::tools::Tool;
@@ -51,8 +54,9 @@ pub const COMMIT_CALL: &str = "hookhost/commit";
 /// A configured hookhost: its [`Sessions`], and what its config makes of components,
 /// tools, chains and upstream servers (replaced whole by a reload).
 pub struct Runtime {
-    /// What the config in effect makes; each call keeps the one it began with.
-    served: ArcSwap<Served>,
+    /// What the config in effect makes; each call keeps the one it began with. Shared
+    /// with the sessions, which read their tenants from it ([`Snapshot`]).
+    served: Arc<ArcSwap<Served>>,
     /// What only a restart changes, as the config in effect has it.
     fixed: Fixed,
     /// Tools the embedder registered ([`Runtime::register_tool`]): kept across reloads.
@@ -74,21 +78,21 @@ impl Runtime {
     /// # Errors
     ///
     /// A [`StartError`] naming the part of the config that failed.
-    pub async fn new(mut plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
+    pub async fn new(plan: Plan, data_root: &Path) -> Result<Runtime, StartError> {
         let fixed = Fixed::of(&plan);
-        let tenants = Tenants::new(std::mem::take(&mut plan.tenants), plan.serve_workdir.take());
-        let sessions = Sessions::at(
+        // The sessions read their tenants from the snapshot, once it is built.
+        let mut sessions = Sessions::at(
             data_root,
             plan.session_store.as_ref(),
             plan.mounts.clone(),
-            tenants,
+            Tenants::default(),
         )
         .await?;
         let dirs = sessions.dirs().clone();
         let signals = Signals::default();
-        let (served, holders) =
-            Served::build(plan, &sessions.tenants(), &dirs, &[], None, &signals).await?;
-        sessions.set_store_keepers(served.store_keepers());
+        let (served, holders) = Served::build(plan, &dirs, &[], None, &signals).await?;
+        let served = Arc::new(ArcSwap::from_pointee(served));
+        sessions.follow(Arc::new(Snapshot(served.clone())));
         sessions.measure_quotas().await?;
         for holder in holders {
             sessions.hold(holder);
@@ -97,10 +101,10 @@ impl Runtime {
             fleet: sessions.is_shared(),
             ..fixed.trace.clone()
         };
-        let tracer = Arc::new(Tracer::new(trace, served.sandbox.clone()));
+        let tracer = Arc::new(Tracer::new(trace, served.load().sandbox.clone()));
         sessions.hold(Arc::downgrade(&tracer) as Weak<dyn SessionHolder>);
         Ok(Runtime {
-            served: ArcSwap::from_pointee(served),
+            served,
             fixed,
             embedded: Vec::new(),
             reloading: tokio::sync::Mutex::new(()),
@@ -191,8 +195,10 @@ impl Runtime {
         if !self.sessions.has_due(session, at) {
             return Ok(Vec::new());
         }
+        let tenants = self.tenants();
+        let caller = tenants.caller(session)?;
         let id = format!("{COMMIT_CALL}-{}", uuid::Uuid::new_v4().simple());
-        let mut trace = self.tracer.begin(session, &id, COMMIT_CALL);
+        let mut trace = self.tracer.begin(&caller, &id, COMMIT_CALL);
         let committed = self.sessions.commit(session, at).await;
         trace.commits(&committed);
         trace.end();
@@ -304,10 +310,22 @@ impl Runtime {
         self.served.load().tools.descriptors().cloned().collect()
     }
 
+    /// The tenants as the config in effect declares them, with their rates.
+    pub fn tenants(&self) -> Arc<Tenants> {
+        self.served.load().tenants.clone()
+    }
+
+    /// Who may call the HTTP endpoint, from one snapshot: the tenants (with their tokens)
+    /// and the bearer JWTs' keys (`[auth]`), if configured.
+    pub fn credentials(&self) -> (Arc<Tenants>, Option<Arc<Jwt>>) {
+        let served = self.served.load();
+        (served.tenants.clone(), served.jwt.clone())
+    }
+
     /// The names of the tools `tenant` may call (its `tools` allow-list, else every tool):
     /// the host's and the upstream servers' it shares.
     pub fn tool_names(&self, tenant: &TenantId) -> Vec<String> {
-        let tenants = self.sessions.tenants();
+        let tenants = self.tenants();
         self.tools()
             .into_iter()
             .map(|d| d.name)
@@ -399,5 +417,20 @@ impl Runtime {
     /// The hook chain of `tenant`'s sessions, in the config in effect.
     pub fn chain(&self, tenant: &TenantId) -> Arc<HookChain> {
         self.served.load().chain(tenant).clone()
+    }
+}
+
+/// The runtime's snapshot as its sessions read it: the tenants and store components of the
+/// config in effect.
+struct Snapshot(Arc<ArcSwap<Served>>);
+
+impl InEffect for Snapshot {
+    fn tenants(&self) -> Arc<Tenants> {
+        self.0.load().tenants.clone()
+    }
+
+    fn keeper(&self, virtual_path: &str) -> Option<Arc<dyn Keeper>> {
+        let store = self.0.load().stores.get(virtual_path)?.clone();
+        Some(store as Arc<dyn Keeper>)
     }
 }

@@ -128,7 +128,7 @@ pub struct Reloaded {
 }
 
 impl Reloaded {
-    fn between(old: &Served, old_tenants: &Tenants, new: &Served, new_tenants: &Tenants) -> Self {
+    fn between(old: &Served, new: &Served) -> Self {
         // A layer loaded anew (its component rebuilt, or another engine) changed too.
         let hooks = |s: &Served| -> Vec<(String, (HookPlan, usize))> {
             s.hooks
@@ -164,7 +164,7 @@ impl Reloaded {
                 .map(|(id, t)| (id.to_string(), t.clone()))
                 .collect()
         };
-        let (old_tenants, new_tenants) = (tenants(old_tenants), tenants(new_tenants));
+        let (old_tenants, new_tenants) = (tenants(&old.tenants), tenants(&new.tenants));
         Reloaded {
             file: new.config_file.clone(),
             hooks: Changes::between(
@@ -215,17 +215,15 @@ impl Runtime {
     ///
     /// [`ReloadError`] when `plan` changes what only a restart changes, or a component of
     /// it cannot be loaded, or its `bash` cannot run: then nothing changed.
-    pub async fn reload(&self, mut plan: Plan) -> Result<Reloaded, ReloadError> {
+    pub async fn reload(&self, plan: Plan) -> Result<Reloaded, ReloadError> {
         let _one_at_a_time = self.reloading.lock().await;
         let restart = self.fixed.changed_by(&plan);
         if !restart.is_empty() {
             return Err(ReloadError::NeedsRestart(restart.join(", ")));
         }
-        let tenants = Tenants::new(std::mem::take(&mut plan.tenants), plan.serve_workdir.take());
         let kept = self.served.load_full();
         let (served, holders) = Served::build(
             plan,
-            &tenants,
             self.sessions.dirs(),
             &self.embedded,
             Some(&kept),
@@ -240,12 +238,11 @@ impl Runtime {
         {
             bash.readiness().await?;
         }
-        let reloaded = Reloaded::between(&kept, &self.sessions.tenants(), &served, &tenants);
+        let reloaded = Reloaded::between(&kept, &served);
         for holder in holders {
             self.sessions.hold(holder);
         }
-        self.sessions.set_tenants(tenants);
-        self.sessions.set_store_keepers(served.store_keepers());
+        // Tenants, rates, chains, stores and JWT keys, in effect at once.
         self.served.store(Arc::new(served));
         // A tenant given a quota is measured now; the others keep their measure.
         if let Err(e) = self.sessions.measure_quotas().await {

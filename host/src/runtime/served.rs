@@ -1,5 +1,5 @@
-//! What one config makes ([`Served`]): its engine, components, tools, chains and upstream
-//! servers, and the listings built from them.
+//! What one config makes ([`Served`]): its tenants, engine, components, tools, chains,
+//! upstream servers and bearer JWTs' keys, and the listings built from them.
 
 use super::CACHE_DIR;
 use super::load::{
@@ -9,10 +9,10 @@ use crate::chain::{HookChain, HookLayer};
 use crate::component::{ComponentLoader, EngineOptions};
 use crate::config::{BashPlan, ComponentPlan, HookPlan, Plan, UpstreamConfig, UpstreamScope};
 use crate::ids::TenantId;
-use crate::persistent::keeper::Keeper;
+use crate::jwt::Jwt;
 use crate::sandbox::Sandbox;
 use crate::secret::TokenDigest;
-use crate::sessions::{MountDirs, Session, SessionHolder, StoreKeepers, Tenants};
+use crate::sessions::{MountDirs, Session, SessionHolder, Tenants};
 use crate::stores::StoreComponent;
 use crate::tools::bash::BashTool;
 use crate::tools::upstream;
@@ -20,10 +20,16 @@ use crate::tools::{Tool, ToolRegistry};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 
-/// What one config makes: its engine, components, tools, chains and upstream servers,
-/// each with the plan it was made from, so that a reload can keep what did not change.
+/// What one config makes: its tenants, engine, components, tools, chains, upstream servers
+/// and JWT keys, each with the plan it was made from, so that a reload can keep what did
+/// not change. It is the runtime's one snapshot of the config in effect: a reload swaps
+/// it whole, and a call reads all of it from the one it began with.
 #[derive(Clone)]
 pub(super) struct Served {
+    /// The tenants, with their rates' state.
+    pub(super) tenants: Arc<Tenants>,
+    /// Bearer JWTs naming tenants (`[auth]`), with the keys fetched so far.
+    pub(super) jwt: Option<Arc<Jwt>>,
     pub(super) engine: EngineOptions,
     pub(super) loader: Arc<ComponentLoader>,
     pub(super) sandbox: Arc<Sandbox>,
@@ -52,18 +58,29 @@ pub(super) struct Served {
 }
 
 impl Served {
-    /// Makes what `plan` describes for `tenants` (whose chains it builds), with the
-    /// embedder's tools beside its own. What `kept` (the config in effect, on a reload)
-    /// has with the same settings is taken from it: a component is kept only with the same
-    /// engine. Returns it with the session holders it made anew, to register.
+    /// Makes what `plan` describes, with the embedder's tools beside its own. What `kept`
+    /// (the config in effect, on a reload) has with the same settings is taken from it: a
+    /// component is kept only with the same engine, a tenant's rate state only with the
+    /// same limits, the JWT keys only with the same `[auth]`. Returns it with the session
+    /// holders it made anew, to register.
     pub(super) async fn build(
-        plan: Plan,
-        tenants: &Tenants,
+        mut plan: Plan,
         dirs: &Arc<MountDirs>,
         embedded: &[Arc<dyn Tool>],
         kept: Option<&Served>,
         signals: &Signals,
     ) -> Result<(Served, Vec<Weak<dyn SessionHolder>>), StartError> {
+        let tenants = Tenants::new(std::mem::take(&mut plan.tenants), plan.serve_workdir.take());
+        let tenants = match kept {
+            Some(k) => tenants.after(&k.tenants),
+            None => tenants,
+        };
+        let jwt = plan.jwt.take().map(|wanted| {
+            let same = kept
+                .and_then(|k| k.jwt.as_ref())
+                .filter(|j| *j.plan() == wanted);
+            same.cloned().unwrap_or_else(|| Arc::new(Jwt::new(wanted)))
+        });
         let engine = EngineOptions {
             fuel: plan.fuel,
             pool_instances: plan.engine.pooling.then_some(plan.engine.pool_instances),
@@ -154,6 +171,8 @@ impl Served {
             connect_upstreams(&shared, kept.map_or(&[][..], |k| &k.upstreams), signals).await;
         let stores = compile_stores(&plan.mounts, &loader, &sandbox)?;
         let served = Served {
+            tenants: Arc::new(tenants),
+            jwt,
             stores,
             engine,
             chain: Arc::new(HookChain::new(layers, sandbox.clone())),
@@ -203,14 +222,6 @@ impl Served {
             .iter()
             .map(|pool| pool.clone() as Arc<dyn SessionHolder>);
         layers.chain(tools).chain(pools).collect()
-    }
-
-    /// Its store components, as the keepers of their persistent directories.
-    pub(super) fn store_keepers(&self) -> StoreKeepers {
-        self.stores
-            .iter()
-            .map(|(path, store)| (path.clone(), store.clone() as Arc<dyn Keeper>))
-            .collect()
     }
 
     /// The hook chain of `tenant`'s sessions.

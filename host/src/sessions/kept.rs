@@ -19,19 +19,9 @@ use crate::ids::{SessionId, TenantId};
 use crate::mounts::{CommitAt, ResolvedMount, ResolvedPersistent, SessionVars};
 use crate::persistent::keeper::{self, HostTree, Keeper, Kept};
 use crate::persistent::{CommitReport, Manifest, PersistentError};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The store components in effect, as keepers, by the virtual path of their persistent
-/// directory; every other persistent directory is a [`HostTree`].
-pub type StoreKeepers = BTreeMap<String, Arc<dyn Keeper>>;
-
 impl Sessions {
-    /// Sets the store components in effect (the runtime's, at start and each reload).
-    pub fn set_store_keepers(&self, keepers: StoreKeepers) {
-        self.store_keepers.store(Arc::new(keepers));
-    }
-
     /// Loads the checkouts of `session`'s persistent directories that `granted` names and
     /// that it has not loaded yet, each through its keeper; the loads are reported to the
     /// trace of the call that follows (see [`super::MountDirs::take_loads`]).
@@ -51,7 +41,7 @@ impl Sessions {
             .filter(|m| granted(&m.virtual_path))
             .filter_map(|m| Some((m, m.persistent.as_ref()?)))
             .filter(|(_, p)| !p.manifest.exists());
-        let limits = session.limits();
+        let limits = self.tenants().limits(&session.tenant);
         for (mount, persistent) in unloaded {
             let failed = |source| SessionError::Commit {
                 mount: mount.virtual_path.clone(),
@@ -72,7 +62,7 @@ impl Sessions {
     /// keeping what it changed: before each call. A checkout that cannot be refreshed is
     /// left as it is, and logged: the call goes on with what the session had.
     pub async fn refresh(&self, session: &Session) {
-        let limits = session.limits();
+        let limits = self.tenants().limits(&session.tenant);
         let loaded = session
             .mounts
             .iter()
@@ -122,7 +112,7 @@ impl Sessions {
             return Ok(Vec::new());
         }
         let mut room = self.room(&session.tenant).await;
-        let limits = session.limits();
+        let limits = self.tenants().limits(&session.tenant);
         let mut committed = Vec::new();
         for mount in &session.mounts {
             let Some(persistent) = publishable(mount, at) else {
@@ -159,6 +149,7 @@ impl Sessions {
     ///
     /// [`SessionError`] when the tenant is not declared or a mount cannot be resolved.
     pub fn outside_sessions(&self, tenant: &TenantId) -> Result<Session, SessionError> {
+        self.tenants().get(tenant)?;
         let id = SessionId::new("-").map_err(SessionError::from)?;
         let mounts = self.mounts.resolve(&SessionVars {
             data: self.dirs.data_root(),
@@ -171,7 +162,6 @@ impl Sessions {
             tenant: tenant.clone(),
             workdir: None,
             mounts,
-            declared: self.tenants().get(tenant)?.cloned(),
         })
     }
 
@@ -224,10 +214,8 @@ impl Sessions {
         if store.is_none() {
             return Ok(Arc::new(HostTree));
         }
-        self.store_keepers
-            .load()
-            .get(&mount.virtual_path)
-            .cloned()
+        self.in_effect
+            .keeper(&mount.virtual_path)
             .ok_or_else(|| PersistentError::Store {
                 component: mount.virtual_path.clone(),
                 why: "its store component is not loaded here (a command that runs no \

@@ -21,18 +21,17 @@ pub mod tenants;
 
 pub use dirs::MountDirs;
 pub use holders::SessionHolder;
-pub use kept::StoreKeepers;
 pub use postgres::PgTable;
 pub use quota::{Quota, QuotaCall, Usage};
 pub use rate::RateRefusal;
 pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
-pub use tenants::{Action, Tenant, Tenants, WorkdirTemplate};
+pub use tenants::{Action, Caller, Tenant, Tenants, WorkdirTemplate};
 
 use crate::ids::{SessionId, TenantId};
-use crate::limits::{LimitOverrides, Limits, STALE_PARTIAL_AGE, TOUCH_INTERVAL};
+use crate::limits::{STALE_PARTIAL_AGE, TOUCH_INTERVAL};
 use crate::mounts::{MountTable, ResolvedMount, Scope, SessionVars};
+use crate::persistent::keeper::Keeper;
 use crate::secret::Secret;
-use arc_swap::ArcSwap;
 use quota::QuotaBook;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -71,8 +70,9 @@ impl fmt::Display for SessionKey {
     }
 }
 
-/// One agent session: its id, its tenant and what the config declares of it, and its
-/// mounts resolved to host directories.
+/// One agent session: its id, its tenant, and its mounts resolved to host directories.
+/// What the config says of its tenant is not kept on it: a call reads that from the config
+/// in effect when it begins (its [`Caller`]).
 #[derive(Debug, Clone)]
 pub struct Session {
     pub id: SessionId,
@@ -80,28 +80,9 @@ pub struct Session {
     /// Its working directory, when it has one (the user's project).
     pub workdir: Option<PathBuf>,
     pub(crate) mounts: Vec<ResolvedMount>,
-    /// Its tenant's declaration; `None` for an undeclared tenant (no bounds of its own).
-    pub(crate) declared: Option<Arc<Tenant>>,
 }
 
 impl Session {
-    /// The limits of this session's calls before a hook's or tool's own: the defaults with
-    /// the tenant's overrides.
-    pub fn limits(&self) -> Limits {
-        Limits::default().with(&self.tenant_limits())
-    }
-
-    /// The limits its tenant sets itself (none for an undeclared tenant): what bounds the
-    /// calls that are not components' (`bash`, upstream servers).
-    pub fn tenant_limits(&self) -> LimitOverrides {
-        self.declared().map(|t| t.limits).unwrap_or_default()
-    }
-
-    /// What the config declares of its tenant; `None` when the tenant is undeclared.
-    pub fn declared(&self) -> Option<&Tenant> {
-        self.declared.as_deref()
-    }
-
     /// The key of this session.
     pub fn key(&self) -> SessionKey {
         SessionKey::new(&self.tenant, &self.id)
@@ -170,27 +151,48 @@ pub struct GcReport {
     pub partials: usize,
 }
 
+/// What the config in effect says that sessions need, read at each use: the tenants, and
+/// the store components that keep persistent directories. A server's is the runtime's one
+/// snapshot, which a reload replaces whole; a command that runs no calls has its config's
+/// tenants and no store component ([`Declared`]).
+pub trait InEffect: Send + Sync {
+    /// The tenants as the config in effect declares them.
+    fn tenants(&self) -> Arc<Tenants>;
+
+    /// The store component that keeps the persistent directory `virtual_path`, if one is
+    /// loaded.
+    fn keeper(&self, virtual_path: &str) -> Option<Arc<dyn Keeper>>;
+}
+
+/// A config's tenants, in effect for a command that loads no component.
+pub struct Declared(pub Arc<Tenants>);
+
+impl InEffect for Declared {
+    fn tenants(&self) -> Arc<Tenants> {
+        self.0.clone()
+    }
+
+    fn keeper(&self, _: &str) -> Option<Arc<dyn Keeper>> {
+        None
+    }
+}
+
 /// The sessions of one host: their table, directories, tenants and disk use.
 pub struct Sessions {
     table: Box<dyn SessionTable>,
     dirs: Arc<MountDirs>,
     mounts: MountTable,
-    /// The tenants as the config in effect declares them (replaced by a reload, see
-    /// [`Sessions::set_tenants`]).
-    tenants: ArcSwap<Tenants>,
+    /// The tenants and store components of the config in effect (see [`Sessions::follow`]).
+    in_effect: Arc<dyn InEffect>,
     /// Who this process is, recorded on the sessions it makes.
     owner: Owner,
     /// Tenants' disk use, kept.
     usage: QuotaBook,
-    /// Tenants' rate limits, as they stand.
-    rates: ArcSwap<rate::Rates>,
     /// Calls running per session: a session with one is in use and never idle.
     in_flight: Mutex<HashMap<SessionKey, usize>>,
     /// When each session was last written as active, to skip redundant writes.
     touched: Mutex<HashMap<SessionKey, SystemTime>>,
     holders: holders::Holders,
-    /// The store components of persistent directories, as their keepers (see [`kept`]).
-    store_keepers: ArcSwap<StoreKeepers>,
 }
 
 impl Sessions {
@@ -238,18 +240,22 @@ impl Sessions {
         tenants: Tenants,
     ) -> Sessions {
         Sessions {
-            rates: ArcSwap::from_pointee(rate::Rates::default().renewed(&tenants)),
             table,
             dirs,
             mounts,
-            tenants: ArcSwap::from_pointee(tenants),
+            in_effect: Arc::new(Declared(Arc::new(tenants))),
             owner: Owner::Cli,
             usage: QuotaBook::default(),
             in_flight: Mutex::default(),
             touched: Mutex::default(),
             holders: holders::Holders::default(),
-            store_keepers: ArcSwap::default(),
         }
+    }
+
+    /// Reads the tenants and store components from `in_effect` from now on: a runtime's
+    /// snapshot of the config in effect, which its reloads replace.
+    pub fn follow(&mut self, in_effect: Arc<dyn InEffect>) {
+        self.in_effect = in_effect;
     }
 
     /// The sessions' directories.
@@ -291,42 +297,7 @@ impl Sessions {
 
     /// The tenants as the config in effect declares them.
     pub fn tenants(&self) -> Arc<Tenants> {
-        self.tenants.load_full()
-    }
-
-    /// Puts `tenants` in effect (a reload): sessions opened from now on, and calls made
-    /// from now on in open sessions, are bound by them. Rate limits that did not change
-    /// keep their state (a reload does not refill a bucket); tenants' disk use is kept.
-    pub fn set_tenants(&self, tenants: Tenants) {
-        let rates = self.rates.load().renewed(&tenants);
-        self.tenants.store(Arc::new(tenants));
-        self.rates.store(Arc::new(rates));
-    }
-
-    /// `tenant`'s rate limits and, when they bound calls at once, how many run now (see
-    /// [`rate::Rates::state`]); `None` when it has none.
-    pub fn rate_state(&self, tenant: &TenantId) -> Option<(crate::limits::RateLimit, Option<u32>)> {
-        self.rates.load().state(tenant)
-    }
-
-    /// `session` with its tenant's declaration as now in effect, when a reload changed it
-    /// since the session was opened (`None`: unchanged).
-    ///
-    /// # Errors
-    ///
-    /// [`SessionError::UnknownTenant`] when its tenant is no longer declared.
-    pub fn redeclared(&self, session: &Session) -> Result<Option<Session>, SessionError> {
-        let tenants = self.tenants();
-        let now = tenants.get(&session.tenant)?;
-        let same = match (now, &session.declared) {
-            (Some(now), Some(then)) => Arc::ptr_eq(now, then),
-            (None, None) => true,
-            _ => false,
-        };
-        Ok((!same).then(|| Session {
-            declared: now.cloned(),
-            ..session.clone()
-        }))
+        self.in_effect.tenants()
     }
 
     /// Creates a session of `tenant`: with `id`, or a new UUID; `workdir` is `{workdir}`
@@ -768,16 +739,6 @@ impl Sessions {
             .contains_key(key)
     }
 
-    /// Admits a call of `session` within its tenant's rate limits (see [`rate`]): its
-    /// place among the tenant's running calls, held until dropped.
-    ///
-    /// # Errors
-    ///
-    /// [`RateRefusal`] saying which limit, and when to retry.
-    pub fn admit_rate(&self, session: &Session) -> Result<rate::Admitted, RateRefusal> {
-        self.rates.load().admit(&session.tenant)
-    }
-
     /// Counts a call of `session` as running while the guard lives: the session is not
     /// idle meanwhile.
     pub fn enter(&self, session: &Session) -> InFlight<'_> {
@@ -810,12 +771,13 @@ impl Sessions {
         Ok(dirs.into_iter().collect())
     }
 
-    /// The session of `record`, resolved (its mounts, its tenant's declaration), not touched.
+    /// The session of `record`, resolved (its mounts), not touched.
     ///
     /// # Errors
     ///
     /// [`SessionError`] when its tenant is not declared or a mount cannot be resolved.
     pub fn resolve(&self, record: &SessionRecord) -> Result<Session, SessionError> {
+        self.tenants().get(&record.tenant)?;
         let mounts = self.mounts.resolve(&SessionVars {
             data: self.dirs.data_root(),
             tenant: &record.tenant,
@@ -827,7 +789,6 @@ impl Sessions {
             tenant: record.tenant.clone(),
             workdir: record.workdir.clone(),
             mounts,
-            declared: self.tenants().get(&record.tenant)?.cloned(),
         })
     }
 }

@@ -1,17 +1,20 @@
 //! Tenants: who may have sessions, and everything the config says of each — how many
 //! sessions, where they work, what disk they may fill, under which limits, through which
 //! chain, which tools, whether traced, how its shell is confined, and the token that names
-//! it. One [`Tenant`] holds all of it; the session table, the runtime, the trace and `bash`
-//! read it through the session ([`super::Session::declared`]) or through [`Tenants`].
+//! it. One [`Tenant`] holds all of it; [`Tenants`] holds every declared one with their
+//! rates' state, as one value that a reload replaces whole (inside the runtime's snapshot
+//! of the config in effect). A call reads its tenant through its [`Caller`].
 //!
 //! Security rule: tenancy is closed as soon as one tenant is declared — then a session of
 //! an undeclared tenant is refused; with none declared every session is the default
 //! tenant's (or any id's, from the command line).
 
+use super::Session;
 use super::quota::Quota;
+use super::rate::{Admitted, RateRefusal, Rates};
 use super::table::SessionError;
 use crate::ids::{TenantId, ToolMatch};
-use crate::limits::{LimitOverrides, RateLimit, ShellLimitOverrides};
+use crate::limits::{LimitOverrides, Limits, RateLimit, ShellLimitOverrides};
 use crate::secret::TokenDigest;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -72,12 +75,14 @@ impl Tenant {
     }
 }
 
-/// The declared tenants, and where `serve` sessions work by default.
-#[derive(Debug, Default)]
+/// The declared tenants, their rates' state, and where `serve` sessions work by default.
+#[derive(Default)]
 pub struct Tenants {
     declared: BTreeMap<TenantId, Arc<Tenant>>,
     /// `[serve] workdir`: where sessions made by `serve` work, unless their tenant says.
     serve_workdir: Option<WorkdirTemplate>,
+    /// Each rate-limited tenant's bucket and calls running.
+    rates: Rates,
 }
 
 impl Tenants {
@@ -85,13 +90,60 @@ impl Tenants {
         declared: BTreeMap<TenantId, Tenant>,
         serve_workdir: Option<WorkdirTemplate>,
     ) -> Tenants {
-        Tenants {
+        let mut tenants = Tenants {
             declared: declared
                 .into_iter()
                 .map(|(id, t)| (id, Arc::new(t)))
                 .collect(),
             serve_workdir,
-        }
+            rates: Rates::default(),
+        };
+        tenants.rates = tenants.rates.renewed(&tenants);
+        tenants
+    }
+
+    /// These tenants with the rates' state of `old` (the config a reload replaces) where a
+    /// tenant's limits did not change: a reload neither refills a bucket nor forgets the
+    /// calls running (see [`Rates::renewed`]).
+    #[must_use]
+    pub fn after(mut self, old: &Tenants) -> Tenants {
+        self.rates = old.rates.renewed(&self);
+        self
+    }
+
+    /// Admits a call of `tenant` within its rate limits (see [`super::rate`]): its place
+    /// among the tenant's running calls, held until dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`RateRefusal`] saying which limit, and when to retry.
+    pub fn admit_rate(&self, tenant: &TenantId) -> Result<Admitted, RateRefusal> {
+        self.rates.admit(tenant)
+    }
+
+    /// `tenant`'s rate limits and, when they bound calls at once, how many run now (see
+    /// [`Rates::state`]); `None` when it has none.
+    pub fn rate_state(&self, tenant: &TenantId) -> Option<(RateLimit, Option<u32>)> {
+        self.rates.state(tenant)
+    }
+
+    /// `session` as a caller under these tenants.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::UnknownTenant`] when its tenant is no longer declared (a reload
+    /// removed it).
+    pub fn caller<'a>(&'a self, session: &'a Session) -> Result<Caller<'a>, SessionError> {
+        Ok(Caller {
+            session,
+            tenant: self.get(&session.tenant)?.map(Arc::as_ref),
+        })
+    }
+
+    /// The limits of `tenant`'s calls before a hook's or tool's own (see [`Caller::limits`]).
+    pub fn limits(&self, tenant: &TenantId) -> Limits {
+        let overrides = self.declared.get(tenant).map(|t| t.limits);
+        Limits::default().with(&overrides.unwrap_or_default())
     }
 
     /// The declared tenants, by id.
@@ -170,6 +222,38 @@ impl Tenants {
                 })
             })
             .transpose()
+    }
+}
+
+/// A session making a call, with its tenant as the config the call began with declares it:
+/// what the chain, the tools and the trace read a tenant's bounds from. It derefs to the
+/// [`Session`].
+#[derive(Clone, Copy)]
+pub struct Caller<'a> {
+    pub session: &'a Session,
+    /// Its tenant's declaration; `None` for an undeclared tenant (no bounds of its own).
+    pub tenant: Option<&'a Tenant>,
+}
+
+impl Caller<'_> {
+    /// The limits of its calls before a hook's or tool's own: the defaults with the
+    /// tenant's overrides.
+    pub fn limits(&self) -> Limits {
+        Limits::default().with(&self.tenant_limits())
+    }
+
+    /// The limits its tenant sets itself (none for an undeclared tenant): what bounds the
+    /// calls that are not components' (`bash`, upstream servers).
+    pub fn tenant_limits(&self) -> LimitOverrides {
+        self.tenant.map(|t| t.limits).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for Caller<'_> {
+    type Target = Session;
+
+    fn deref(&self) -> &Session {
+        self.session
     }
 }
 

@@ -5,7 +5,7 @@ use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolPre, ToolResult};
 use crate::failure::{Failure, FailureKind};
 use crate::limits::LimitOverrides;
 use crate::sandbox::{Grants, Sandbox, Settings};
-use crate::sessions::{Session, SessionHolder};
+use crate::sessions::{Caller, SessionHolder};
 use std::sync::Arc;
 
 /// A tool component, ready to instantiate: a fresh instance serves each call.
@@ -93,14 +93,14 @@ impl Callee for GuestTool {
 
     async fn execute(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
-        let limits = session.limits().with(&self.limits);
+        let limits = caller.limits().with(&self.limits);
         let mut store = self
             .sandbox
-            .store(session.mounts(), &self.grants, &self.settings, &limits)
+            .store(caller.mounts(), &self.grants, &self.settings, &limits)
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
         let result = self
             .pre

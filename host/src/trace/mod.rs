@@ -48,7 +48,7 @@ use crate::failure::Failure;
 use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
 use crate::sandbox::Sandbox;
-use crate::sessions::{Session, SessionHolder, SessionKey};
+use crate::sessions::{Caller, Session, SessionHolder, SessionKey, Tenant};
 use files::Entry;
 use hash::HashBudget;
 use rustix::fd::OwnedFd;
@@ -227,17 +227,19 @@ impl Tracer {
         &self.settings
     }
 
-    /// Whether `session`'s calls are traced.
-    pub fn traces(&self, session: &Session) -> bool {
-        session
-            .declared()
+    /// Whether the calls of `tenant`'s sessions are traced (`None`: an undeclared tenant).
+    pub fn traces(&self, tenant: Option<&Tenant>) -> bool {
+        tenant
             .and_then(|t| t.trace)
             .unwrap_or(self.settings.enabled)
     }
 
-    /// Starts tracing one call of `session`.
-    pub fn begin<'a>(&self, session: &'a Session, call: &'a str, tool: &'a str) -> CallTrace<'a> {
-        let state = self.traces(session).then(|| self.session_trace(session));
+    /// Starts tracing one call of `caller`.
+    pub fn begin<'a>(&self, caller: &Caller<'a>, call: &'a str, tool: &'a str) -> CallTrace<'a> {
+        let session = caller.session;
+        let state = self
+            .traces(caller.tenant)
+            .then(|| self.session_trace(session));
         CallTrace {
             state,
             metrics: self.metrics.clone(),

@@ -35,7 +35,7 @@ use crate::failure::Failure;
 use crate::limits::{DEFAULT_BASH_TIMEOUT, GUARD_END_GRACE, MAX_BASH_TIMEOUT};
 use crate::mounts::ResolvedMount;
 use crate::sandbox::{Grants, Sandbox, writable};
-use crate::sessions::{Session, SessionHolder, SessionKey};
+use crate::sessions::{Caller, Session, SessionHolder, SessionKey};
 use rustix::fd::OwnedFd;
 use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::Value;
@@ -184,24 +184,24 @@ impl BashTool {
 
     /// Runs `command` for at most `requested`, or its tenant's `deadline_ms` when shorter,
     /// keeping at most the session's `max_output_bytes` of stdout and of stderr.
-    async fn run(&self, session: &Session, command: &str, requested: Duration) -> ToolResult {
-        let limit = session
+    async fn run(&self, caller: &Caller<'_>, command: &str, requested: Duration) -> ToolResult {
+        let limit = caller
             .tenant_limits()
             .deadline_ms
             .map_or(requested, |ms| requested.min(Duration::from_millis(ms)));
-        let cap = usize::try_from(session.limits().max_output_bytes).unwrap_or(usize::MAX);
+        let cap = usize::try_from(caller.limits().max_output_bytes).unwrap_or(usize::MAX);
         let ended = match &self.confinement {
             Confinement::Sandboxed { pool, .. } => {
-                self.run_sandboxed(pool, session, command, limit, cap).await
+                self.run_sandboxed(pool, caller, command, limit, cap).await
             }
             Confinement::Unsandboxed {
                 program,
                 guard,
                 groups,
-            } => match (guard, self.mount(session, &self.mount)) {
+            } => match (guard, self.mount(caller, &self.mount)) {
                 (Ok(guard), Ok(mount)) => {
                     let command = unsandboxed(guard, program, &mount.host, command);
-                    self.run_unsandboxed(groups, &session.key(), command, limit, cap)
+                    self.run_unsandboxed(groups, &caller.key(), command, limit, cap)
                         .await
                 }
                 (Err(message), _) => Err(format!("bash: {message}")),
@@ -215,7 +215,7 @@ impl BashTool {
     }
 
     /// A new sandbox for `session`'s commands.
-    async fn start(&self, session: &Session) -> Result<shell::Shell, String> {
+    async fn start(&self, caller: &Caller<'_>) -> Result<shell::Shell, String> {
         let Confinement::Sandboxed {
             shell,
             plan,
@@ -228,13 +228,13 @@ impl BashTool {
         let ready = shell.ready().await.map_err(|e| e.to_string())?;
         let mounts = grants
             .iter()
-            .map(|(path, access)| Ok((self.mount(session, path)?, *access)))
+            .map(|(path, access)| Ok((self.mount(caller, path)?, *access)))
             .collect::<Result<Vec<_>, String>>()?;
-        let policy = match session.declared() {
+        let policy = match caller.tenant {
             Some(t) => plan.policy.with(t.shell_network, &t.shell_limits),
             None => plan.policy,
         };
-        let label = session.key().to_string();
+        let label = caller.key().to_string();
         // A sandbox that fails to start is tried once more: under load the kernel has
         // refused bubblewrap's loopback setup in a new network namespace now and then
         // (`Failed RTM_NEWADDR`), which the next start does not meet.
@@ -250,18 +250,18 @@ impl BashTool {
     async fn run_sandboxed(
         &self,
         pool: &ShellPool,
-        session: &Session,
+        caller: &Caller<'_>,
         command: &str,
         limit: Duration,
         cap: usize,
     ) -> Result<Ended, String> {
-        let key = &session.key();
+        let key = &caller.key();
         // A waiting sandbox may have ended meanwhile (a command killed its launcher):
         // then a new one is made.
         let (lease, (stdout, stderr)) = loop {
             let (shell, fresh) = match pool.take(key) {
                 Some(shell) => (shell, false),
-                None => (self.start(session).await?, true),
+                None => (self.start(caller).await?, true),
             };
             let lease = pool.lend(key, shell);
             match lease.shell().send(command, &self.mount).await {
@@ -468,12 +468,12 @@ impl Callee for BashTool {
 
     async fn execute(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         _ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
         Ok(match self.parse(&call.arguments) {
-            Ok((command, limit)) => self.run(session, &command, limit).await,
+            Ok((command, limit)) => self.run(caller, &command, limit).await,
             Err(message) => ToolResult::error(message),
         })
     }

@@ -28,7 +28,7 @@ use crate::config::{UpstreamConfig, is_tool_name};
 use crate::failure::Failure;
 use crate::limits::{DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER};
 use crate::secret::{Secret, expand};
-use crate::sessions::{Session, SessionHolder};
+use crate::sessions::{Caller, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
 use relay::Relay;
 #[allow(
@@ -539,7 +539,7 @@ impl Callee for UpstreamTool {
 
     async fn execute(
         &self,
-        session: &Session,
+        caller: &Caller<'_>,
         _ctx: &CallContext,
         call: &ToolCall,
     ) -> Result<ToolResult, Failure> {
@@ -554,7 +554,7 @@ impl Callee for UpstreamTool {
         ));
         // A tenant's `deadline_ms` shortens the upstream's timeout, and its
         // `max_output_bytes` bounds the answer, as for a component.
-        let tenant = session.tenant_limits();
+        let tenant = caller.tenant_limits();
         let timeout = tenant.deadline_ms.map_or(upstream.timeout, |ms| {
             upstream.timeout.min(Duration::from_millis(ms))
         });
@@ -569,7 +569,7 @@ impl Callee for UpstreamTool {
             Ok(Ok(result)) => {
                 let (result, extras) = split_result(result);
                 if tenant.max_output_bytes.is_some() {
-                    result.check_size(&session.limits())?;
+                    result.check_size(&caller.limits())?;
                 }
                 *self.extras.lock().unwrap_or_else(|e| e.into_inner()) = extras;
                 result
