@@ -26,6 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+mod stateless;
+pub use stateless::{SESSION_HEADER, SESSION_META};
+
 /// Who may call the HTTP endpoint (the tenants' bearer tokens), and the sessions this
 /// server made, to end them. Which session is whose is the session table's to say, so
 /// that every host of a fleet answers alike.
@@ -222,28 +225,62 @@ fn answer_unread(response: impl IntoResponse) -> Response {
 
 /// Authenticates every request, keeps tenants out of each other's sessions, answers a
 /// malformed body with a JSON-RPC parse error, makes the hookhost session at `initialize`,
-/// keeps a session alive on each of its requests, and ends it on `DELETE`.
+/// keeps a session alive on each of its requests, and ends it on `DELETE`. A request of
+/// MCP 2026-07-28, which has no MCP session, names its hookhost session itself (see
+/// [`stateless`]).
 async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let Some(tenant) = gate.tenant(request.headers()).await else {
         return gate.unauthorized(request.headers());
     };
-    let session = request
-        .headers()
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(tenant.clone());
+    // A POST's body is read, and parsed, once.
+    let mut message = serde_json::Value::Null;
+    let body = if parts.method == Method::POST {
+        let Ok(bytes) = axum::body::to_bytes(body, MAX_HTTP_BODY_BYTES).await else {
+            return rpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                message,
+                -32600,
+                "request body too large or unreadable",
+            );
+        };
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(parsed) => message = parsed,
+            Err(e) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    message,
+                    -32700,
+                    &format!("parse error: {e}"),
+                );
+            }
+        }
+        axum::body::Body::from(bytes)
+    } else {
+        body
+    };
+    let rpc_id = message.get("id").cloned().unwrap_or_default();
+    let session = parts
+        .headers
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(SessionId::new)
         .transpose();
-    let deleting = request.method() == Method::DELETE;
     let Ok(session) = session else {
         return answer_unread((StatusCode::NOT_FOUND, "session not found\n"));
     };
-    let mut opened = None;
+    if session.is_none() && stateless::applies(&parts, &message) {
+        return stateless::serve(&gate, tenant, parts, &message, body, next).await;
+    }
     if let Some(id) = &session {
         // The caller's tenant must have this session: another tenant's does not exist, as
         // far as this tenant can tell, and an ended one is gone (its MCP session too).
         // Opened once here (marked active), it goes with the request to the handler.
         match gate.runtime.sessions().open(&tenant, id).await {
-            Ok(session) => opened = Some(Arc::new(session)),
+            Ok(opened) => {
+                parts.extensions.insert(Arc::new(opened));
+            }
             Err(SessionError::NotFound { .. }) => {
                 if gate.opened().get(id.as_str()) == Some(&tenant) {
                     gate.forget(&SessionKey::new(&tenant, id));
@@ -259,41 +296,12 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
             }
         }
     }
-
-    let (mut parts, body) = request.into_parts();
-    parts.extensions.insert(tenant.clone());
-    if let Some(opened) = opened {
-        parts.extensions.insert(opened);
-    }
-    let mut rpc_id = serde_json::Value::Null;
-    if parts.method == Method::POST {
-        let Ok(bytes) = axum::body::to_bytes(body, MAX_HTTP_BODY_BYTES).await else {
-            return rpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                rpc_id,
-                -32600,
-                "request body too large or unreadable",
-            );
-        };
-        match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(message) => rpc_id = message.get("id").cloned().unwrap_or_default(),
-            Err(e) => {
-                return rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    rpc_id,
-                    -32700,
-                    &format!("parse error: {e}"),
-                );
-            }
-        }
-        let request = Request::from_parts(parts, axum::body::Body::from(bytes));
-        let response = next.run(request).await;
-        return match session {
-            Some(_) => response,
-            None => open_new_session(&gate, tenant, rpc_id, response).await,
-        };
-    }
+    let deleting = parts.method == Method::DELETE;
+    let posting = parts.method == Method::POST;
     let mut response = next.run(Request::from_parts(parts, body)).await;
+    if posting && session.is_none() {
+        return open_new_session(&gate, tenant, rpc_id, response).await;
+    }
     if deleting
         && let Some(id) = &session
         && response.status().is_success()

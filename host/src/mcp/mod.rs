@@ -11,8 +11,11 @@
 //! session (`Mcp-Session-Id`) is a hookhost session of the tenant whose bearer token the
 //! client presents, made at `initialize`; the client's `DELETE`, or the idle timeout
 //! (every request of the session keeps it alive), ends both, and an ended session stays
-//! ended (404). Only protocol versions with sessions (`initialize` handshakes, up to
-//! 2025-11-25) are offered, since a hookhost session needs one.
+//! ended (404). A request of MCP 2026-07-28, which has neither `initialize` nor MCP
+//! sessions, is served statelessly (by rmcp) and names its hookhost session itself, or is
+//! given a new one (see `http/stateless.rs`: the `Hookhost-Session` header or the
+//! [`SESSION_META`] `_meta` key); over stdio the connection's session serves it. Both eras
+//! are served side by side.
 //!
 //! Ending a session stops its running commands before its directories are deleted; a
 //! cancelled request (`notifications/cancelled`) stops its call. A call over its tenant's
@@ -65,7 +68,9 @@ pub mod tls;
 /// "retry_after_ms": 180}`.
 pub const RATE_LIMITED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
 
-pub use http::{HttpOptions, metrics_route, serve_http, serve_metrics};
+pub use http::{
+    HttpOptions, SESSION_HEADER, SESSION_META, metrics_route, serve_http, serve_metrics,
+};
 pub use reload::{ConfigSource, Reloader};
 pub use stdio::serve_stdio;
 
@@ -179,9 +184,7 @@ impl ServerHandler for McpServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -412,8 +415,24 @@ impl ServerHandler for McpServer {
             CallToolResult::success(content)
         };
         answer.structured_content = extras.structured;
+        // A 2026 client has no MCP session: the result names the hookhost session it ran
+        // in, for the client to name again.
+        if is_2026(&context) {
+            let mut meta = rmcp::model::MetaObject::default();
+            meta.0
+                .insert(SESSION_META.into(), session.id.as_str().into());
+            answer.meta = Some(meta);
+        }
         Ok(answer.into())
     }
+}
+
+/// Whether the request is one of MCP 2026-07-28 or later (its `_meta` says so).
+fn is_2026(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }
 
 /// The answer to a request its tenant's rate limits refused (see [`RATE_LIMITED`]).
