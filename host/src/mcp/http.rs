@@ -27,7 +27,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 mod stateless;
-pub use stateless::{SESSION_HEADER, SESSION_META};
+pub use stateless::{EPHEMERAL_NOTE, NEW_SESSION, SESSION_HEADER, SESSION_META};
+
+/// Whether an MCP request runs in an ephemeral session: one of MCP 2026-07-28 that named
+/// no hookhost session, whose session is deleted once it is answered (see [`stateless`]).
+pub(super) fn is_ephemeral(parts: &axum::http::request::Parts) -> bool {
+    parts.extensions.get::<stateless::Ephemeral>().is_some()
+}
 
 /// Who may call the HTTP endpoint (the tenants' bearer tokens), and the sessions this
 /// server made, to end them. Which session is whose is the session table's to say, so

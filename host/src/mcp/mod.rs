@@ -12,10 +12,11 @@
 //! client presents, made at `initialize`; the client's `DELETE`, or the idle timeout
 //! (every request of the session keeps it alive), ends both, and an ended session stays
 //! ended (404). A request of MCP 2026-07-28, which has neither `initialize` nor MCP
-//! sessions, is served statelessly (by rmcp) and names its hookhost session itself, or is
-//! given a new one (see `http/stateless.rs`: the `Hookhost-Session` header or the
-//! [`SESSION_META`] `_meta` key); over stdio the connection's session serves it. Both eras
-//! are served side by side.
+//! sessions, is served statelessly (by rmcp) and names its hookhost session itself
+//! (`http/stateless.rs`: the `Hookhost-Session` header or the [`SESSION_META`] `_meta`
+//! key; [`NEW_SESSION`] asks for one), or runs in an ephemeral one deleted once it is
+//! answered; over stdio the connection's session serves it. Both eras are served side by
+//! side.
 //!
 //! Ending a session stops its running commands before its directories are deleted; a
 //! cancelled request (`notifications/cancelled`) stops its call. A call over its tenant's
@@ -69,7 +70,8 @@ pub mod tls;
 pub const RATE_LIMITED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
 
 pub use http::{
-    HttpOptions, SESSION_HEADER, SESSION_META, metrics_route, serve_http, serve_metrics,
+    HttpOptions, NEW_SESSION, SESSION_HEADER, SESSION_META, metrics_route, serve_http,
+    serve_metrics,
 };
 pub use reload::{ConfigSource, Reloader};
 pub use stdio::serve_stdio;
@@ -416,8 +418,15 @@ impl ServerHandler for McpServer {
         };
         answer.structured_content = extras.structured;
         // A 2026 client has no MCP session: the result names the hookhost session it ran
-        // in, for the client to name again.
-        if is_2026(&context) {
+        // in, for the client to name again; or, when it named none, says that the files
+        // the result names are already gone.
+        if http_tenant(&context).is_some_and(|(parts, _)| http::is_ephemeral(parts)) {
+            if names_a_file(&session, &answer) {
+                answer
+                    .content
+                    .push(ContentBlock::text(http::EPHEMERAL_NOTE));
+            }
+        } else if is_2026(&context) {
             let mut meta = rmcp::model::MetaObject::default();
             meta.0
                 .insert(SESSION_META.into(), session.id.as_str().into());
@@ -425,6 +434,20 @@ impl ServerHandler for McpServer {
         }
         Ok(answer.into())
     }
+}
+
+/// Whether a tool result names a file of the session's (an offloaded output, most often).
+fn names_a_file(session: &Session, answer: &CallToolResult) -> bool {
+    let prefixes: Vec<String> = session
+        .mounts
+        .iter()
+        .map(|mount| format!("{}/", mount.virtual_path))
+        .collect();
+    answer.content.iter().any(|block| {
+        block
+            .as_text()
+            .is_some_and(|text| prefixes.iter().any(|p| text.text.contains(p.as_str())))
+    })
 }
 
 /// Whether the request is one of MCP 2026-07-28 or later (its `_meta` says so).

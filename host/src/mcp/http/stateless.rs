@@ -6,12 +6,14 @@
 //! - **The carrier**: a request names its hookhost session in the header
 //!   [`SESSION_HEADER`] (`Hookhost-Session: ID`) or in its `_meta` under [`SESSION_META`]
 //!   (`"dev.hookhost/session": "ID"`); both, when they differ, are refused (400).
-//! - **Minted on first use**: a request that needs a session (every one but
+//! - **Made when asked**: a request that names the session `new` gets a new one of its
+//!   tenant (its `max_sessions` applies); every answer in a session names it in the same
+//!   header, and a tool call's result in its `_meta` too, for the client to send back.
+//! - **Ephemeral otherwise**: a request that needs a session (every one but
 //!   `server/discover`, `tools/list`, `ping` and `subscriptions/listen`) and names none
-//!   gets a new one of its tenant (its `max_sessions` applies); every answer in a session
-//!   names it in the same header, and a tool call's result in its `_meta` too, for the
-//!   client to send back. A client that never sends it back gets a session per request:
-//!   the offloaded output a result names is then in a session it does not reach again.
+//!   runs in one of its own, deleted with its files once the answer is sent; a tool
+//!   result that names such a file says so (see [`EPHEMERAL_NOTE`]). So a client that
+//!   knows nothing of hookhost still gets every tool, and leaves nothing behind.
 //! - **Tenant binding**: a session is looked up among the tenant's whose token the request
 //!   presents; another tenant's, or an ended one, is unknown (404), as for MCP sessions.
 //! - **Lifetime**: as any session `serve --http` made: ended by `DELETE` with the header,
@@ -26,6 +28,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use rmcp::model::ProtocolVersion;
 use serde_json::Value;
 use std::sync::Arc;
@@ -35,6 +38,17 @@ pub const SESSION_HEADER: &str = "hookhost-session";
 
 /// The `_meta` key that names a request's hookhost session, and a tool call result's.
 pub const SESSION_META: &str = "dev.hookhost/session";
+
+/// What a request names instead of a session id to be given a new session.
+pub const NEW_SESSION: &str = "new";
+
+/// What the model is told under a tool result of an ephemeral session that names one of
+/// its files.
+pub const EPHEMERAL_NOTE: &str = "[hookhost: this request named no hookhost session, so the files it made were deleted once it was answered. To keep them, send `\"dev.hookhost/session\": \"new\"` in the request's _meta (or the header `Hookhost-Session: new`), then the id the answer names.]";
+
+/// Marks a request's session as ephemeral: deleted once the request is answered.
+#[derive(Clone, Copy)]
+pub struct Ephemeral;
 
 /// The `_meta` key of a request's protocol version.
 const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
@@ -61,8 +75,14 @@ pub(super) fn applies(parts: &Parts, message: &Value) -> bool {
     }
 }
 
+/// The hookhost session a request names.
+enum Named {
+    Session(SessionId),
+    New,
+}
+
 /// The hookhost session a request names, in the header or in `_meta`.
-fn carried(headers: &HeaderMap, message: &Value) -> Result<Option<SessionId>, String> {
+fn carried(headers: &HeaderMap, message: &Value) -> Result<Option<Named>, String> {
     let header = headers
         .get(SESSION_HEADER)
         .map(|v| {
@@ -87,12 +107,19 @@ fn carried(headers: &HeaderMap, message: &Value) -> Result<Option<SessionId>, St
         (h, m) => h.or(m),
     };
     named
-        .map(|id| SessionId::new(id).map_err(|e| format!("hookhost session: {e}")))
+        .map(|id| match id {
+            NEW_SESSION => Ok(Named::New),
+            id => SessionId::new(id)
+                .map(Named::Session)
+                .map_err(|e| format!("hookhost session: {e}")),
+        })
         .transpose()
 }
 
-/// Serves a request [`applies`] to: opens the session it names, or mints one when it needs
-/// one, hands it to the handler, and names it in the answer; a `DELETE` ends it.
+/// Serves a request [`applies`] to: opens the session it names, makes one when it asks,
+/// or an ephemeral one when it needs one and names none; hands it to the handler, and
+/// names it in the answer (an ephemeral one is deleted once the answer is sent instead).
+/// A `DELETE` ends the session it names.
 pub(super) async fn serve(
     gate: &Gate,
     tenant: TenantId,
@@ -106,50 +133,79 @@ pub(super) async fn serve(
         Ok(named) => named,
         Err(why) => return rpc_error(StatusCode::BAD_REQUEST, rpc_id, -32602, &why),
     };
-    let sessions = gate.runtime.sessions();
-    let session = match named {
-        Some(id) => match sessions.open(&tenant, &id).await {
-            Ok(session) => Some(session),
-            Err(e @ SessionError::NotFound { .. }) => {
-                return rpc_error(StatusCode::NOT_FOUND, rpc_id, -32602, &e.to_string());
-            }
-            Err(e) => {
-                tracing::error!(%tenant, session = %id, error = %e, "reading the session table failed");
-                return rpc_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    rpc_id,
-                    -32603,
-                    "session table unavailable",
-                );
-            }
-        },
-        None if needs_session(message) && parts.method == Method::POST => {
-            match mint(gate, &tenant).await {
-                Ok(session) => Some(session),
-                Err(e) => {
-                    tracing::warn!(%tenant, error = %e, "hookhost session refused");
-                    return rpc_error(StatusCode::FORBIDDEN, rpc_id, -32000, &e.to_string());
-                }
-            }
-        }
-        None => None,
+    let ephemeral = named.is_none() && needs_session(message);
+    let opened = match named {
+        Some(Named::Session(id)) => gate.runtime.sessions().open(&tenant, &id).await,
+        Some(Named::New) => mint(gate, &tenant).await,
+        None if ephemeral => mint(gate, &tenant).await,
+        None => return next.run(Request::from_parts(parts, body)).await,
     };
-    if parts.method == Method::DELETE {
-        if let Some(session) = &session {
-            gate.end(&tenant, &session.id, "deleted by the client")
-                .await;
+    let session = match opened {
+        Ok(session) => session,
+        Err(e @ SessionError::NotFound { .. }) => {
+            return rpc_error(StatusCode::NOT_FOUND, rpc_id, -32602, &e.to_string());
         }
+        Err(e @ (SessionError::TooManySessions { .. } | SessionError::UnknownTenant { .. })) => {
+            tracing::warn!(%tenant, error = %e, "hookhost session refused");
+            return rpc_error(StatusCode::FORBIDDEN, rpc_id, -32000, &e.to_string());
+        }
+        Err(e) => {
+            tracing::error!(%tenant, error = %e, "opening a session failed");
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                rpc_id,
+                -32603,
+                "session table unavailable",
+            );
+        }
+    };
+    let id = session.id.clone();
+    if parts.method == Method::DELETE {
+        gate.end(&tenant, &id, "deleted by the client").await;
         return StatusCode::OK.into_response();
     }
-    let id = session.as_ref().map(|s| s.id.clone());
-    if let Some(session) = session {
-        parts.extensions.insert(Arc::new(session));
+    parts.extensions.insert(Arc::new(session));
+    if ephemeral {
+        parts.extensions.insert(Ephemeral);
     }
-    let mut response = next.run(Request::from_parts(parts, body)).await;
-    if let Some(value) = id.and_then(|id| HeaderValue::from_str(id.as_str()).ok()) {
+    let response = next.run(Request::from_parts(parts, body)).await;
+    if ephemeral {
+        return deleted_when_sent(response, gate.runtime.clone(), tenant, id);
+    }
+    let mut response = response;
+    if let Ok(value) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert(SESSION_HEADER, value);
     }
     response
+}
+
+/// `response`, whose body deletes the session `id` once it is sent (or the client left).
+fn deleted_when_sent(
+    response: Response,
+    runtime: Arc<crate::runtime::Runtime>,
+    tenant: TenantId,
+    id: SessionId,
+) -> Response {
+    /// Deletes the session when dropped, with the body.
+    struct Delete(Option<(Arc<crate::runtime::Runtime>, TenantId, SessionId)>);
+    impl Drop for Delete {
+        fn drop(&mut self) {
+            if let Some((runtime, tenant, id)) = self.0.take() {
+                tokio::spawn(async move {
+                    if let Err(e) = runtime.sessions().delete(&tenant, &id).await {
+                        tracing::warn!(%tenant, session = %id, error = %e, "an ephemeral session was not deleted");
+                    }
+                });
+            }
+        }
+    }
+    let delete = Delete(Some((runtime, tenant, id)));
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |chunk| {
+        let _ = &delete;
+        chunk
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 /// Whether the request needs a session: a request (not a notification) of a method that
