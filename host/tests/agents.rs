@@ -561,12 +561,19 @@ struct Model {
 
 impl Model {
     fn start(agent: &str, dir: &Path) -> Model {
+        Model::scripted(agent, &[], dir)
+    }
+
+    /// The model of `agent` with a script of its own (`script`: model.py's SCRIPT and
+    /// PROJECT arguments).
+    fn scripted(agent: &str, script: &[&str], dir: &Path) -> Model {
         let record = dir.join("requests.jsonl");
         let mut process = Killed(
             Command::new("python3")
                 .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/agents/model.py"))
                 .arg(&record)
                 .arg(agent)
+                .args(script)
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap(),
@@ -597,7 +604,12 @@ impl Model {
 impl Agent {
     /// `hookhost hook install ARGS` with `home` as the user's home.
     fn install(&self, home: &Path, args: &[&str]) {
-        let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        self.install_by(Path::new(env!("CARGO_BIN_EXE_hookhost")), home, args);
+    }
+
+    /// `PROGRAM hook install ARGS` (a hookhost) with `home` as the user's home.
+    fn install_by(&self, program: &Path, home: &Path, args: &[&str]) {
+        let out = Command::new(program)
             .arg("--data")
             .arg(self.data())
             .arg("--config")
@@ -871,11 +883,19 @@ fn claude_code_end_to_end(via: Via) {
     );
     let file = named_file(reference);
     assert!(reference.contains("call Read with"), "{reference}");
-    // … which Claude Code's own Read paged back (the model asked for line 99,990 on).
+    // … which Claude Code's own Read paged back, the second page as the reference says.
+    let limit: usize = reference
+        .split_once("\"limit\": ")
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .and_then(|(limit, _)| limit.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no page's limit in {reference}"));
+    let (first, last) = (limit + 1, 2 * limit);
     assert!(
-        results[1].contains("99999\t99999") && results[1].contains("100000\t100000"),
+        results[1].contains(&format!("{first}\t{first}\n"))
+            && results[1].contains(&format!("{last}\t{last}"))
+            && !results[1].contains(&format!("{}\t", last + 1)),
         "{via:?}: {}",
-        results[1]
+        &results[1][..results[1].len().min(400)]
     );
 
     // The tasks became the plan.
@@ -929,7 +949,7 @@ fn claude_code_end_to_end(via: Via) {
     let results = model.results();
     let reread = results.last().unwrap();
     assert!(
-        reread.contains("50000\t50000") && !reread.contains("does not exist"),
+        reread.contains("2500\t2500") && !reread.contains("does not exist"),
         "{reread}"
     );
 }
@@ -1290,7 +1310,7 @@ impl Drop for Killed {
 /// event of a call admitted before still runs (the tool ran), and its output is offloaded.
 #[test]
 fn a_flood_of_hook_events_is_held_to_the_tenants_rate() {
-    const EVENTS: usize = 20;
+    const EVENTS: usize = 100;
     let agent = Agent::new(&format!(
         "\n[tenants.alpha]\ntoken = \"{ALPHA_TOKEN}\"\nrate = {{ calls_per_second = 1, burst = 3 }}\n"
     ));
@@ -1861,4 +1881,272 @@ fn a_daemon_that_dies_mid_answer_leaves_the_event_to_the_hook_process() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// One of the agents' real CLIs (hookhost's name for it: `claude-code`, `codex` or
+/// `gemini`), set up in `home` against the scripted model: a prompt runs a conversation,
+/// which a later prompt can resume.
+struct RealCli<'a> {
+    agent: &'a Agent,
+    name: &'static str,
+    home: PathBuf,
+    model: Model,
+}
+
+impl<'a> RealCli<'a> {
+    /// The CLI `name` with the model's `script`, its settings written in `home`, hookhost
+    /// not yet installed (see [`RealCli::install_by`]).
+    fn new(agent: &'a Agent, name: &'static str, script: &[&str]) -> RealCli<'a> {
+        let home = agent.dir.path().join("home");
+        let model = Model::scripted(name, script, agent.dir.path());
+        match name {
+            "codex" => {
+                std::fs::create_dir_all(home.join(".codex")).unwrap();
+                std::fs::write(
+                    home.join(".codex/config.toml"),
+                    format!(
+                        "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\n\n\
+                         [model_providers.scripted]\nname = \"scripted\"\n\
+                         base_url = \"{}/v1\"\nwire_api = \"responses\"\n\
+                         env_key = \"SCRIPTED_KEY\"\n",
+                        model.url
+                    ),
+                )
+                .unwrap();
+            }
+            "gemini" => {
+                std::fs::create_dir_all(home.join(".gemini")).unwrap();
+                std::fs::write(
+                    home.join(".gemini/settings.json"),
+                    r#"{"security": {"folderTrust": {"enabled": false}, "auth": {"selectedType": "gemini-api-key"}}}"#,
+                )
+                .unwrap();
+            }
+            _ => std::fs::create_dir_all(&home).unwrap(),
+        }
+        RealCli {
+            agent,
+            name,
+            home,
+            model,
+        }
+    }
+
+    /// `PROGRAM hook install` for this CLI, as its user would (`--uninstall` with
+    /// `extra`): Codex's user settings, the others' project's.
+    fn install_by(&self, program: &Path, extra: &[&str]) {
+        let project = self.agent.project.to_str().unwrap();
+        let mut args = vec![self.name];
+        args.extend(match self.name {
+            "codex" => vec!["--user"],
+            _ => vec!["--project", project],
+        });
+        args.extend(extra);
+        self.agent.install_by(program, &self.home, &args);
+    }
+
+    /// The settings file hookhost installs into.
+    fn settings(&self) -> PathBuf {
+        match self.name {
+            "codex" => self.home.join(".codex/config.toml"),
+            "gemini" => self.agent.project.join(".gemini/settings.json"),
+            _ => self.agent.project.join(".claude/settings.json"),
+        }
+    }
+
+    /// The CLI run with `prompt` (resuming the conversation `resume`): the conversation's id.
+    fn prompt(&self, prompt: &str, resume: Option<&str>) -> String {
+        let url = self.model.url.as_str();
+        let (program, args, env): (&str, Vec<&str>, Vec<(&str, &str)>) = match self.name {
+            "codex" => {
+                let mut args = vec!["exec"];
+                args.extend(resume.map(|_| "resume"));
+                args.extend([
+                    "--dangerously-bypass-approvals-and-sandbox",
+                    "--dangerously-bypass-hook-trust",
+                    "--skip-git-repo-check",
+                    "--json",
+                ]);
+                args.extend(resume);
+                args.push(prompt);
+                let home = self.home.join(".codex");
+                let env = vec![
+                    ("CODEX_HOME", home.to_str().unwrap()),
+                    ("SCRIPTED_KEY", "test-key"),
+                ];
+                let said = self.agent.run("codex", &self.home, &args, &env);
+                let thread: Value = serde_json::from_str(said.lines().next().unwrap()).unwrap();
+                return thread["thread_id"].as_str().unwrap().to_string();
+            }
+            "gemini" => {
+                let mut args = vec!["-p", prompt, "-m", "gemini-2.5-pro", "--yolo"];
+                args.extend(["--output-format", "json"]);
+                if resume.is_some() {
+                    args.extend(["--resume", "latest"]);
+                }
+                let env = vec![
+                    ("GOOGLE_GEMINI_BASE_URL", url),
+                    ("GEMINI_API_KEY", "test-key"),
+                ];
+                ("gemini", args, env)
+            }
+            _ => {
+                let mut args = vec!["-p", prompt, "--allowedTools", "Bash,Read"];
+                args.extend(["--output-format", "json"]);
+                if let Some(session) = resume {
+                    args.extend(["--resume", session]);
+                }
+                let env = vec![
+                    ("ANTHROPIC_BASE_URL", url),
+                    ("ANTHROPIC_API_KEY", "test-key"),
+                    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ];
+                ("claude", args, env)
+            }
+        };
+        let said: Value = serde_json::from_str(&self.agent.run(program, &self.home, &args, &env))
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        said["session_id"].as_str().unwrap().to_string()
+    }
+}
+
+/// A command that prints 23,893 characters and fails, run by each agent's real CLI: the
+/// call is audited as failed where the agent tells its hooks (Claude Code's
+/// PostToolUseFailure, Gemini's exit code; Codex says nothing of it); where the agent lets
+/// hooks replace the output (Codex, Gemini), it is offloaded and the model reads the
+/// second page by the reference as written; after the agent exits, a resumed conversation
+/// reads the file again.
+fn a_failing_command_is_audited_offloaded_and_resumed(name: &'static str) {
+    let agent = Agent::new("");
+    let cli = RealCli::new(&agent, name, &["fail"]);
+    cli.install_by(Path::new(env!("CARGO_BIN_EXE_hookhost")), &[]);
+    let session = cli.prompt("Count to 5000, then fail.", None);
+
+    let results = cli.model.results();
+    let audit = agent.audit("default");
+    let failed = audit
+        .lines()
+        .filter(|l| l.contains(r#""event":"done""#) && l.contains(r#""tool":"bash""#))
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .next()
+        .unwrap_or_else(|| panic!("{name}: no call audited: {audit}"));
+    assert_eq!(
+        failed["is_error"],
+        Value::Bool(name != "codex"),
+        "{name}: {failed}"
+    );
+    if name == "claude-code" {
+        // PostToolUseFailure cannot replace what Claude Code tells the model: no offload,
+        // which would only add a reference to the whole output (docs/agents.md).
+        assert_eq!(results.len(), 1, "{results:#?}");
+        assert!(
+            results[0].contains("Exit code 1") && !results[0].contains("[Output offloaded"),
+            "{}",
+            &results[0][..results[0].len().min(400)]
+        );
+        return;
+    }
+    assert_eq!(results.len(), 2, "{name}: {results:#?}");
+    let reference = &results[0];
+    // Gemini hands its hooks the output without its last newline.
+    assert!(
+        reference.starts_with("[Output offloaded: 23893 characters")
+            || (name == "gemini" && reference.starts_with("[Output offloaded: 23892 characters")),
+        "{name}: {reference}"
+    );
+    let file = named_file(reference);
+    let held = std::fs::read_to_string(&file).unwrap();
+    let counted: String = (1..=5000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(
+        held.trim_end(),
+        counted.trim_end(),
+        "{name}: the file is not the command's output"
+    );
+    assert_the_second_page(reference, &held, &results[1]);
+
+    // The agent exited; its session's files stay for a resume, which reads the file.
+    assert!(
+        file.exists(),
+        "{name}: the offloaded file did not outlive the agent"
+    );
+    cli.prompt("Read the count again.", Some(&session));
+    let results = cli.model.results();
+    let reread = results.last().unwrap();
+    assert!(reread.contains("2500\n2501\n2502"), "{name}: {reread}");
+}
+
+#[test]
+fn the_real_claude_code_cli_audits_a_failing_command() {
+    a_failing_command_is_audited_offloaded_and_resumed("claude-code");
+}
+
+#[test]
+fn the_real_codex_cli_offloads_a_failing_command_and_resumes() {
+    a_failing_command_is_audited_offloaded_and_resumed("codex");
+}
+
+#[test]
+fn the_real_gemini_cli_offloads_a_failing_command_and_resumes() {
+    a_failing_command_is_audited_offloaded_and_resumed("gemini");
+}
+
+/// hookhost installed by a binary in a directory with a space, with a `closed` guard on
+/// the shell, then gone (as after an upgrade that moved it): the agent's real CLI runs
+/// `rm -rf victim` and the guard's hook cannot run, so the agent is told no and the
+/// command never runs; a tool no closed layer wraps (Claude's Read, Gemini's read_file)
+/// still works. The real binary's uninstall then takes every entry out.
+fn a_closed_guard_holds_when_hookhost_is_gone(name: &'static str) {
+    let agent = Agent::new("on_failure = \"closed\"\n");
+    std::fs::create_dir(agent.project.join("victim")).unwrap();
+    std::fs::write(agent.project.join("notes.txt"), "kept notes\n").unwrap();
+    let bin = agent.dir.path().join("my bin");
+    std::fs::create_dir(&bin).unwrap();
+    let built = Path::new(env!("CARGO_BIN_EXE_hookhost"));
+    for program in ["hookhost", "hookhost-agent"] {
+        std::fs::copy(built.with_file_name(program), bin.join(program)).unwrap();
+    }
+    let project = agent.project.to_str().unwrap();
+    let cli = RealCli::new(&agent, name, &["closed", project]);
+    let before = std::fs::read_to_string(cli.settings()).unwrap_or_default();
+    cli.install_by(&bin.join("hookhost"), &[]);
+    let installed = std::fs::read_to_string(cli.settings()).unwrap();
+    assert!(installed.contains("my bin"), "{installed}");
+    std::fs::remove_dir_all(&bin).unwrap();
+
+    cli.prompt("Clean up, then read the notes.", None);
+    let results = cli.model.results();
+    assert!(
+        agent.project.join("victim").is_dir(),
+        "{name}: rm -rf ran: {results:#?}"
+    );
+    assert!(
+        results[0].contains("a `closed` hook wraps this tool"),
+        "{name}: {}",
+        results[0]
+    );
+    if name != "codex" {
+        assert!(results[1].contains("kept notes"), "{name}: {results:#?}");
+    }
+
+    cli.install_by(built, &["--uninstall"]);
+    let after = std::fs::read_to_string(cli.settings()).unwrap_or_default();
+    assert!(!after.contains("hookhost"), "{name}: {after}");
+    if !before.is_empty() {
+        assert_eq!(after.trim(), before.trim(), "{name}");
+    }
+}
+
+#[test]
+fn the_real_claude_code_cli_is_denied_a_closed_tool_when_hookhost_is_gone() {
+    a_closed_guard_holds_when_hookhost_is_gone("claude-code");
+}
+
+#[test]
+fn the_real_codex_cli_is_denied_a_closed_tool_when_hookhost_is_gone() {
+    a_closed_guard_holds_when_hookhost_is_gone("codex");
+}
+
+#[test]
+fn the_real_gemini_cli_is_denied_a_closed_tool_when_hookhost_is_gone() {
+    a_closed_guard_holds_when_hookhost_is_gone("gemini");
 }

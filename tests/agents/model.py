@@ -29,7 +29,7 @@ PROJECT = sys.argv[4] if len(sys.argv) > 4 else ""
 SCRIPTS = {
     "claude-code": [
         lambda path, last: ("Bash", {"command": "seq 1 100000", "description": "Count to 100000"}),
-        lambda path, last: ("Read", {"file_path": path, "offset": 99990, "limit": 20}),
+        lambda path, last: ("Read", second_read(last)),
         lambda path, last: ("TaskCreate", {"subject": "Count to 100000", "description": "Print the numbers"}),
         lambda path, last: ("TaskCreate", {"subject": "Report the count", "description": "Say how far it went"}),
         lambda path, last: ("TaskUpdate", {"taskId": "1", "status": "completed"}),
@@ -74,11 +74,60 @@ def turn():
 
 SCRIPTS["claude-code-turn"] = turn()
 
+# A command that prints 23,893 characters and fails, then the reference followed as
+# written: Claude's Read with the offset and limit it gives for the second page, or the
+# other agents' shell command for it.
+FAILING = "seq 1 5000; exit 1"
+SCRIPTS["claude-code-fail"] = [
+    lambda path, last: ("Bash", {"command": FAILING, "description": "Count and fail"}),
+]
+SCRIPTS["codex-fail"] = [
+    lambda path, last: ("exec_command", {"cmd": FAILING}),
+    lambda path, last: ("exec_command", {"cmd": second_page(last)}),
+]
+# The shell's `rm -rf victim`, then a read of the project's notes.
+SCRIPTS["claude-code-closed"] = [
+    lambda path, last: ("Bash", {"command": "rm -rf victim", "description": "Clean up"}),
+    lambda path, last: ("Read", {"file_path": f"{PROJECT}/notes.txt"}),
+]
+SCRIPTS["codex-closed"] = [
+    lambda path, last: ("exec_command", {"cmd": "rm -rf victim"}),
+]
+SCRIPTS["gemini-closed"] = [
+    lambda path, last: ("run_shell_command", {"command": "rm -rf victim", "description": "Clean up"}),
+    lambda path, last: ("read_file", {"file_path": f"{PROJECT}/notes.txt"}),
+]
+SCRIPTS["gemini-fail"] = [
+    lambda path, last: ("run_shell_command", {"command": FAILING, "description": "Count and fail"}),
+    lambda path, last: ("run_shell_command", {"command": second_page(last), "description": "Read on"}),
+]
+
 
 def second_page(reference):
     """The command an offload reference gives for its file's second page, as written."""
     found = re.search(r"then `([^`]+)`", reference)
     return found.group(1) if found else "false"
+
+
+def second_read(reference):
+    """The Read an offload reference gives for its file's second page, as written: the
+    first page's `{"file_path": …, "offset": 1, "limit": N}`, from line N + 1."""
+    found = re.search(r"call Read with (\{[^}]*\})", reference)
+    if not found:
+        return {"file_path": "none"}
+    first = json.loads(found.group(1))
+    return {**first, "offset": first.get("offset", 1) + first["limit"]}
+
+
+def again(agent, path):
+    """A resumed conversation's read of the file its first reference named, lines 2,500
+    to 2,502: Claude's Read, or the other agents' shell."""
+    if agent == "claude-code":
+        return "Read", {"file_path": path, "offset": 2500, "limit": 3}
+    command = "sed -n '2500,2502p' '" + path.replace("'", "'\\''") + "'"
+    if agent == "codex":
+        return "exec_command", {"cmd": command}
+    return "run_shell_command", {"command": command, "description": "Read again"}
 
 
 def text_of(content):
@@ -110,7 +159,18 @@ def tool_results(body):
 
 
 def last_prompt(body):
-    """The text of the conversation's last message, when it is the user's prompt."""
+    """The text of the conversation's last message, when it is the user's prompt (in the
+    Messages, Responses or Gemini API's shape)."""
+    if AGENT in ("codex", "copilot"):
+        items = [i for i in body.get("input", []) if isinstance(i, dict)]
+        if not items or items[-1].get("role") != "user":
+            return ""
+        return text_of([{"text": p.get("text", "")} for p in items[-1].get("content", [])])
+    if AGENT == "gemini":
+        contents = body.get("contents", [])
+        if not contents or contents[-1].get("role") != "user":
+            return ""
+        return "".join(p.get("text", "") for p in contents[-1].get("parts", []))
     messages = body.get("messages", [])
     if not messages or messages[-1].get("role") != "user":
         return ""
@@ -130,12 +190,13 @@ def step(body):
     results = tool_results(body)
     n = len(results)
     script = SCRIPTS[SCRIPT]
-    if n == len(script) and AGENT == "claude-code" and "again" in last_prompt(body):
-        # A resumed conversation (`claude -p --resume ID "Read the count again."`): the
-        # file its first reference named, read from the middle.
+    if n >= len(script) and "again" in last_prompt(body):
+        # A resumed conversation (`claude -p --resume ID "Read the count again."`, and the
+        # other agents' likewise; Gemini's history holds each result twice once resumed):
+        # the file its first reference named, read again.
         first = re.search(r"^Full output: (.+)$", results[0], re.M)
-        path = first.group(1).strip() if first else ""
-        return ("tool", "Read", {"file_path": path, "offset": 50000, "limit": 3}, n)
+        name, tool_input = again(AGENT, first.group(1).strip() if first else "")
+        return ("tool", name, tool_input, n)
     if n >= len(script):
         return ("text", "done")
     named = re.search(r"^Full output: (.+)$", results[-1], re.M) if results else None

@@ -240,18 +240,27 @@ pub fn merged(
 }
 
 /// The shell command of `event`: `command` with the event's name, and for a tool event
-/// the tools a closed layer wraps; for a pre-tool event that some are, a fallback that
-/// denies them when the program cannot be run at all (exit 126 or 127, or a signal): the
-/// agent's deny on stdout when the hook input names one of them, else nothing.
+/// the tools a closed layer wraps; then a fallback for when the program cannot be run at
+/// all (exit 126 or 127, or a signal). For a pre-tool event that closed tools wrap, the
+/// agent's deny on stdout when the hook input names one of them; otherwise, and for every
+/// other event, the agent's non-blocking error (a line on stderr, exit 1), not the shell's
+/// status, which an agent may take for something else (Gemini CLI calls its `AfterAgent`
+/// again and again when the hook exits 127, until its stack overflows).
 fn event_command(agent: Agent, event: Event, command: &str, wrapped: &Wrapped) -> String {
     let mut line = format!("{command} {}", event.name());
+    let unwrapped = |line: String| {
+        format!(
+            "{line} || {{ s=$?; [ \"$s\" -ge 126 ] || exit \"$s\"; \
+             echo 'hookhost could not be run' >&2; exit 1; }}"
+        )
+    };
     if !event.is_tool() || wrapped.closed.is_empty() {
-        return line;
+        return unwrapped(line);
     }
     line.push_str(" --closed-tools ");
     line.push_str(&shell_word(&wrapped.closed.join(",")));
     if event != Event::PreTool {
-        return line;
+        return unwrapped(line);
     }
     let names: Vec<String> = wrapped
         .closed
@@ -524,7 +533,11 @@ mod tests {
         let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
         assert_eq!(pre.len(), 2);
         assert_eq!(pre[0]["hooks"][0]["command"], "./check.sh");
-        assert_eq!(pre[1]["hooks"][0]["command"], format!("{COMMAND} pre-tool"));
+        let ours = pre[1]["hooks"][0]["command"].as_str().unwrap();
+        assert!(
+            ours.starts_with(&format!("{COMMAND} pre-tool || ")),
+            "{ours}"
+        );
         let removed: Value = serde_json::from_str(
             &merged(Agent::ClaudeCode, &once, COMMAND_ONLY, EVERY, true).unwrap(),
         )
@@ -561,9 +574,12 @@ mod tests {
         let once = codex(mine, command, EVERY, false);
         assert_eq!(codex(&once, command, EVERY, false), once);
         let parsed: toml::Table = once.parse().unwrap();
-        assert_eq!(
-            parsed["hooks"]["PreToolUse"][0]["hooks"][0]["command"].as_str(),
-            Some("/usr/bin/hookhost hook codex pre-tool")
+        let ours = parsed["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap();
+        assert!(
+            ours.starts_with("/usr/bin/hookhost hook codex pre-tool || "),
+            "{ours}"
         );
         assert_eq!(
             codex(&once, command, EVERY, true).trim_end(),

@@ -1,0 +1,269 @@
+"""The official Python SDK pinned to MCP 2026-07-28 (no initialize, no MCP session: each
+request names its version in `_meta`), driving `hookhost serve --http`; then a 2025-era
+client against the same server. Every check is an assertion, so a failure exits non-zero
+with the reason; success prints one JSON line of what was seen.
+
+    modern.py URL [TOKEN] [--other-token OTHER] [--data DATA]
+
+TOKEN is a tenant's bearer token (none for `--unauthenticated-bash`); OTHER, another
+tenant's, which must not reach TOKEN's sessions; with DATA, the server's data directory,
+the ephemeral session's files are also looked for on disk.
+
+What it checks:
+  discover  the pinned client lists the tools, `bash` and `read_file` among them;
+  new       `bash seq 1 5000` naming the session `new` in `_meta`: an offload reference,
+            the new session's id in the result's `_meta` and the `hookhost-session` header;
+  read      read_file of that reference in that session (named in `_meta`, then in the
+            `Hookhost-Session` header) pages from the middle of the file ("2500");
+  ephemeral a call naming no session: the ephemeral note, no session named back, and its
+            file gone (a named session cannot read it; with DATA, not on disk either);
+  unknown   a session id the tenant does not have is refused (HTTP 404), and so is
+            another tenant naming this one's session (with OTHER);
+  conflict  the header and `_meta` naming different sessions is refused (HTTP 400);
+  delete    DELETE with the header ends the session; naming it then is refused (404);
+  legacy    a 2025-era client (mode="legacy": initialize, Mcp-Session-Id) still works,
+            and mode="auto" negotiates 2026-07-28.
+"""
+
+import argparse
+import asyncio
+import glob
+import json
+import os
+import sys
+import time
+import uuid
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+MODERN = "2026-07-28"
+SESSION_META = "dev.hookhost/session"
+SESSION_HEADER = "Hookhost-Session"
+EPHEMERAL_NOTE = "[hookhost: this request named no hookhost session"
+SEQ = "".join(f"{i}\n" for i in range(1, 5001))
+
+
+class Failed(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failed(message)
+
+
+def text(result):
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def offloaded_path(reference):
+    for line in reference.splitlines():
+        if line.startswith("Full output: "):
+            return line[len("Full output: "):]
+    raise Failed(f"not an offload reference: {reference[:200]!r}")
+
+
+class Http:
+    """An httpx client for the SDK that records each response's status and
+    `hookhost-session` header (the SDK does not show them)."""
+
+    def __init__(self, token, headers=None):
+        self.seen = []
+        all_headers = dict(headers or {})
+        if token:
+            all_headers["Authorization"] = f"Bearer {token}"
+        self.headers = all_headers
+
+    def client(self):
+        async def record(response):
+            self.seen.append((response.request.method, response.status_code,
+                              response.headers.get("hookhost-session")))
+        return httpx2.AsyncClient(headers=self.headers, timeout=60,
+                                  event_hooks={"response": [record]})
+
+
+def pinned(url, http):
+    return Client(streamable_http_client(url, http_client=http.client()), mode=MODERN)
+
+
+async def refused(call, status, http, what):
+    """Awaits `call`, which must fail with an MCP error after an HTTP `status`."""
+    before = len(http.seen)
+    try:
+        result = await call
+    except MCPError as e:
+        statuses = [s for _, s, _ in http.seen[before:]]
+        check(status in statuses, f"{what}: refused ({e}) but with HTTP {statuses}, not {status}")
+        return {"status": status, "code": e.error.code, "message": e.error.message}
+    raise Failed(f"{what}: not refused: {text(result)[:300]!r}")
+
+
+async def modern(url, token, other_token, data):
+    results = {}
+    http = Http(token)
+    async with pinned(url, http) as client:
+        check(client.protocol_version == MODERN, f"protocol version {client.protocol_version}")
+
+        # (a) The tools, without any session.
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        check({"bash", "read_file"} <= tools, f"tools: {sorted(tools)}")
+        results["discover"] = sorted(tools)
+
+        # (b) A new lasting session, named back in the result's _meta and the header.
+        before = len(http.seen)
+        result = await client.call_tool("bash", {"command": "seq 1 5000"}, meta={SESSION_META: "new"})
+        check(not result.is_error, f"bash in a new session failed: {text(result)}")
+        reference = text(result)
+        check(reference.startswith("[Output offloaded: 23893 characters"), f"not offloaded: {reference[:200]!r}")
+        check(EPHEMERAL_NOTE not in reference, f"a named session got the ephemeral note: {reference}")
+        path = offloaded_path(reference)
+        check(path.startswith("/artifacts/tool-results/bash/"), path)
+        session = (result.meta or {}).get(SESSION_META)
+        check(session and session != "new", f"no session in the result's _meta: {result.meta}")
+        headers = [h for _, _, h in http.seen[before:] if h]
+        check(session in headers, f"the answer's hookhost-session headers {headers} lack {session}")
+        results["new"] = {"session": session, "path": path}
+
+        # (c) The reference read back in that session, from the middle of the file.
+        offset = SEQ.index("2500\n")
+        page = await client.call_tool("read_file", {"path": path, "offset": offset, "limit": 50},
+                                      meta={SESSION_META: session})
+        check(not page.is_error, f"read_file in session {session}: {text(page)}")
+        check(text(page).startswith("2500\n2501\n"), f"read_file at {offset}: {text(page)[:200]!r}")
+        check((page.meta or {}).get(SESSION_META) == session, f"read_file _meta: {page.meta}")
+        results["read"] = {"offset": offset, "first": text(page).split("\n", 1)[0]}
+
+    # The same session named in the header instead, by a client that knows nothing of it.
+    by_header = Http(token, {SESSION_HEADER: session})
+    async with pinned(url, by_header) as client:
+        page = await client.call_tool("read_file", {"path": path, "offset": offset, "limit": 10})
+        check(not page.is_error and text(page).startswith("2500\n"),
+              f"read_file with the header: {text(page)[:200]!r}")
+        results["read"]["header"] = True
+
+    http = Http(token)
+    async with pinned(url, http) as client:
+        # (d) No session named: an ephemeral one, whose files are gone once answered.
+        sessions_before = session_dirs(data)
+        before = len(http.seen)
+        result = await client.call_tool("bash", {"command": "seq 1 5000"})
+        check(not result.is_error, f"ephemeral bash failed: {text(result)}")
+        blocks = [getattr(block, "text", "") for block in result.content]
+        check(any(b.startswith(EPHEMERAL_NOTE) for b in blocks[1:]), f"no ephemeral note: {blocks}")
+        gone = offloaded_path(blocks[0])
+        check(SESSION_META not in (result.meta or {}), f"an ephemeral call named a session: {result.meta}")
+        named = [h for _, _, h in http.seen[before:] if h]
+        check(not named, f"an ephemeral answer named sessions in the header: {named}")
+        read = await client.call_tool("read_file", {"path": gone}, meta={SESSION_META: session})
+        check(read.is_error, f"the ephemeral file read in session {session}: {text(read)[:200]!r}")
+        results["ephemeral"] = {"path": gone, "read_elsewhere": text(read)[:120]}
+        if data:
+            name = os.path.basename(gone)
+            deadline = time.monotonic() + 5
+            while True:
+                left = glob.glob(os.path.join(data, "tenants", "*", "sessions", "*", "artifacts", "**", name),
+                                 recursive=True)
+                new_dirs = session_dirs(data) - sessions_before
+                if not left and not new_dirs:
+                    break
+                check(time.monotonic() < deadline,
+                      f"after 5 s the ephemeral file is still on disk: {left}; new session dirs: {sorted(new_dirs)}")
+                await asyncio.sleep(0.1)
+            results["ephemeral"]["on_disk"] = "gone"
+
+        # (e) A session the tenant does not have.
+        results["unknown"] = await refused(
+            client.call_tool("bash", {"command": "true"}, meta={SESSION_META: str(uuid.uuid4())}),
+            404, http, "an unknown session")
+
+    if other_token:
+        other = Http(other_token)
+        async with pinned(url, other) as client:
+            results["unknown"]["other_tenant"] = await refused(
+                client.call_tool("read_file", {"path": path}, meta={SESSION_META: session}),
+                404, other, "another tenant's session")
+
+    # The header and _meta naming different sessions.
+    conflict = Http(token, {SESSION_HEADER: str(uuid.uuid4())})
+    async with pinned(url, conflict) as client:
+        results["conflict"] = await refused(
+            client.call_tool("bash", {"command": "true"}, meta={SESSION_META: session}),
+            400, conflict, "the header and _meta naming different sessions")
+
+    # DELETE ends the session; naming it is refused from then on.
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        headers = {SESSION_HEADER: session}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        response = await raw.delete(url, headers=headers)
+        check(response.status_code == 200, f"DELETE: {response.status_code} {response.text}")
+        again = await raw.delete(url, headers=headers)
+        check(again.status_code == 404, f"a second DELETE: {again.status_code} {again.text}")
+    http = Http(token)
+    async with pinned(url, http) as client:
+        results["delete"] = await refused(
+            client.call_tool("read_file", {"path": path}, meta={SESSION_META: session}),
+            404, http, "a deleted session")
+    return results
+
+
+def session_dirs(data):
+    if not data:
+        return set()
+    return set(glob.glob(os.path.join(data, "tenants", "*", "sessions", "*")))
+
+
+async def legacy(url, token):
+    http = Http(token)
+    async with Client(streamable_http_client(url, http_client=http.client()), mode="legacy") as client:
+        check(client.protocol_version < MODERN, f"legacy negotiated {client.protocol_version}")
+        check(client.server_info and client.server_info.name == "hookhost", f"server info {client.server_info}")
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        check("bash" in tools, sorted(tools))
+        result = await client.call_tool("bash", {"command": "seq 1 5000"})
+        check(not result.is_error, text(result))
+        path = offloaded_path(text(result))
+        check(EPHEMERAL_NOTE not in text(result), f"a 2025 session got the ephemeral note: {text(result)}")
+        check(SESSION_META not in (result.meta or {}), f"a 2025 result named a session: {result.meta}")
+        page = await client.call_tool("read_file", {"path": path, "offset": SEQ.index("2500\n"), "limit": 10})
+        check(text(page).startswith("2500\n"), f"legacy read_file: {text(page)[:200]!r}")
+        found = {"protocol_version": client.protocol_version, "read": True}
+    async with Client(streamable_http_client(url, http_client=Http(token).client()), mode="auto") as client:
+        found["auto"] = client.protocol_version
+        check(client.protocol_version == MODERN, f"mode=auto negotiated {client.protocol_version}")
+    return found
+
+
+async def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("url")
+    parser.add_argument("token", nargs="?")
+    parser.add_argument("--other-token", help="another tenant's token, refused this tenant's sessions")
+    parser.add_argument("--data", help="the server's data directory, to look for ephemeral files on disk")
+    args = parser.parse_args()
+    started = time.monotonic()
+    results = await modern(args.url, args.token, args.other_token, args.data)
+    results["legacy"] = await legacy(args.url, args.token)
+    results["seconds"] = round(time.monotonic() - started, 2)
+    results["ok"] = True
+    print(json.dumps(results), flush=True)
+
+
+def leaves(error):
+    """The exceptions inside `error`, which anyio's task groups wrap in groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(asyncio.wait_for(main(), timeout=120))
+    except (Exception, BaseExceptionGroup) as error:
+        for leaf in leaves(error):
+            what = "" if isinstance(leaf, Failed) else f"{type(leaf).__name__}: "
+            print(f"modern.py: FAILED: {what}{leaf}", file=sys.stderr)
+        sys.exit(1)
