@@ -1498,6 +1498,20 @@ fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
 /// writes its results there); panics with its report unless it exits 0.
 fn conformance(args: &[&str], env: &[(&str, &str)]) {
     let installed = peer("HOOKHOST_TEST_CONFORMANCE", "target/ci-conformance");
+    conformance_of(&installed, args, env);
+}
+
+/// The suite of MCP 2026-07-28 (0.2.0, installed by `.ci/run` beside 0.1.16), as
+/// [`conformance`].
+fn conformance_2026(args: &[&str]) {
+    let installed = peer(
+        "HOOKHOST_TEST_CONFORMANCE_2026",
+        "target/ci-conformance-2026",
+    );
+    conformance_of(&installed, args, &[]);
+}
+
+fn conformance_of(installed: &Path, args: &[&str], env: &[(&str, &str)]) {
     let results = tempfile::tempdir().unwrap();
     let out = Command::new(installed.join("node_modules/.bin/node"))
         .arg(installed.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
@@ -1536,12 +1550,18 @@ fn conformance(args: &[&str], env: &[(&str, &str)]) {
 /// `hookhost serve --http` on `config` (the built-in config serves bash: loopback, no
 /// tokens, so `--unauthenticated-bash`).
 fn serve_unauthenticated(data: &Path, config: &Path) -> Server {
+    serve_http(data, config, &["--unauthenticated-bash"])
+}
+
+/// `hookhost serve --http FLAGS` on `config`.
+fn serve_http(data: &Path, config: &Path, flags: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
         .arg("--data")
         .arg(data)
         .arg("--config")
         .arg(config)
-        .args(["serve", "--http", "127.0.0.1:0", "--unauthenticated-bash"])
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(flags)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -1633,6 +1653,62 @@ fn the_official_conformance_suite_passes_through_hookhost() {
             &[("HOOKHOST", env!("CARGO_BIN_EXE_hookhost"))],
         );
     }
+}
+
+/// MCP 2026-07-28, the suite's `--requirements 2026-07-28` server scenarios: against the
+/// built-in config and through hookhost fronting tests/mcp/everything.py, each with the
+/// baseline of what cannot pass yet (the files say why), which the suite checks both
+/// ways; then the official Python SDK pinned to 2026-07-28 (tests/mcp/modern.py: hookhost
+/// sessions named, made, ephemeral, refused across tenants and ended, and a 2025 client
+/// beside it), over HTTP with two tenants.
+#[test]
+fn mcp_2026_clients_are_served_beside_the_2025_era() {
+    let data = tempfile::tempdir().unwrap();
+    for (upstream, baseline) in [
+        (String::new(), "builtin-2026-expected-failures.yml"),
+        (
+            everything_py_upstream(Some("")),
+            "2026-expected-failures.yml",
+        ),
+    ] {
+        let config = builtin_config_with(data.path(), &upstream);
+        let server = serve_unauthenticated(data.path(), &config);
+        let baseline = workspace().join("tests/conformance").join(baseline);
+        conformance_2026(&[
+            "server",
+            "--requirements",
+            "2026-07-28",
+            "--url",
+            &server.url,
+            "--expected-failures",
+            baseline.to_str().unwrap(),
+        ]);
+    }
+
+    let config = builtin_config_with(
+        data.path(),
+        "\n[tenants.alpha]\ntoken = \"alpha-token-0123456789abcdef\"\n\
+         [tenants.beta]\ntoken = \"beta-token-0123456789abcdefgh\"\n",
+    );
+    let server = serve_http(data.path(), &config, &[]);
+    let out = Command::new(python())
+        .arg(workspace().join("tests/mcp/modern.py"))
+        .args([
+            &server.url,
+            "alpha-token-0123456789abcdef",
+            "--other-token",
+            "beta-token-0123456789abcdefgh",
+            "--data",
+        ])
+        .arg(data.path())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "modern.py: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// hookhost as the OAuth client of upstreams that require MCP authorization, against an

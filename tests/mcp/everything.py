@@ -328,7 +328,7 @@ async def read_resource(ctx, params):
         data = {"id": id_, "templateTest": True, "data": f"Data for ID: {id_}"}
         contents = types.TextResourceContents(uri=uri, mime_type="application/json", text=json.dumps(data))
     else:
-        raise MCPError(code=-32002, message=f"Resource not found: {uri}")
+        raise MCPError(code=-32002, message=f"Resource not found: {uri}", data={"uri": uri})
     return types.ReadResourceResult(contents=[contents])
 
 

@@ -21,6 +21,8 @@ What it checks:
             another tenant naming this one's session (with OTHER);
   conflict  the header and `_meta` naming different sessions is refused (HTTP 400);
   delete    DELETE with the header ends the session; naming it then is refused (404);
+  listen    `subscriptions/listen` is acknowledged with the filter accepted, tagged with
+            the request's id;
   legacy    a 2025-era client (mode="legacy": initialize, Mcp-Session-Id) still works,
             and mode="auto" negotiates 2026-07-28.
 """
@@ -237,6 +239,37 @@ async def legacy(url, token):
     return found
 
 
+async def listen(url, token):
+    """`subscriptions/listen` for the tools' list changes, as the wire has it: the stream's
+    first message is the acknowledgement, naming the filter hookhost accepted (tools, not
+    the prompts no upstream serves here) and tagged with the request's id."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": True, "promptsListChanged": True},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with http.stream("POST", url, headers=headers, json=request) as response:
+            check(response.status_code == 200, f"subscriptions/listen: HTTP {response.status_code}")
+            async for line in response.aiter_lines():
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue
+                message = json.loads(line[5:])
+                check(message.get("method") == "notifications/subscriptions/acknowledged",
+                      f"the first message is not the acknowledgement: {message}")
+                params = message.get("params", {})
+                accepted = params.get("notifications", params)
+                check(accepted.get("toolsListChanged") is True and not accepted.get("promptsListChanged"),
+                      f"accepted {params}")
+                tagged = params.get("_meta", {}).get("io.modelcontextprotocol/subscriptionId")
+                check(tagged == "listen-1", f"the acknowledgement is tagged {tagged!r}: {message}")
+                return {"accepted": accepted}
+    raise Failed("subscriptions/listen: the stream ended without an acknowledgement")
+
+
 async def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url")
@@ -246,6 +279,7 @@ async def main():
     args = parser.parse_args()
     started = time.monotonic()
     results = await modern(args.url, args.token, args.other_token, args.data)
+    results["listen"] = await listen(args.url, args.token)
     results["legacy"] = await legacy(args.url, args.token)
     results["seconds"] = round(time.monotonic() - started, 2)
     results["ok"] = True

@@ -40,7 +40,7 @@ use rmcp::model::{
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock,
     GetPromptRequest, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, PromptMessage, ReadResourceRequest,
-    ReadResourceRequestParams, ReadResourceResult, Reference, ResourceContents, Role,
+    ReadResourceRequestParams, ReadResourceResult, Reference, ResourceContents, ResultType, Role,
     ServerCapabilities, ServerResult, SetLevelRequest, SetLevelRequestParams,
 };
 use rmcp::service::RequestContext;
@@ -314,12 +314,34 @@ impl McpServer {
         upstreams
     }
 
+    /// The session's upstreams that serve resources or prompts (`capability`) for a
+    /// listing of them: none is a method hookhost does not have (-32601), as its
+    /// capabilities say, not an empty list.
+    async fn listing(
+        &self,
+        session: &Session,
+        capability: impl Fn(&ServerCapabilities) -> bool,
+        method: &str,
+    ) -> Result<Vec<Arc<Running>>, McpError> {
+        let upstreams = self.serving(session, capability).await;
+        if upstreams.is_empty() {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("{method}: no upstream of this server serves it"),
+                None,
+            ));
+        }
+        Ok(upstreams)
+    }
+
     pub(super) async fn list_upstream_resources(
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let session = &*self.session_for(context)?;
-        let upstreams = self.serving(session, |c| c.resources.is_some()).await;
+        let upstreams = self
+            .listing(session, |c| c.resources.is_some(), "resources/list")
+            .await?;
         let mut groups = Vec::new();
         for upstream in &upstreams {
             groups.push((upstream.name(), upstream.resources().await?));
@@ -339,7 +361,14 @@ impl McpServer {
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let session = &*self.session_for(context)?;
         let mut listed = Vec::new();
-        for upstream in self.serving(session, |c| c.resources.is_some()).await {
+        let upstreams = self
+            .listing(
+                session,
+                |c| c.resources.is_some(),
+                "resources/templates/list",
+            )
+            .await?;
+        for upstream in upstreams {
             listed.extend(upstream.resource_templates().await?);
         }
         Ok(ListResourceTemplatesResult::with_all_items(listed))
@@ -398,7 +427,12 @@ impl McpServer {
             .as_client(&session, context, forwarded.run(self, &session, arguments))
             .await?;
         match ran {
-            Ok(ServerResult::ReadResourceResult(read)) => Ok(read),
+            // Passed on whole: `resultType: complete` for a 2026 client (rmcp takes it
+            // off for a 2025 one), whatever era the upstream speaks.
+            Ok(ServerResult::ReadResourceResult(mut read)) => {
+                read.result_type = Some(ResultType::COMPLETE);
+                Ok(read)
+            }
             Ok(_) => Err(McpError::internal_error(
                 "the upstream answered something else",
                 None,
@@ -467,7 +501,9 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let session = &*self.session_for(context)?;
-        let upstreams = self.serving(session, |c| c.prompts.is_some()).await;
+        let upstreams = self
+            .listing(session, |c| c.prompts.is_some(), "prompts/list")
+            .await?;
         let mut groups = Vec::new();
         for upstream in &upstreams {
             let mut prompts = upstream.prompts().await?;
@@ -515,7 +551,12 @@ impl McpServer {
             .as_client(&session, context, forwarded.run(self, &session, arguments))
             .await?;
         match ran {
-            Ok(ServerResult::GetPromptResult(prompt)) => Ok(prompt),
+            // Passed on whole: `resultType: complete` for a 2026 client (rmcp takes it
+            // off for a 2025 one), whatever era the upstream speaks.
+            Ok(ServerResult::GetPromptResult(mut prompt)) => {
+                prompt.result_type = Some(ResultType::COMPLETE);
+                Ok(prompt)
+            }
             Ok(_) => Err(McpError::internal_error(
                 "the upstream answered something else",
                 None,
@@ -576,7 +617,10 @@ impl McpServer {
             .as_client(&session, context, upstream.forward(request))
             .await?
         {
-            ServerResult::CompleteResult(result) => Ok(result),
+            ServerResult::CompleteResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result)
+            }
             _ => Err(McpError::internal_error(
                 "the upstream answered something else",
                 None,
@@ -606,7 +650,10 @@ impl McpServer {
 }
 
 fn not_found(uri: &str) -> McpError {
-    McpError::resource_not_found(format!("Resource not found: {uri}"), None)
+    McpError::resource_not_found(
+        format!("Resource not found: {uri}"),
+        Some(serde_json::json!({ "uri": uri })),
+    )
 }
 
 #[cfg(test)]

@@ -34,17 +34,20 @@ use crate::ids::TenantId;
 use crate::limits::MCP_PEER_CHECK;
 use crate::runtime::{CallError, Runtime};
 use crate::sessions::{Session, SessionError};
-use crate::tools::upstream::Notice;
+use changes::{Change, Changes};
 #[allow(deprecated, reason = "MCP 2025-11-25 has logging; hookhost serves it")]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    ContentBlock, CustomRequest, CustomResult, DiscoverResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerConfig, ServerNotification, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{
+    NotificationContext, RequestContext, SubscriptionContext, SubscriptionSendError,
+};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -56,6 +59,7 @@ pub const COMMIT_METHOD: &str = crate::runtime::COMMIT_CALL;
 
 mod admin;
 mod auth;
+mod changes;
 pub mod gateway;
 mod http;
 mod listing;
@@ -185,6 +189,22 @@ impl ServerHandler for McpServer {
         Ok(result)
     }
 
+    /// MCP 2026's `server/discover`, for the caller's tenant as `initialize` is.
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let mut info = self.get_info();
+        info.instructions = self
+            .runtime
+            .offloads(&self.tenant_of(&context))
+            .then(hookhost_formats::instructions);
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
+    }
+
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
@@ -193,49 +213,76 @@ impl ServerHandler for McpServer {
         // Tell this client when the tools change, what its upstreams tell every client,
         // and the updates of the resources it subscribed to, for as long as it is
         // connected.
-        let mut changes = self.runtime.tools_changed();
-        let mut notices = self.runtime.upstream_notices();
+        let changes = Changes::follow(&self.runtime);
         let subscriptions = self.subscriptions.clone();
         tokio::spawn(async move {
-            let mut check = tokio::time::interval(MCP_PEER_CHECK);
-            let peer = &context.peer;
-            loop {
-                tokio::select! {
-                    changed = changes.changed() => {
-                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
-                            return;
+            let peer = context.peer;
+            let closed = async {
+                let mut check = tokio::time::interval(MCP_PEER_CHECK);
+                while !peer.is_transport_closed() {
+                    check.tick().await;
+                }
+            };
+            let tell = |change| {
+                let (peer, subscriptions) = (peer.clone(), subscriptions.clone());
+                #[allow(deprecated, reason = "MCP 2025-11-25 has resources/subscribe")]
+                async move {
+                    let sent = match change {
+                        Change::Tools => peer.notify_tool_list_changed().await,
+                        Change::Prompts => peer.notify_prompt_list_changed().await,
+                        Change::Resources => peer.notify_resource_list_changed().await,
+                        Change::ResourceUpdated(uri) if subscriptions.contains(&uri) => {
+                            peer.notify_resource_updated(
+                                rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                            )
+                            .await
                         }
+                        Change::ResourceUpdated(_) => Ok(()),
+                    };
+                    sent.is_ok()
+                }
+            };
+            changes.forward(closed, tell).await;
+        });
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let capabilities = gateway::capabilities(&self.runtime.shared_upstreams());
+        Some(changes::accepted(requested, &capabilities))
+    }
+
+    /// A 2026 client's `subscriptions/listen`: the list changes it asked for, as long as
+    /// its request lasts.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let sink = context.sink().clone();
+        let tell = move |change| {
+            let sink = sink.clone();
+            async move {
+                let notification = match change {
+                    Change::Tools => {
+                        ServerNotification::ToolListChangedNotification(Default::default())
                     }
-                    notice = notices.recv() => {
-                        #[allow(deprecated, reason = "MCP 2025-11-25 has resources/subscribe")]
-                        let sent = match notice {
-                            Ok(Notice::ResourceUpdated(uri)) if subscriptions.contains(&uri) => {
-                                peer.notify_resource_updated(
-                                    rmcp::model::ResourceUpdatedNotificationParam::new(uri),
-                                )
-                                .await
-                            }
-                            Ok(Notice::ResourceUpdated(_)) => Ok(()),
-                            Ok(Notice::PromptsChanged) => peer.notify_prompt_list_changed().await,
-                            // Missed some: the lists are read again.
-                            Ok(Notice::ResourcesChanged)
-                            | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                                peer.notify_resource_list_changed().await
-                            }
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                        };
-                        if sent.is_err() {
-                            return;
-                        }
+                    Change::Prompts => {
+                        ServerNotification::PromptListChangedNotification(Default::default())
                     }
-                    _ = check.tick() => {
-                        if context.peer.is_transport_closed() {
-                            return;
-                        }
+                    Change::Resources => {
+                        ServerNotification::ResourceListChangedNotification(Default::default())
                     }
+                    Change::ResourceUpdated(_) => return true,
+                };
+                match sink.send(notification).await {
+                    Ok(()) | Err(SubscriptionSendError::NotificationNotAccepted(_)) => true,
+                    Err(_) => false,
                 }
             }
-        });
+        };
+        Changes::follow(&self.runtime)
+            .forward(context.cancelled(), tell)
+            .await;
+        Ok(())
     }
 
     async fn list_tools(

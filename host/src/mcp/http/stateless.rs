@@ -133,12 +133,14 @@ pub(super) async fn serve(
         Ok(named) => named,
         Err(why) => return rpc_error(StatusCode::BAD_REQUEST, rpc_id, -32602, &why),
     };
-    let ephemeral = named.is_none() && needs_session(message);
+    // Sessions are made only for the requests that run in one: `new` on a listing or a
+    // notification makes none.
+    let needs = needs_session(message);
+    let ephemeral = named.is_none() && needs;
     let opened = match named {
         Some(Named::Session(id)) => gate.runtime.sessions().open(&tenant, &id).await,
-        Some(Named::New) => mint(gate, &tenant).await,
-        None if ephemeral => mint(gate, &tenant).await,
-        None => return next.run(Request::from_parts(parts, body)).await,
+        Some(Named::New) | None if needs => mint(gate, &tenant).await,
+        Some(Named::New) | None => return next.run(Request::from_parts(parts, body)).await,
     };
     let session = match opened {
         Ok(session) => session,

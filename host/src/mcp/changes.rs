@@ -1,0 +1,88 @@
+//! What a client is told changed: the tools hookhost serves (a reload, an upstream's list)
+//! and what the upstreams announce (their prompts, resources, and updates of a resource).
+//!
+//! One follower serves both eras: a 2025 session is told for as long as it is connected
+//! (from `initialized` on), a 2026 client for as long as its `subscriptions/listen` request
+//! lasts, each notification then tagged with the request's id by rmcp's sink, which drops
+//! what the accepted filter does not name. A 2026 listener is offered the list changes;
+//! updates of single resources stay with 2025 sessions (`resources/subscribe`, which
+//! subscribes the upstream), so an accepted filter never names resources.
+
+use crate::runtime::Runtime;
+use crate::tools::upstream::Notice;
+use rmcp::model::{ServerCapabilities, SubscriptionFilter};
+use tokio::sync::{broadcast, watch};
+
+/// One change a client may be told of.
+pub(super) enum Change {
+    Tools,
+    Prompts,
+    Resources,
+    ResourceUpdated(String),
+}
+
+/// The runtime's signals, subscribed to: what changes from now on is followed.
+pub(super) struct Changes {
+    tools: watch::Receiver<u64>,
+    notices: broadcast::Receiver<Notice>,
+}
+
+impl Changes {
+    pub(super) fn follow(runtime: &Runtime) -> Changes {
+        Changes {
+            tools: runtime.tools_changed(),
+            notices: runtime.upstream_notices(),
+        }
+    }
+
+    /// Hands each change to `tell` until it answers false, `stop` resolves, or the runtime
+    /// is gone. Notices missed for being slow are told as a change of the resources, so
+    /// the client reads its lists again.
+    pub(super) async fn forward<Told: Future<Output = bool>>(
+        mut self,
+        stop: impl Future<Output = ()>,
+        mut tell: impl FnMut(Change) -> Told,
+    ) {
+        tokio::pin!(stop);
+        loop {
+            let change = tokio::select! {
+                changed = self.tools.changed() => match changed {
+                    Ok(()) => Change::Tools,
+                    Err(_) => return,
+                },
+                notice = self.notices.recv() => match notice {
+                    Ok(Notice::ResourceUpdated(uri)) => Change::ResourceUpdated(uri),
+                    Ok(Notice::PromptsChanged) => Change::Prompts,
+                    Ok(Notice::ResourcesChanged) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        Change::Resources
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                () = &mut stop => return,
+            };
+            if !tell(change).await {
+                return;
+            }
+        }
+    }
+}
+
+/// What of a 2026 listener's `requested` filter hookhost serves, with `capabilities`: the
+/// tools' list changes always, the prompts' and resources' when an upstream offers them.
+pub(super) fn accepted(
+    requested: &SubscriptionFilter,
+    capabilities: &ServerCapabilities,
+) -> SubscriptionFilter {
+    let asked = |flag: Option<bool>, served: bool| (flag == Some(true) && served).then_some(true);
+    let mut accepted = SubscriptionFilter::new();
+    accepted.tools_list_changed = asked(requested.tools_list_changed, true);
+    accepted.prompts_list_changed = asked(
+        requested.prompts_list_changed,
+        capabilities.prompts.is_some(),
+    );
+    accepted.resources_list_changed = asked(
+        requested.resources_list_changed,
+        capabilities.resources.is_some(),
+    );
+    accepted
+}
