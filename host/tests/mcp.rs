@@ -882,6 +882,10 @@ fn two_hosts_on_one_postgres_database_serve_and_collect_the_same_sessions() {
         "deleted once"
     );
 
+    // MCP 2026 requests name their hookhost session themselves: one made on A is read
+    // on B, alternating, and ended on B (tests/mcp/modern.py --fleet).
+    modern(&[&a.url, "--fleet", &b.url]);
+
     // Sessions begun on either host and written on the other, then left idle.
     let stdout = client_output(&["open-sessions", &a.url, &b.url, "8"]);
     let idle = printed(&stdout, "opened ");
@@ -1691,21 +1695,28 @@ fn mcp_2026_clients_are_served_beside_the_2025_era() {
          [tenants.beta]\ntoken = \"beta-token-0123456789abcdefgh\"\n",
     );
     let server = serve_http(data.path(), &config, &[]);
+    let data = data.path().to_str().unwrap();
+    modern(&[
+        &server.url,
+        "alpha-token-0123456789abcdef",
+        "--other-token",
+        "beta-token-0123456789abcdefgh",
+        "--data",
+        data,
+    ]);
+}
+
+/// tests/mcp/modern.py (the Python SDK pinned to MCP 2026-07-28) with `args`; panics with
+/// its output when it fails.
+fn modern(args: &[&str]) {
     let out = Command::new(python())
         .arg(workspace().join("tests/mcp/modern.py"))
-        .args([
-            &server.url,
-            "alpha-token-0123456789abcdef",
-            "--other-token",
-            "beta-token-0123456789abcdefgh",
-            "--data",
-        ])
-        .arg(data.path())
+        .args(args)
         .output()
         .expect("python runs");
     assert!(
         out.status.success(),
-        "modern.py: {}\n{}",
+        "modern.py {args:?}: {}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

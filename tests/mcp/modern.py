@@ -4,6 +4,7 @@ client against the same server. Every check is an assertion, so a failure exits 
 with the reason; success prints one JSON line of what was seen.
 
     modern.py URL [TOKEN] [--other-token OTHER] [--data DATA]
+    modern.py URL [TOKEN] --fleet URL2
 
 TOKEN is a tenant's bearer token (none for `--unauthenticated-bash`); OTHER, another
 tenant's, which must not reach TOKEN's sessions; with DATA, the server's data directory,
@@ -23,6 +24,8 @@ What it checks:
   delete    DELETE with the header ends the session; naming it then is refused (404);
   listen    `subscriptions/listen` is acknowledged with the filter accepted, tagged with
             the request's id;
+  fleet     (alone, with --fleet) a session made on one host read on the other, requests
+            alternating, then ended on the second and unknown on the first;
   legacy    a 2025-era client (mode="legacy": initialize, Mcp-Session-Id) still works,
             and mode="auto" negotiates 2026-07-28.
 """
@@ -163,6 +166,10 @@ async def modern(url, token, other_token, data):
         check(read.is_error, f"the ephemeral file read in session {session}: {text(read)[:200]!r}")
         results["ephemeral"] = {"path": gone, "read_elsewhere": text(read)[:120]}
         if data:
+            # The same search finds the lasting session's file: it would see the other.
+            kept = glob.glob(os.path.join(data, "tenants", "*", "sessions", "*", "artifacts", "**",
+                                          os.path.basename(path)), recursive=True)
+            check(len(kept) == 1, f"the lasting session's file is not found on disk: {kept}")
             name = os.path.basename(gone)
             deadline = time.monotonic() + 5
             while True:
@@ -270,14 +277,49 @@ async def listen(url, token):
     raise Failed("subscriptions/listen: the stream ended without an acknowledgement")
 
 
+async def fleet(urls, token):
+    """Two hosts on one session table, every request to the other host than the last (a
+    balancer without affinity): a session made on one is used, and ended, on the other."""
+    clients = [pinned(url, Http(token)) for url in urls]
+    async with clients[0] as first, clients[1] as second:
+        hosts = [first, second]
+        # A file written in a new session on one host (no bash needed: the fleet's hosts
+        # serve none without tokens) …
+        path = "/workspace/count.txt"
+        result = await first.call_tool("write_file", {"path": path, "content": SEQ},
+                                       meta={SESSION_META: "new"})
+        check(not result.is_error, f"write_file: {text(result)}")
+        session = (result.meta or {}).get(SESSION_META)
+        check(session and session != "new", f"no session named: {result.meta}")
+        # … read back in pages, each request to the other host.
+        for turn in range(1, 7):
+            page = await hosts[turn % 2].call_tool(
+                "read_file", {"path": path, "offset": SEQ.index(f"{turn * 500}\n"), "limit": 6},
+                meta={SESSION_META: session})
+            check(text(page).startswith(f"{turn * 500}\n"), f"host {turn % 2}: {text(page)[:200]!r}")
+    headers = {SESSION_HEADER: session, **({"Authorization": f"Bearer {token}"} if token else {})}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        ended = await http.delete(urls[1], headers=headers)
+        check(ended.status_code == 200, f"DELETE on the second host: HTTP {ended.status_code}")
+        gone = await http.delete(urls[0], headers=headers)
+        check(gone.status_code == 404, f"the first host still has it: HTTP {gone.status_code}")
+    return {"session": session, "reads": 6}
+
+
 async def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url")
     parser.add_argument("token", nargs="?")
     parser.add_argument("--other-token", help="another tenant's token, refused this tenant's sessions")
     parser.add_argument("--data", help="the server's data directory, to look for ephemeral files on disk")
+    parser.add_argument("--fleet", metavar="URL", help="a second host on the same session table: "
+                        "run the fleet checks alone, alternating hosts per request")
     args = parser.parse_args()
     started = time.monotonic()
+    if args.fleet:
+        results = await fleet([args.url, args.fleet], args.token)
+        print(json.dumps(results), flush=True)
+        return
     results = await modern(args.url, args.token, args.other_token, args.data)
     results["listen"] = await listen(args.url, args.token)
     results["legacy"] = await legacy(args.url, args.token)

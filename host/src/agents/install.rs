@@ -242,16 +242,24 @@ pub fn merged(
 /// The shell command of `event`: `command` with the event's name, and for a tool event
 /// the tools a closed layer wraps; then a fallback for when the program cannot be run at
 /// all (exit 126 or 127, or a signal). For a pre-tool event that closed tools wrap, the
-/// agent's deny on stdout when the hook input names one of them; otherwise, and for every
+/// agent's deny on stdout when the hook input names one of them, or when a signal killed
+/// the program (which may have read the input: the matcher's tools are denied, which
+/// only errs on the closed side); otherwise, and for every
 /// other event, the agent's non-blocking error (a line on stderr, exit 1), not the shell's
 /// status, which an agent may take for something else (Gemini CLI calls its `AfterAgent`
 /// again and again when the hook exits 127, until its stack overflows).
 fn event_command(agent: Agent, event: Event, command: &str, wrapped: &Wrapped) -> String {
     let mut line = format!("{command} {}", event.name());
     let unwrapped = |line: String| {
+        let error = protocol::unreadable(agent, "hookhost could not be run");
+        let stdout = match error.stdout.as_str() {
+            "" => String::new(),
+            said => format!("printf '%s\\n' {}; ", shell_word(said)),
+        };
         format!(
-            "{line} || {{ s=$?; [ \"$s\" -ge 126 ] || exit \"$s\"; \
-             echo 'hookhost could not be run' >&2; exit 1; }}"
+            "{line} || {{ s=$?; [ \"$s\" -ge 126 ] || exit \"$s\"; {stdout}echo {} >&2; exit {}; }}",
+            shell_word(error.stderr.as_deref().unwrap_or_default()),
+            error.exit
         )
     };
     if !event.is_tool() || wrapped.closed.is_empty() {
@@ -280,8 +288,8 @@ fn event_command(agent: Agent, event: Event, command: &str, wrapped: &Wrapped) -
         Options::default(),
     );
     format!(
-        "{line} || {{ s=$?; [ \"$s\" -ge 126 ] || exit \"$s\"; grep -Eq {} || exit 0; \
-         printf '%s\\n' {}; exit {}; }}",
+        "{line} || {{ s=$?; [ \"$s\" -ge 126 ] || exit \"$s\"; \
+         [ \"$s\" -ge 128 ] || grep -Eq {} || exit 0; printf '%s\\n' {}; exit {}; }}",
         shell_word(&named),
         shell_word(&deny.stdout),
         deny.exit
@@ -565,6 +573,31 @@ mod tests {
             "{}\n"
         );
         assert!(merged(Agent::Gemini, "", url, EVERY, false).is_err());
+    }
+
+    /// The fallback of every installed command, run by `sh` as the agents run it: the
+    /// program's own exit passes through, and a program that cannot run is the agent's
+    /// non-blocking error (Cursor's with its `{}`), not the shell's 127.
+    #[test]
+    fn a_program_that_cannot_run_is_the_agents_non_blocking_error() {
+        let run = |agent: Agent, program: &str| {
+            let command = event_command(agent, Event::TurnEnd, program, &Wrapped::default());
+            let out = std::process::Command::new("sh")
+                .args(["-c", &command])
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let said = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+            (out.status.code(), said(&out.stdout), said(&out.stderr))
+        };
+        let (code, stdout, stderr) = run(Agent::Gemini, "/nonexistent/hookhost hook gemini");
+        assert_eq!((code, stdout.as_str()), (Some(1), ""), "{stderr}");
+        assert!(stderr.ends_with("hookhost could not be run"), "{stderr}");
+        let (code, stdout, _) = run(Agent::Cursor, "/nonexistent/hookhost hook cursor");
+        assert_eq!((code, stdout.as_str()), (Some(1), "{}"));
+        for (program, code) in [("true", 0), ("sh -c 'exit 2'", 2)] {
+            assert_eq!(run(Agent::ClaudeCode, program).0, Some(code), "{program}");
+        }
     }
 
     #[test]

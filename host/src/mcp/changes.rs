@@ -4,13 +4,13 @@
 //! One follower serves both eras: a 2025 session is told for as long as it is connected
 //! (from `initialized` on), a 2026 client for as long as its `subscriptions/listen` request
 //! lasts, each notification then tagged with the request's id by rmcp's sink, which drops
-//! what the accepted filter does not name. A 2026 listener is offered the list changes;
-//! updates of single resources stay with 2025 sessions (`resources/subscribe`, which
-//! subscribes the upstream), so an accepted filter never names resources.
+//! what the accepted filter does not name (rmcp narrows it to the capabilities hookhost
+//! declares). A 2026 listener is offered the list changes; updates of single resources
+//! stay with 2025 sessions (`resources/subscribe`, which subscribes the upstream), so an
+//! accepted filter never names resources.
 
 use crate::runtime::Runtime;
 use crate::tools::upstream::Notice;
-use rmcp::model::{ServerCapabilities, SubscriptionFilter};
 use tokio::sync::{broadcast, watch};
 
 /// One change a client may be told of.
@@ -36,8 +36,8 @@ impl Changes {
     }
 
     /// Hands each change to `tell` until it answers false, `stop` resolves, or the runtime
-    /// is gone. Notices missed for being slow are told as a change of the resources, so
-    /// the client reads its lists again.
+    /// is gone. Notices missed for being slow are told as changes of the prompts and the
+    /// resources, so the client reads its lists again.
     pub(super) async fn forward<Told: Future<Output = bool>>(
         mut self,
         stop: impl Future<Output = ()>,
@@ -53,7 +53,11 @@ impl Changes {
                 notice = self.notices.recv() => match notice {
                     Ok(Notice::ResourceUpdated(uri)) => Change::ResourceUpdated(uri),
                     Ok(Notice::PromptsChanged) => Change::Prompts,
-                    Ok(Notice::ResourcesChanged) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    Ok(Notice::ResourcesChanged) => Change::Resources,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        if !tell(Change::Prompts).await {
+                            return;
+                        }
                         Change::Resources
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -65,24 +69,4 @@ impl Changes {
             }
         }
     }
-}
-
-/// What of a 2026 listener's `requested` filter hookhost serves, with `capabilities`: the
-/// tools' list changes always, the prompts' and resources' when an upstream offers them.
-pub(super) fn accepted(
-    requested: &SubscriptionFilter,
-    capabilities: &ServerCapabilities,
-) -> SubscriptionFilter {
-    let asked = |flag: Option<bool>, served: bool| (flag == Some(true) && served).then_some(true);
-    let mut accepted = SubscriptionFilter::new();
-    accepted.tools_list_changed = asked(requested.tools_list_changed, true);
-    accepted.prompts_list_changed = asked(
-        requested.prompts_list_changed,
-        capabilities.prompts.is_some(),
-    );
-    accepted.resources_list_changed = asked(
-        requested.resources_list_changed,
-        capabilities.resources.is_some(),
-    );
-    accepted
 }

@@ -250,8 +250,11 @@ impl ServerHandler for McpServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        let capabilities = gateway::capabilities(&self.runtime.shared_upstreams());
-        Some(changes::accepted(requested, &capabilities))
+        // rmcp narrows it to the capabilities declared; resources are not followed one by
+        // one for a listener (see `changes`).
+        let mut accepted = requested.clone();
+        accepted.resource_subscriptions = None;
+        Some(accepted)
     }
 
     /// A 2026 client's `subscriptions/listen`: the list changes it asked for, as long as
@@ -483,11 +486,11 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// Whether a tool result names a file of the session's (an offloaded output, most often).
+/// Whether a tool result names a file deleted with the session (an offloaded output, most
+/// often): one under a session-scoped mount.
 fn names_a_file(session: &Session, answer: &CallToolResult) -> bool {
     let prefixes: Vec<String> = session
-        .mounts
-        .iter()
+        .own_mounts()
         .map(|mount| format!("{}/", mount.virtual_path))
         .collect();
     answer.content.iter().any(|block| {

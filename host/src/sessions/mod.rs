@@ -103,10 +103,12 @@ impl Session {
 
     /// The host directories of its session-scoped mounts: deleted with it.
     fn own_dirs(&self) -> impl Iterator<Item = &Path> {
-        self.mounts
-            .iter()
-            .filter(|m| m.scope == Scope::Session)
-            .map(|m| m.host.as_path())
+        self.own_mounts().map(|m| m.host.as_path())
+    }
+
+    /// Its session-scoped mounts: deleted with it.
+    pub(crate) fn own_mounts(&self) -> impl Iterator<Item = &ResolvedMount> {
+        self.mounts.iter().filter(|m| m.scope == Scope::Session)
     }
 
     /// Its mounts among `writable` (virtual paths) that its tenant's quota counts:

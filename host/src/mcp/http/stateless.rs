@@ -44,7 +44,7 @@ pub const NEW_SESSION: &str = "new";
 
 /// What the model is told under a tool result of an ephemeral session that names one of
 /// its files.
-pub const EPHEMERAL_NOTE: &str = "[hookhost: this request named no hookhost session, so the files it made were deleted once it was answered. To keep them, send `\"dev.hookhost/session\": \"new\"` in the request's _meta (or the header `Hookhost-Session: new`), then the id the answer names.]";
+pub const EPHEMERAL_NOTE: &str = "[hookhost: this request named no hookhost session, so the files it made, any named above included, were deleted once it was answered: to see more of an output, run the command again with less of it (through head, tail or grep). A client keeps a session's files by sending `\"dev.hookhost/session\": \"new\"` in a request's _meta (or the header `Hookhost-Session: new`), then the id the answer names.]";
 
 /// Marks a request's session as ephemeral: deleted once the request is answered.
 #[derive(Clone, Copy)]
@@ -121,7 +121,7 @@ fn carried(headers: &HeaderMap, message: &Value) -> Result<Option<Named>, String
 /// names it in the answer (an ephemeral one is deleted once the answer is sent instead).
 /// A `DELETE` ends the session it names.
 pub(super) async fn serve(
-    gate: &Gate,
+    gate: &Arc<Gate>,
     tenant: TenantId,
     mut parts: Parts,
     message: &Value,
@@ -133,8 +133,8 @@ pub(super) async fn serve(
         Ok(named) => named,
         Err(why) => return rpc_error(StatusCode::BAD_REQUEST, rpc_id, -32602, &why),
     };
-    // Sessions are made only for the requests that run in one: `new` on a listing or a
-    // notification makes none.
+    // Sessions are made only for the requests that run in one: `new` on `server/discover`,
+    // `tools/list`, `ping`, `subscriptions/listen` or a notification makes none.
     let needs = needs_session(message);
     let ephemeral = named.is_none() && needs;
     let opened = match named {
@@ -167,47 +167,37 @@ pub(super) async fn serve(
         return StatusCode::OK.into_response();
     }
     parts.extensions.insert(Arc::new(session));
-    if ephemeral {
+    // An ephemeral session ends when this guard is dropped: with the answer's body once
+    // it is sent, or here, when the client leaves before the handler answers.
+    let ends = ephemeral.then(|| {
         parts.extensions.insert(Ephemeral);
+        Ended(Some((gate.clone(), tenant.clone(), id.clone())))
+    });
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    if let Some(ends) = ends {
+        let (parts, body) = response.into_parts();
+        let stream = body.into_data_stream().map(move |chunk| {
+            let _ = &ends;
+            chunk
+        });
+        return Response::from_parts(parts, axum::body::Body::from_stream(stream));
     }
-    let response = next.run(Request::from_parts(parts, body)).await;
-    if ephemeral {
-        return deleted_when_sent(response, gate.runtime.clone(), tenant, id);
-    }
-    let mut response = response;
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert(SESSION_HEADER, value);
     }
     response
 }
 
-/// `response`, whose body deletes the session `id` once it is sent (or the client left).
-fn deleted_when_sent(
-    response: Response,
-    runtime: Arc<crate::runtime::Runtime>,
-    tenant: TenantId,
-    id: SessionId,
-) -> Response {
-    /// Deletes the session when dropped, with the body.
-    struct Delete(Option<(Arc<crate::runtime::Runtime>, TenantId, SessionId)>);
-    impl Drop for Delete {
-        fn drop(&mut self) {
-            if let Some((runtime, tenant, id)) = self.0.take() {
-                tokio::spawn(async move {
-                    if let Err(e) = runtime.sessions().delete(&tenant, &id).await {
-                        tracing::warn!(%tenant, session = %id, error = %e, "an ephemeral session was not deleted");
-                    }
-                });
-            }
+/// Ends an ephemeral session when dropped (see [`Gate::end`]: its commands stopped, then
+/// its files deleted, unless the server keeps sessions).
+struct Ended(Option<(Arc<Gate>, TenantId, SessionId)>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if let Some((gate, tenant, id)) = self.0.take() {
+            tokio::spawn(async move { gate.end(&tenant, &id, "ephemeral: answered").await });
         }
     }
-    let delete = Delete(Some((runtime, tenant, id)));
-    let (parts, body) = response.into_parts();
-    let stream = body.into_data_stream().map(move |chunk| {
-        let _ = &delete;
-        chunk
-    });
-    Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 /// Whether the request needs a session: a request (not a notification) of a method that
