@@ -2090,12 +2090,21 @@ fn the_real_gemini_cli_offloads_a_failing_command_and_resumes() {
     a_failing_command_is_audited_offloaded_and_resumed("gemini");
 }
 
+/// What keeps hookhost from answering an agent's hook.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Broken {
+    /// The program is gone (an upgrade moved it).
+    Program,
+    /// The config cannot be read.
+    Config,
+}
+
 /// hookhost installed by a binary in a directory with a space, with a `closed` guard on
-/// the shell, then gone (as after an upgrade that moved it): the agent's real CLI runs
-/// `rm -rf victim` and the guard's hook cannot run, so the agent is told no and the
-/// command never runs; a tool no closed layer wraps (Claude's Read, Gemini's read_file)
-/// still works. The real binary's uninstall then takes every entry out.
-fn a_closed_guard_holds_when_hookhost_is_gone(name: &'static str) {
+/// the shell, then `broken`: the agent's real CLI runs `rm -rf victim` and the guard's
+/// hook cannot run, so the agent is told no and the command never runs; a tool no closed
+/// layer wraps (Claude's Read, Gemini's read_file) still works. The real binary's
+/// uninstall then takes every entry out.
+fn a_closed_guard_holds_when_hookhost_cannot_answer(name: &'static str, broken: Broken) {
     let agent = Agent::new("on_failure = \"closed\"\n");
     std::fs::create_dir(agent.project.join("victim")).unwrap();
     std::fs::write(agent.project.join("notes.txt"), "kept notes\n").unwrap();
@@ -2111,7 +2120,11 @@ fn a_closed_guard_holds_when_hookhost_is_gone(name: &'static str) {
     cli.install_by(&bin.join("hookhost"), &[]);
     let installed = std::fs::read_to_string(cli.settings()).unwrap();
     assert!(installed.contains("my bin"), "{installed}");
-    std::fs::remove_dir_all(&bin).unwrap();
+    let config = std::fs::read_to_string(&agent.config).unwrap();
+    match broken {
+        Broken::Program => std::fs::remove_dir_all(&bin).unwrap(),
+        Broken::Config => std::fs::write(&agent.config, "[[hooks]\nname = ").unwrap(),
+    }
 
     cli.prompt("Clean up, then read the notes.", None);
     let results = cli.model.results();
@@ -2128,6 +2141,7 @@ fn a_closed_guard_holds_when_hookhost_is_gone(name: &'static str) {
         assert!(results[1].contains("kept notes"), "{name}: {results:#?}");
     }
 
+    std::fs::write(&agent.config, config).unwrap();
     cli.install_by(built, &["--uninstall"]);
     let after = std::fs::read_to_string(cli.settings()).unwrap_or_default();
     assert!(!after.contains("hookhost"), "{name}: {after}");
@@ -2138,15 +2152,30 @@ fn a_closed_guard_holds_when_hookhost_is_gone(name: &'static str) {
 
 #[test]
 fn the_real_claude_code_cli_is_denied_a_closed_tool_when_hookhost_is_gone() {
-    a_closed_guard_holds_when_hookhost_is_gone("claude-code");
+    a_closed_guard_holds_when_hookhost_cannot_answer("claude-code", Broken::Program);
+}
+
+#[test]
+fn the_real_claude_code_cli_is_denied_a_closed_tool_when_the_config_is_broken() {
+    a_closed_guard_holds_when_hookhost_cannot_answer("claude-code", Broken::Config);
 }
 
 #[test]
 fn the_real_codex_cli_is_denied_a_closed_tool_when_hookhost_is_gone() {
-    a_closed_guard_holds_when_hookhost_is_gone("codex");
+    a_closed_guard_holds_when_hookhost_cannot_answer("codex", Broken::Program);
+}
+
+#[test]
+fn the_real_codex_cli_is_denied_a_closed_tool_when_the_config_is_broken() {
+    a_closed_guard_holds_when_hookhost_cannot_answer("codex", Broken::Config);
 }
 
 #[test]
 fn the_real_gemini_cli_is_denied_a_closed_tool_when_hookhost_is_gone() {
-    a_closed_guard_holds_when_hookhost_is_gone("gemini");
+    a_closed_guard_holds_when_hookhost_cannot_answer("gemini", Broken::Program);
+}
+
+#[test]
+fn the_real_gemini_cli_is_denied_a_closed_tool_when_the_config_is_broken() {
+    a_closed_guard_holds_when_hookhost_cannot_answer("gemini", Broken::Config);
 }
