@@ -116,10 +116,13 @@ async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
             );
         }
     }
+    for (name, protocol) in runtime.upstream_protocols() {
+        println!("  (upstream {name} speaks MCP {protocol})");
+    }
     let down: Vec<String> = runtime
         .upstreams_down()
         .into_iter()
-        .map(|(name, state)| format!("{name} ({state})"))
+        .map(|(name, state, _)| format!("{name} ({state})"))
         .collect();
     if !down.is_empty() {
         println!("\nupstreams that did not start: {}", down.join(", "));

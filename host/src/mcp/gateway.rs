@@ -299,6 +299,7 @@ impl McpServer {
             request: context.id.clone(),
             progress: context.meta.get_progress_token(),
             workdir: session.workdir.clone(),
+            asks: !super::is_2026(context),
         };
         CLIENT.scope(Some(client), work).await
     }

@@ -178,13 +178,13 @@ impl Default for Signals {
     }
 }
 
-/// An upstream server as a config lists it: `None` when it did not start (its tools stay
-/// unlisted; the rest of the host serves on).
-pub(super) type UpstreamEntry = (String, UpstreamConfig, Option<Arc<upstream::Running>>);
+/// An upstream server as a config lists it, kept running (or tried again until it starts;
+/// meanwhile its tools stay unlisted and the rest of the host serves on).
+pub(super) type UpstreamEntry = (String, UpstreamConfig, Arc<upstream::Running>);
 
 /// The upstream servers of `specs`, started (or connected to); one running in `kept` with
-/// the same settings is kept running as it is. `tools_changed` ticks when any upstream's
-/// tools change.
+/// the same settings is kept running as it is (one still being tried, too). `tools_changed`
+/// ticks when any upstream's tools change.
 pub(super) async fn connect_upstreams(
     specs: &[(String, UpstreamConfig)],
     kept: &[UpstreamEntry],
@@ -192,18 +192,16 @@ pub(super) async fn connect_upstreams(
 ) -> Vec<UpstreamEntry> {
     let mut upstreams = Vec::new();
     for (name, spec) in specs {
-        let running = kept.iter().find_map(|(kept_name, kept_spec, running)| {
-            running
-                .as_ref()
-                .filter(|_| kept_name == name && kept_spec == spec)
-        });
-        if let Some(running) = running {
-            upstreams.push((name.clone(), spec.clone(), Some(running.clone())));
-            continue;
-        }
-        match upstream::connect(name, spec, &signals.notices).await {
-            Ok(server) => {
-                // One signal for all upstreams: any change of their tools.
+        let running = kept
+            .iter()
+            .find(|(kept_name, kept_spec, _)| kept_name == name && kept_spec == spec)
+            .map(|(_, _, running)| running.clone());
+        let running = match running {
+            Some(running) => running,
+            None => {
+                let server = upstream::keep(name, spec, &signals.notices).await;
+                // One signal for all upstreams: any change of their tools (one that was
+                // unavailable coming up included).
                 let mut changes = server.changes();
                 let all = signals.tools_changed.clone();
                 tokio::spawn(async move {
@@ -211,14 +209,10 @@ pub(super) async fn connect_upstreams(
                         all.send_modify(|n| *n += 1);
                     }
                 });
-                upstreams.push((name.clone(), spec.clone(), Some(Arc::new(server))));
+                Arc::new(server)
             }
-            // Its tools stay unlisted; the rest of the host serves on.
-            Err(e) => {
-                tracing::error!(error = %e, "upstream unavailable");
-                upstreams.push((name.clone(), spec.clone(), None));
-            }
-        }
+        };
+        upstreams.push((name.clone(), spec.clone(), running));
     }
     upstreams
 }

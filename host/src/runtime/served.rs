@@ -261,11 +261,9 @@ impl Served {
         (running, failed)
     }
 
-    /// The upstream servers that started, by name.
+    /// The shared upstream servers, up or not (one that is not lists no tools).
     pub(super) fn running_upstreams(&self) -> impl Iterator<Item = &Arc<upstream::Running>> {
-        self.upstreams
-            .iter()
-            .filter_map(|(_, _, running)| running.as_ref())
+        self.upstreams.iter().map(|(_, _, running)| running)
     }
 
     /// The tools of the upstream servers, as last listed: a name a host tool or an

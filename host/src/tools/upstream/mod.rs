@@ -2,11 +2,23 @@
 //! its own, named `UPSTREAM__TOOL`, so every call goes through the hook chain (offload,
 //! audit…) like any other tool.
 //!
-//! An upstream that does not start within its timeout is reported and contributes no
-//! tools. One that dies later is restarted, with a backoff from 1 s doubling to
-//! [`MAX_UPSTREAM_BACKOFF`] (logged); meanwhile its tools answer with an error saying it is down.
-//! When a restarted upstream lists other tools than before, [`Upstream::changes`] ticks so
-//! MCP clients are told (`notifications/tools/list_changed`). Each call is bounded by the
+//! An upstream that does not start (within its timeout) is reported, contributes no
+//! tools, and is tried again; one that dies later is restarted. Both with a backoff from
+//! 1 s doubling to [`MAX_UPSTREAM_BACKOFF`] (logged); meanwhile its tools answer with an
+//! error saying it is down, and `/readyz` names it. When an upstream comes up (again) with
+//! other tools than before, [`Upstream::changes`] ticks so MCP clients are told
+//! (`notifications/tools/list_changed`).
+//!
+//! Either era (`protocol = "auto"`): hookhost begins with the 2025 era's `initialize`, and
+//! connects again asking with MCP 2026-07-28's `server/discover` when that fails (a server
+//! that speaks only 2026 refuses it, -32022). The 2025 era first, because a server that
+//! speaks both serves 2025 clients everything through it as they asked for it — resource
+//! subscriptions, log lines, its requests mid-call — which over 2026 would need bridges
+//! hookhost does not have yet (`subscriptions/listen` for `resources/subscribe`, log levels
+//! in `_meta`). `protocol` pins one era. To a 2026 server every request names its version
+//! and capabilities in `_meta`, as rmcp sends them. A 2026 server's multi-round-trip answer
+//! (`input_required`) is fulfilled through the client whose request it serves and retried
+//! (see [`relay`]); the hooks see one call. Each call is bounded by the
 //! upstream's timeout, so a hung upstream never hangs a client; the client's progress
 //! token is passed on and the upstream's progress notifications relayed back.
 //!
@@ -24,7 +36,7 @@ pub use relay::{CLIENT, Client, Notice};
 
 use super::{Callee, Extras, Tool};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
-use crate::config::{UpstreamConfig, is_tool_name};
+use crate::config::{UpstreamConfig, UpstreamProtocol, is_tool_name};
 use crate::failure::Failure;
 use crate::limits::{DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER};
 use crate::secret::{Secret, expand};
@@ -37,15 +49,18 @@ use relay::Relay;
 )]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
-    JsonObject, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
-    SubscribeRequest, SubscribeRequestParams, Tool as McpTool, UnsubscribeRequest,
+    JsonObject, Prompt, ProtocolVersion, Resource, ResourceTemplate, ServerCapabilities,
+    ServerResult, SubscribeRequest, SubscribeRequestParams, Tool as McpTool, UnsubscribeRequest,
     UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess, Transport};
-use rmcp::{ErrorData as McpError, RoleClient, ServiceError, ServiceExt};
+use rmcp::{
+    ClientLifecycleMode, ClientServiceExt, ErrorData as McpError, RoleClient, ServiceError,
+};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -68,6 +83,8 @@ pub struct Upstream {
     timeout: Duration,
     /// The connection while it is up.
     peer: RwLock<Option<Peer<RoleClient>>>,
+    /// Whether it was ever up: one that never was is `unavailable`, not `down`.
+    reached: AtomicBool,
     /// Its tools as served (`NAME__TOOL`), as last listed.
     tools: RwLock<Vec<McpTool>>,
     /// Ticks each time the tools listed change.
@@ -108,6 +125,23 @@ impl Upstream {
     pub fn is_up(&self) -> bool {
         self.current()
             .is_some_and(|peer| !peer.is_transport_closed())
+    }
+
+    /// `up`; `down` (it died and is being restarted; its tools answer with an error); or
+    /// `unavailable` (it never started, and is being tried again).
+    pub fn state(&self) -> &'static str {
+        if self.is_up() {
+            "up"
+        } else if self.reached.load(Ordering::Relaxed) {
+            "down"
+        } else {
+            "unavailable"
+        }
+    }
+
+    /// The MCP revision it speaks, while it is up.
+    pub fn protocol(&self) -> Option<ProtocolVersion> {
+        Some(self.current()?.peer_info()?.protocol_version.clone())
     }
 
     /// Its tools as MCP lists them, under the names served.
@@ -283,7 +317,7 @@ impl Upstream {
 
     /// Starts (or connects to) the server and lists its tools, within the timeout.
     async fn start(&self) -> Result<(Connection, Vec<McpTool>), UpstreamError> {
-        let started = tokio::time::timeout(self.timeout, self.open())
+        let started = tokio::time::timeout(self.timeout, self.connect())
             .await
             .map_err(|_| {
                 self.fail(format!("did not start within {} s", self.timeout.as_secs()))
@@ -305,7 +339,29 @@ impl Upstream {
         Ok((started, tools))
     }
 
-    async fn open(&self) -> Result<Connection, UpstreamError> {
+    /// Connects as `protocol` says (see the module's doc): `auto` begins with the 2025
+    /// era's `initialize` and, when that fails, asks with MCP 2026-07-28's
+    /// `server/discover` on a new connection (a process started again).
+    async fn connect(&self) -> Result<Connection, UpstreamError> {
+        let discover = || ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        match self.spec.protocol {
+            UpstreamProtocol::V2025 => self.open(ClientLifecycleMode::Initialize).await,
+            UpstreamProtocol::V2026 => self.open(discover()).await,
+            UpstreamProtocol::Auto => match self.open(ClientLifecycleMode::Initialize).await {
+                Ok(connection) => Ok(connection),
+                Err(legacy) => self.open(discover()).await.map_err(|modern| {
+                    self.fail(format!(
+                        "{}; asked with MCP 2026-07-28's server/discover: {}",
+                        legacy.what, modern.what
+                    ))
+                }),
+            },
+        }
+    }
+
+    async fn open(&self, lifecycle: ClientLifecycleMode) -> Result<Connection, UpstreamError> {
         let spec = &self.spec;
         let expanded = |table: &std::collections::BTreeMap<String, Secret>, key: &str| {
             table
@@ -336,7 +392,7 @@ impl Upstream {
                 }
                 self.relay
                     .clone()
-                    .serve(self.routed(transport))
+                    .serve_with_lifecycle(self.routed(transport), lifecycle)
                     .await
                     .map_err(|e| self.fail(format!("no MCP handshake: {e}")))
             }
@@ -357,7 +413,10 @@ impl Upstream {
                 let served = match &spec.oauth {
                     None => {
                         let transport = StreamableHttpClientTransport::from_config(config);
-                        self.relay.clone().serve(self.routed(transport)).await
+                        self.relay
+                            .clone()
+                            .serve_with_lifecycle(self.routed(transport), lifecycle)
+                            .await
                     }
                     Some(oauth) => {
                         let kept = self
@@ -377,7 +436,10 @@ impl Upstream {
                             }
                         };
                         let transport = StreamableHttpClientTransport::with_client(client, config);
-                        self.relay.clone().serve(self.routed(transport)).await
+                        self.relay
+                            .clone()
+                            .serve_with_lifecycle(self.routed(transport), lifecycle)
+                            .await
                     }
                 };
                 served.map_err(|e| {
@@ -400,50 +462,57 @@ impl Upstream {
         }
     }
 
-    /// Watches the connection; when it ends, restarts the server with a backoff, and
-    /// ticks [`Upstream::changes`] when it comes back with other tools.
-    /// Ends when it is stopped: dropping the connection closes it (and kills the process).
-    async fn supervise(self: Arc<Self>, mut connection: Connection) {
+    /// Takes `connection` as its current one, with `tools` as listed: ticks
+    /// [`Upstream::changes`] when they are not the tools it listed before.
+    fn came_up(&self, connection: &Connection, tools: Vec<McpTool>) {
+        self.reached.store(true, Ordering::Relaxed);
+        let changed = {
+            let mut known = self.tools.write().unwrap_or_else(|e| e.into_inner());
+            let changed = *known != tools;
+            *known = tools;
+            changed
+        };
+        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(connection.peer().clone());
+        if changed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Keeps it up: watches the connection while there is one; when it ends, or when there
+    /// is none (it did not start), starts the server again with a backoff. Ends when it is
+    /// stopped: dropping the connection closes it (and kills the process).
+    async fn supervise(self: Arc<Self>, mut connection: Option<Connection>) {
         let mut backoff = Duration::from_secs(1);
         loop {
-            let up_since = Instant::now();
-            let reason = tokio::select! {
-                reason = connection.waiting() => reason,
-                () = self.stop.cancelled() => return,
-            };
-            *self.peer.write().unwrap_or_else(|e| e.into_inner()) = None;
-            if up_since.elapsed() >= UPSTREAM_HEALTHY_AFTER {
-                backoff = Duration::from_secs(1);
-            }
-            loop {
-                tracing::warn!(upstream = %self.name, ?reason, retry_in = ?backoff, "upstream is down; restarting");
-                tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
-                    () = self.stop.cancelled() => return,
-                }
-                backoff = (backoff * 2).min(MAX_UPSTREAM_BACKOFF);
-                let started = tokio::select! {
-                    started = self.start() => started,
+            if let Some(up) = connection.take() {
+                let up_since = Instant::now();
+                let reason = tokio::select! {
+                    reason = up.waiting() => reason,
                     () = self.stop.cancelled() => return,
                 };
-                match started {
-                    Ok((next, tools)) => {
-                        tracing::info!(upstream = %self.name, tools = tools.len(), "upstream restarted");
-                        let changed = {
-                            let mut known = self.tools.write().unwrap_or_else(|e| e.into_inner());
-                            let changed = *known != tools;
-                            *known = tools;
-                            changed
-                        };
-                        *self.peer.write().unwrap_or_else(|e| e.into_inner()) =
-                            Some(next.peer().clone());
-                        if changed {
-                            self.changes.send_modify(|n| *n += 1);
-                        }
-                        connection = next;
-                        break;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "restarting the upstream failed"),
+                *self.peer.write().unwrap_or_else(|e| e.into_inner()) = None;
+                if up_since.elapsed() >= UPSTREAM_HEALTHY_AFTER {
+                    backoff = Duration::from_secs(1);
+                }
+                tracing::warn!(upstream = %self.name, ?reason, retry_in = ?backoff, "upstream is down; restarting");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = self.stop.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(MAX_UPSTREAM_BACKOFF);
+            let started = tokio::select! {
+                started = self.start() => started,
+                () = self.stop.cancelled() => return,
+            };
+            match started {
+                Ok((next, tools)) => {
+                    tracing::info!(upstream = %self.name, tools = tools.len(), protocol = %next.peer().peer_info().map(|i| i.protocol_version.to_string()).unwrap_or_default(), "upstream up");
+                    self.came_up(&next, tools);
+                    connection = Some(next);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "starting the upstream failed");
                 }
             }
         }
@@ -488,27 +557,56 @@ pub async fn connect(
     spec: &UpstreamConfig,
     notices: &tokio::sync::broadcast::Sender<Notice>,
 ) -> Result<Running, UpstreamError> {
-    crate::crypto::install_crypto_provider();
-    let upstream = Arc::new(Upstream {
-        name: name.to_string(),
-        spec: spec.clone(),
-        timeout: spec
-            .timeout_secs
-            .map_or(DEFAULT_UPSTREAM_TIMEOUT, Duration::from_secs),
-        peer: RwLock::new(None),
-        tools: RwLock::new(Vec::new()),
-        changes: watch::channel(0).0,
-        relay: Relay::new(notices.clone(), spec.roots),
-        subscribed: Mutex::default(),
-        stop: tokio_util::sync::CancellationToken::new(),
-        authorized: Mutex::default(),
-    });
+    let upstream = Upstream::new(name, spec, notices);
     let (connection, tools) = upstream.start().await?;
-    tracing::info!(upstream = name, tools = tools.len(), "upstream connected");
-    *upstream.tools.write().unwrap_or_else(|e| e.into_inner()) = tools;
-    *upstream.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(connection.peer().clone());
-    tokio::spawn(upstream.clone().supervise(connection));
+    upstream.came_up(&connection, tools);
+    tracing::info!(upstream = name, tools = upstream.listing().len(), protocol = %upstream.protocol().map(|v| v.to_string()).unwrap_or_default(), "upstream connected");
+    tokio::spawn(upstream.clone().supervise(Some(connection)));
     Ok(Running(upstream))
+}
+
+/// [`connect`], except that an upstream that does not start is kept, `unavailable`, and
+/// tried again with a backoff until it does (or is stopped): the start is not held up by
+/// a server that comes later, and the operator need not reload for it.
+pub async fn keep(
+    name: &str,
+    spec: &UpstreamConfig,
+    notices: &tokio::sync::broadcast::Sender<Notice>,
+) -> Running {
+    match connect(name, spec, notices).await {
+        Ok(running) => running,
+        Err(e) => {
+            tracing::error!(error = %e, "upstream unavailable; trying it again");
+            let upstream = Upstream::new(name, spec, notices);
+            tokio::spawn(upstream.clone().supervise(None));
+            Running(upstream)
+        }
+    }
+}
+
+impl Upstream {
+    fn new(
+        name: &str,
+        spec: &UpstreamConfig,
+        notices: &tokio::sync::broadcast::Sender<Notice>,
+    ) -> Arc<Upstream> {
+        crate::crypto::install_crypto_provider();
+        Arc::new(Upstream {
+            name: name.to_string(),
+            spec: spec.clone(),
+            timeout: spec
+                .timeout_secs
+                .map_or(DEFAULT_UPSTREAM_TIMEOUT, Duration::from_secs),
+            peer: RwLock::new(None),
+            reached: AtomicBool::new(false),
+            tools: RwLock::new(Vec::new()),
+            changes: watch::channel(0).0,
+            relay: Relay::new(notices.clone(), spec.roots),
+            subscribed: Mutex::default(),
+            stop: tokio_util::sync::CancellationToken::new(),
+            authorized: Mutex::default(),
+        })
+    }
 }
 
 /// What went wrong with a request to upstream `name`, said without rmcp's transport type.

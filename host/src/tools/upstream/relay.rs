@@ -20,18 +20,30 @@
 //!
 //! A client that did not declare elicitation (or sampling) is never asked: the upstream
 //! gets the error MCP prescribes (`-32601`), never an answer made up by hookhost.
+//!
+//! An upstream of MCP 2026-07-28 asks within its answer instead (a multi-round-trip
+//! request): a `tools/call`, `prompts/get` or `resources/read` answered `input_required`
+//! has each of its input requests asked of the client as above, and is sent again with the
+//! answers and the upstream's `requestState`, at most [`UPSTREAM_INPUT_ROUNDS`] times;
+//! the client sees the requests, the hooks see one call with its final answer. A client
+//! whose own request is of MCP 2026-07-28 cannot be sent requests (that era has no stream
+//! for them): the upstream's question is answered with an error saying so.
 
-// hookhost speaks MCP 2025-11-25, where logging, sampling and roots are current; rmcp marks
-// them deprecated by the 2026-07-28 draft.
+// hookhost serves 2025-era clients, where logging, sampling and roots are current; rmcp
+// marks them deprecated by 2026-07-28.
 #![allow(deprecated)]
 
-use crate::limits::{UPSTREAM_PROGRESS_QUEUE, UPSTREAM_PROGRESS_SETTLE};
+use crate::limits::{
+    UPSTREAM_INPUT_ROUNDS, UPSTREAM_PROGRESS_QUEUE, UPSTREAM_PROGRESS_SETTLE,
+    UPSTREAM_STATE_ONLY_PAUSE,
+};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ErrorCode, GetExtensions, Implementation, JsonRpcMessage, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    RequestId, Root, ServerNotification, ServerRequest, ServerResult,
+    ElicitResult, ErrorCode, GetExtensions, Implementation, InputRequest, InputRequests,
+    InputResponses, JsonRpcMessage, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, Root, ServerNotification,
+    ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -57,6 +69,9 @@ pub struct Client {
     pub progress: Option<ProgressToken>,
     /// Its session's working directory: its root, for an upstream allowed to ask.
     pub workdir: Option<std::path::PathBuf>,
+    /// Whether it can be sent requests: a 2025-era session's client can; a request of MCP
+    /// 2026-07-28 has no stream for them.
+    pub asks: bool,
 }
 
 tokio::task_local! {
@@ -230,12 +245,67 @@ impl Relay {
         what: &str,
         declared: impl Fn(&ClientCapabilities) -> bool,
     ) -> Result<Client, McpError> {
-        let client = self.client_for(context)?;
-        let info = client.peer.peer_info();
-        if !info.is_some_and(|info| declared(&info.capabilities)) {
-            return Err(undeclared(what));
+        declaring(self.client_for(context)?, what, declared)
+    }
+
+    /// The session's working directory, as its one root, when the operator allows the
+    /// upstream to ask (`roots = true`); else MCP's error for an undeclared capability.
+    fn roots_of(&self, client: &Client) -> Result<ListRootsResult, McpError> {
+        if !self.roots {
+            return Err(undeclared("roots"));
         }
-        Ok(client)
+        let roots = client
+            .workdir
+            .iter()
+            .filter_map(|dir| url::Url::from_directory_path(dir).ok())
+            .map(|url| Root::new(url.to_string()))
+            .collect();
+        Ok(ListRootsResult::new(roots))
+    }
+
+    /// The answers of `client` to the input requests of an `input_required` answer, by
+    /// their keys.
+    async fn fulfil(
+        &self,
+        client: Option<Client>,
+        requests: InputRequests,
+    ) -> Result<InputResponses, McpError> {
+        let client = client.ok_or_else(|| {
+            McpError::invalid_request(
+                "the upstream asks for input, and no MCP client's request is there to ask",
+                None,
+            )
+        })?;
+        let mut responses = InputResponses::new();
+        for (key, request) in requests {
+            let answer = match request {
+                InputRequest::Elicitation(request) => {
+                    let client =
+                        declaring(client.clone(), "elicitation", |c| c.elicitation.is_some())?;
+                    match ask(client, ServerRequest::ElicitRequest(request)).await? {
+                        ClientResult::ElicitResult(result) => serde_json::to_value(result),
+                        _ => return Err(answered_otherwise()),
+                    }
+                }
+                InputRequest::CreateMessage(request) => {
+                    let client = declaring(client.clone(), "sampling", |c| c.sampling.is_some())?;
+                    match ask(client, ServerRequest::CreateMessageRequest(request)).await? {
+                        ClientResult::CreateMessageResult(result) => serde_json::to_value(result),
+                        _ => return Err(answered_otherwise()),
+                    }
+                }
+                InputRequest::ListRoots(_) => serde_json::to_value(self.roots_of(&client)?),
+                _ => {
+                    return Err(McpError::invalid_params(
+                        "the upstream asks for input of a kind hookhost does not know",
+                        None,
+                    ));
+                }
+            };
+            let answer = answer.map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            responses.insert(key, answer);
+        }
+        Ok(responses)
     }
 
     /// The client an upstream's request is for (see the module's doc).
@@ -379,6 +449,31 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
     }
 }
 
+/// `client`, when it declared the capability `what` (`declared` of its capabilities) and
+/// can be asked; else MCP's error for an undeclared capability, or one saying it cannot be
+/// asked.
+fn declaring(
+    client: Client,
+    what: &str,
+    declared: impl Fn(&ClientCapabilities) -> bool,
+) -> Result<Client, McpError> {
+    if !client.asks {
+        return Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "the client's request is of MCP 2026-07-28, which has no stream for a \
+                 server's requests: hookhost cannot pass this {what} request on to it"
+            ),
+            None,
+        ));
+    }
+    let info = client.peer.peer_info();
+    if !info.is_some_and(|info| declared(&info.capabilities)) {
+        return Err(undeclared(what));
+    }
+    Ok(client)
+}
+
 /// The client's answer was not of the kind asked for.
 fn answered_otherwise() -> McpError {
     McpError::internal_error("the client answered something else", None)
@@ -415,9 +510,10 @@ async fn ask(client: Client, mut request: ServerRequest) -> Result<ClientResult,
     }
 }
 
-/// hookhost as an upstream's client: it names itself, offers the newest protocol version
-/// that has `initialize` (the one it serves), and declares elicitation and sampling, which
-/// it forwards to the client whose request the upstream serves.
+/// hookhost as an upstream's client: it names itself, offers `initialize` the newest
+/// protocol version that has it (for a 2025-era server; the lifecycle asks a 2026 one
+/// with `server/discover` first), and declares elicitation and sampling, which it
+/// forwards to the client whose request the upstream serves.
 impl ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::builder()
@@ -469,14 +565,7 @@ impl ClientHandler for Relay {
         if !self.roots {
             return Err(undeclared("roots"));
         }
-        let client = self.client_for(&context)?;
-        let roots = client
-            .workdir
-            .iter()
-            .filter_map(|dir| url::Url::from_directory_path(dir).ok())
-            .map(|url| Root::new(url.to_string()))
-            .collect();
-        Ok(ListRootsResult::new(roots))
+        self.roots_of(&self.client_for(&context)?)
     }
 }
 
@@ -484,6 +573,58 @@ impl ClientHandler for Relay {
 /// upstream sends meanwhile to that client, and returns the answer once what came before it
 /// has reached the client.
 pub(super) async fn request(
+    peer: &Peer<RoleClient>,
+    relay: &Relay,
+    mut request: ClientRequest,
+) -> Result<ServerResult, ServiceError> {
+    for _ in 0..UPSTREAM_INPUT_ROUNDS {
+        let answer = request_once(peer, relay, request.clone()).await?;
+        let ServerResult::InputRequiredResult(asked) = answer else {
+            return Ok(answer);
+        };
+        let requests = asked.input_requests.unwrap_or_default();
+        if requests.is_empty() {
+            // Only its state to send back: the upstream is still working; not at once.
+            tokio::time::sleep(UPSTREAM_STATE_ONLY_PAUSE).await;
+        }
+        let responses = relay
+            .fulfil(current_client(), requests)
+            .await
+            .map_err(ServiceError::McpError)?;
+        request = retried(request, responses, asked.request_state)?;
+    }
+    Err(ServiceError::McpError(McpError::internal_error(
+        format!("the upstream asked for input more than {UPSTREAM_INPUT_ROUNDS} times"),
+        None,
+    )))
+}
+
+/// `request` again, with the client's answers and the upstream's state of its
+/// `input_required` answer; only the three requests that can be answered so can be retried.
+fn retried(
+    request: ClientRequest,
+    responses: InputResponses,
+    state: Option<String>,
+) -> Result<ClientRequest, ServiceError> {
+    let responses = (!responses.is_empty()).then_some(responses);
+    let mut request = request;
+    match &mut request {
+        ClientRequest::CallToolRequest(r) => {
+            (r.params.input_responses, r.params.request_state) = (responses, state);
+        }
+        ClientRequest::GetPromptRequest(r) => {
+            (r.params.input_responses, r.params.request_state) = (responses, state);
+        }
+        ClientRequest::ReadResourceRequest(r) => {
+            (r.params.input_responses, r.params.request_state) = (responses, state);
+        }
+        _ => return Err(ServiceError::UnexpectedResponse),
+    }
+    Ok(request)
+}
+
+/// One round of [`request`].
+async fn request_once(
     peer: &Peer<RoleClient>,
     relay: &Relay,
     request: ClientRequest,
