@@ -516,8 +516,20 @@ pub const DEFAULT_MCP_IDLE: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_KEEP_ARTIFACTS: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// How long running calls may go on after a shutdown signal before the server's sessions
-/// are ended (their commands killed, their files deleted).
+/// are ended (their commands killed, their files deleted), unless `[serve]
+/// shutdown_grace` says. An HTTP server drains meanwhile: `/readyz` answers 503 at once
+/// (a balancer moves away), every new request 503 with `Retry-After`, and a request that
+/// was running when the signal came is answered when it finishes within the grace. Well
+/// under systemd's default `TimeoutStopSec` (90 s; deploy/hookhost.service's 30 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The longest `[serve] shutdown_grace` a config may ask: under systemd's default
+/// `TimeoutStopSec`, after which the service manager kills the process anyway.
+pub const MAX_SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
+
+/// How long a draining HTTP server, its requests answered (or the grace over), waits for
+/// its connections to close once their MCP streams are ended.
+pub const SHUTDOWN_CLOSE: Duration = Duration::from_secs(1);
 
 /// How long a client of `serve --http` over TLS may take to finish its handshake; the
 /// handshakes run beside each other, so a slow one holds no other client back.
@@ -572,6 +584,17 @@ pub const PG_POOL_SIZE: usize = 16;
 /// in a fleet's database before it fails (the tree is then untouched).
 pub const STORE_LOCK_WAIT: Duration = Duration::from_secs(120);
 
+/// What a call of a tenant at or over its disk quota — admitted on probation, so that the
+/// agent can look and delete — may write more while it runs (its hooks' audit lines, a
+/// tool's temporary file) before it is stopped: 256 KiB. Its tool's directories must
+/// still end holding no more than they began with, or its output is withheld (see
+/// `Sessions::admit`); what it wrote stays, so this bounds what an over-quota tenant can
+/// add a call.
+pub const QUOTA_PROBATION_BYTES: u64 = 256 * 1024;
+
+/// The entries such a call may make more while it runs.
+pub const QUOTA_PROBATION_ENTRIES: u64 = 32;
+
 /// How often a running call of a tenant with a quota has its directories measured.
 pub const QUOTA_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 
@@ -585,8 +608,18 @@ pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an upstream may take to start, and each call, unless its config says.
 pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The longest wait between two restarts of a dead upstream.
+/// The longest wait between two restarts of a dead upstream, or two tries of one that
+/// did not start.
 pub const MAX_UPSTREAM_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How many times one request to an upstream of MCP 2026-07-28 may be answered
+/// `input_required` (and fulfilled through the client, and sent again) before hookhost
+/// gives up on it with an error: a bound on an upstream that never finishes asking.
+pub const UPSTREAM_INPUT_ROUNDS: usize = 8;
+
+/// How long hookhost waits before sending back an `input_required` answer that asks
+/// nothing (only its state): the upstream is still working.
+pub const UPSTREAM_STATE_ONLY_PAUSE: Duration = Duration::from_millis(100);
 
 /// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
 pub const UPSTREAM_HEALTHY_AFTER: Duration = Duration::from_secs(30);

@@ -188,6 +188,7 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
     }
     let loaded = loaded?;
     let data = data_dir(cli.data.as_deref(), loaded.config.data.as_deref())?;
+    cli::refuse_root_in_others_data(&data)?;
     // `config check` takes the config as written too; every other command only its plan.
     if let Command::Config(command) = cli.command {
         return cli::config::run(command, loaded, cli.config.as_deref(), &data).await;

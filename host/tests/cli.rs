@@ -766,7 +766,8 @@ fn configs_that_cannot_work_are_refused_or_explained_plainly() {
 }
 
 /// A tenant's file-count quota (`disk_quota_files`) stops a shell that makes empty files
-/// by the thousand: the call fails, and the count stays near the quota.
+/// by the thousand: the call fails, and the count stays near the quota. Over it, the
+/// tenant's calls may look and delete, not write, until it is back under.
 #[test]
 fn a_tenant_cannot_make_files_without_bound() {
     let data = tempfile::tempdir().unwrap();
@@ -776,19 +777,38 @@ fn a_tenant_cannot_make_files_without_bound() {
         hookhost::config::DEFAULT_CONFIG
     );
     std::fs::write(&config, text).unwrap();
-    let make =
-        r#"{"command":"for i in $(seq 1 26000); do : > f$i; done; echo made","timeout_secs":60}"#;
-    let out = hookhost_with(
+    let session = hookhost_with(
         data.path(),
         &config,
-        &["call", "--tenant", "small", "--json", "bash", make],
+        &["session", "new", "--tenant", "small"],
     );
-    let v: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
-    let output = v["output"].as_str().unwrap();
+    let session = stdout(&session).trim().to_string();
+    let bash = |command: &str| {
+        let args = format!(r#"{{"command":{command:?},"timeout_secs":60}}"#);
+        let out = hookhost_with(
+            data.path(),
+            &config,
+            &[
+                "call",
+                "--tenant",
+                "small",
+                "--session",
+                &session,
+                "--json",
+                "bash",
+                &args,
+            ],
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+        (
+            v["is_error"] == true,
+            v["output"].as_str().unwrap().to_string(),
+        )
+    };
+    let (failed, output) = bash("for i in $(seq 1 26000); do : > f$i; done; echo made");
     assert!(
-        v["is_error"] == true
-            && output.starts_with("disk quota exceeded: the call took tenant 'small' to "),
+        failed && output.starts_with("disk quota exceeded: the call took tenant 'small' to "),
         "{output}"
     );
     let files = walkdir(&data.path().join("tenants/small"));
@@ -796,23 +816,26 @@ fn a_tenant_cannot_make_files_without_bound() {
         files > 500 && files < 26_000,
         "{files} entries under the tenant"
     );
-    // The next call is refused before it runs.
-    let out = hookhost_with(
-        data.path(),
-        &config,
-        &[
-            "call",
-            "--tenant",
-            "small",
-            "bash",
-            r#"{"command":"touch more"}"#,
-        ],
-    );
+    // Over its quota, the tenant is not locked out: a call that only looks goes through,
+    // one that writes has its output withheld, with the rule; one that deletes gets it
+    // back under, and then it writes again.
+    let (failed, listed) = bash("ls | wc -l");
     assert!(
-        stdout(&out).starts_with("disk quota exceeded: tenant 'small' uses "),
-        "{}",
-        stdout(&out)
+        !failed && listed.trim().parse::<usize>().unwrap() > 500,
+        "{listed}"
     );
+    let (failed, output) = bash("touch more; echo touched");
+    assert!(
+        failed
+            && output.starts_with("disk quota exceeded: the call left tenant 'small' with ")
+            && output.contains(" and 1 more files in the tool's directories")
+            && output.contains("only a call that deletes or shrinks files goes through"),
+        "{output}"
+    );
+    let (failed, output) = bash("rm -f f* more; echo deleted");
+    assert!(!failed && output.trim() == "deleted", "{output}");
+    let (failed, output) = bash("touch again; echo touched");
+    assert!(!failed && output.trim() == "touched", "{output}");
 }
 
 /// Entries below `dir`, recursively (symlinks not followed).
@@ -1405,6 +1428,12 @@ fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
         !ok && err.contains("conflict") && err.contains("n.md"),
         "{err}"
     );
+    // The error says how to settle it.
+    assert!(
+        err.contains(&format!("session commit --resolve ours {b}"))
+            && err.contains(&format!("session delete --discard {b}")),
+        "{err}"
+    );
     assert!(
         read(&b, "/persistent/notes/n.md").contains("from b"),
         "b's checkout is kept"
@@ -1413,7 +1442,21 @@ fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
         read(&new(), "/persistent/notes/n.md").contains("from c"),
         "none of b's commit"
     );
-    assert!(run(&["session", "delete", "--discard", &b]).0);
+    // Settled once with the store's version: nothing of b's n.md published, the session
+    // goes on; then with b's.
+    let (ok, out, err) = run(&["session", "commit", "--resolve", "theirs", &b]);
+    assert!(
+        ok && out.contains("1 left as the store has them"),
+        "{out}{err}"
+    );
+    assert!(read(&new(), "/persistent/notes/n.md").contains("from c"));
+    let (ok, out, err) = run(&["session", "commit", "--resolve", "ours", &b]);
+    assert!(ok && out.contains("1 updated"), "{out}{err}");
+    assert!(read(&new(), "/persistent/notes/n.md").contains("from b"));
+    assert!(
+        run(&["session", "delete", &b]).0,
+        "nothing left in conflict"
+    );
 
     // Published after every call, and traced with the call.
     let d = new();
@@ -1640,6 +1683,19 @@ fn a_store_component_keeps_every_commit_as_a_version_to_restore() {
     );
     let (ok, _, err) = run(&["persistent", "restore", "/persistent/journal", "000009"]);
     assert!(!ok && err.contains("no version"), "{err}");
+    // A tenant that never committed has nothing to list, which is said, and made nothing.
+    let (ok, out, err) = run(&[
+        "persistent",
+        "history",
+        "/persistent/journal",
+        "--tenant",
+        "nosuch",
+    ]);
+    assert!(
+        !ok && out.is_empty() && err.contains("tenant \"nosuch\" has nothing kept"),
+        "{err}"
+    );
+    assert!(!data.path().join("tenants/nosuch").exists());
 
     // 1,000 files, killed at points over the commit's length.
     let store = data.path().join("tenants/default/persistent/journal");
@@ -1808,5 +1864,54 @@ fn many_processes_opening_a_new_data_directory_at_once_all_get_the_table() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+}
+
+/// As root, in a data directory a service's user owns, the CLI refuses (what it made there
+/// the service could not open) and says how to run as the owner; run so, it works, and
+/// what it made is the owner's. Run as another user, there is nothing to refuse.
+#[test]
+fn as_root_in_a_service_users_data_directory_the_cli_says_how_to_run_as_its_owner() {
+    if !rustix::process::geteuid().is_root() {
+        return; // the case is root's
+    }
+    let data = tempfile::tempdir().unwrap();
+    let service = 65534; // nobody
+    std::os::unix::fs::chown(data.path(), Some(service), Some(service)).unwrap();
+    let refused = hookhost(data.path(), &["session", "new"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let said = stderr(&refused);
+    let advice = format!("setpriv --reuid={service} --regid={service} --clear-groups hookhost");
+    assert!(said.contains(&advice), "{said}");
+    assert_eq!(
+        std::fs::read_dir(data.path()).unwrap().count(),
+        0,
+        "root made nothing"
+    );
+
+    let as_owner = Command::new("setpriv")
+        .args([
+            &format!("--reuid={service}"),
+            &format!("--regid={service}"),
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_hookhost"),
+            "--data",
+        ])
+        .arg(data.path())
+        .args(["session", "new"])
+        .env_remove("HOOKHOST_CONFIG")
+        .env("HOME", data.path())
+        .output()
+        .unwrap();
+    assert!(as_owner.status.success(), "{}", stderr(&as_owner));
+    use std::os::unix::fs::MetadataExt;
+    for entry in std::fs::read_dir(data.path()).unwrap() {
+        let entry = entry.unwrap();
+        assert_eq!(
+            entry.metadata().unwrap().uid(),
+            service,
+            "{:?}",
+            entry.path()
+        );
     }
 }

@@ -150,6 +150,71 @@ fn the_readme_is_a_front_door() {
         .collect();
     assert_eq!(first_block.len(), 2, "{first_block:?}");
     assert_eq!(first_block[1], "bash .ci/run");
+    // The book's introduction gives the same two.
+    let intro = std::fs::read_to_string(repo().join("docs/introduction.md")).unwrap();
+    assert!(
+        intro.contains(&first_block.join("\n")),
+        "docs/introduction.md"
+    );
+}
+
+/// The README's first command installs bubblewrap when it is missing, as root without
+/// `sudo` (a container, a CI image) and as a user with it, after reading the package lists
+/// (a fresh image has none): its installing part is run with `apt-get` and `sudo` stubs
+/// that log what they are asked.
+#[test]
+fn the_first_command_installs_bubblewrap_with_or_without_sudo() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let first = readme
+        .lines()
+        .find(|l| l.starts_with("rustup toolchain install"))
+        .unwrap();
+    let install = first
+        .strip_prefix("rustup toolchain install && ")
+        .and_then(|rest| rest.strip_suffix(" && cargo run --release -- demo"))
+        .expect("rustup, then the bubblewrap step, then the demo");
+    let stub = |dir: &Path, name: &str, body: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    for (sudo, bwrap, expected) in [
+        (
+            false,
+            false,
+            "apt-get update -q\napt-get install -y bubblewrap\n",
+        ),
+        (
+            true,
+            false,
+            "sudo\napt-get update -q\nsudo\napt-get install -y bubblewrap\n",
+        ),
+        (true, true, ""),
+    ] {
+        let bin = tempfile::tempdir().unwrap();
+        let log = bin.path().join("log");
+        let log_line = format!("echo \"${{0##*/}} $*\" >> {}", log.display());
+        stub(bin.path(), "apt-get", &log_line);
+        if sudo {
+            stub(
+                bin.path(),
+                "sudo",
+                &format!("echo sudo >> {}\nexec \"$@\"", log.display()),
+            );
+        }
+        if bwrap {
+            stub(bin.path(), "bwrap", "exit 0");
+        }
+        let out = std::process::Command::new("/bin/bash")
+            .args(["-c", install])
+            .env("PATH", bin.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sudo {sudo}, bwrap {bwrap}: {out:?}");
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(logged, expected, "sudo {sudo}, bwrap {bwrap}");
+    }
 }
 
 /// The book's page of limits and defaults is what `hookhost config reference` prints from

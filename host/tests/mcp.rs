@@ -1722,6 +1722,153 @@ fn modern(args: &[&str]) {
     );
 }
 
+/// Where `.ci/run` installed the TypeScript SDK v2 (`@modelcontextprotocol/server`), for
+/// `NODE_PATH`; or `HOOKHOST_TEST_NODE_MODULES`.
+fn node_modules() -> PathBuf {
+    let modules = peer("HOOKHOST_TEST_NODE_MODULES", "target/ci-node/node_modules");
+    assert!(
+        modules.join("@modelcontextprotocol/server").exists(),
+        "the TypeScript SDK v2 is missing from {}: run `bash .ci/run` once",
+        modules.display()
+    );
+    modules
+}
+
+/// tests/mcp/modern_upstream.cjs (the TypeScript SDK v2, MCP 2026-07-28 only), to run.
+fn modern_upstream() -> PathBuf {
+    workspace().join("tests/mcp/modern_upstream.cjs")
+}
+
+/// `[upstreams.NAME]` running tests/mcp/modern_upstream.cjs on stdio; with `once`, only
+/// once that file exists (through `sh -c`: before, it exits at once, as a server that
+/// cannot start yet).
+fn modern_upstream_stdio(name: &str, once: Option<&Path>) -> String {
+    let script = modern_upstream();
+    let (command, args) = match once {
+        None => ("node".to_string(), format!("[{:?}, \"stdio\"]", script)),
+        Some(flag) => (
+            "sh".to_string(),
+            format!(
+                "[\"-c\", {:?}]",
+                format!(
+                    "test -e '{}' && exec node '{}' stdio",
+                    flag.display(),
+                    script.display()
+                )
+            ),
+        ),
+    };
+    format!(
+        "\n[upstreams.{name}]\ncommand = {command:?}\nargs = {args}\n\
+         env = {{ NODE_PATH = {:?} }}\ntimeout_secs = 60\n",
+        node_modules()
+    )
+}
+
+/// Upstreams that speak only MCP 2026-07-28 (the TypeScript SDK v2 refusing `initialize`),
+/// on stdio and over HTTP, are found by discovery and served to clients of both eras
+/// (tests/mcp/eras.py): their tools listed and called, and a multi-round-trip request's
+/// question asked of a 2025 client that declared elicitation, its answer carried back.
+/// One that cannot start yet is tried again until it does, and `/readyz` says so meanwhile;
+/// an `optional` one that never starts leaves the host ready, named as degraded.
+#[test]
+fn upstreams_of_mcp_2026_are_found_retried_and_served_to_both_eras() {
+    let data = tempfile::tempdir().unwrap();
+    let mut http_upstream = Reaped(
+        Command::new("node")
+            .arg(modern_upstream())
+            .arg("http")
+            .env("NODE_PATH", node_modules())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node runs"),
+    );
+    let line = BufReader::new(http_upstream.0.stdout.take().unwrap())
+        .lines()
+        .next()
+        .expect("the HTTP upstream announces itself")
+        .unwrap();
+    let upstream_url = line.strip_prefix("listening ").expect(&line).to_string();
+    let flag = data.path().join("late-may-start");
+    let mut extra = modern_upstream_stdio("modern", None);
+    extra.push_str(&format!(
+        "\n[upstreams.remote]\nurl = {upstream_url:?}\nprotocol = \"2026-07-28\"\n"
+    ));
+    extra.push_str(&modern_upstream_stdio("late", Some(&flag)));
+    extra.push_str("\n[upstreams.gone]\ncommand = \"/nonexistent/mcp-server\"\noptional = true\n");
+    let config = builtin_config_with(data.path(), &extra);
+    let server = serve_unauthenticated(data.path(), &config);
+    let base = server.url.trim_end_matches("/mcp").to_string();
+
+    let (status, body) = common::http_get(&base, "/readyz", None);
+    let said: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        said["not_ready"],
+        serde_json::json!(["upstream late: unavailable"]),
+        "{body}"
+    );
+    assert_eq!(
+        said["degraded"],
+        serde_json::json!(["upstream gone: unavailable"]),
+        "{body}"
+    );
+
+    eras(&[&server.url, "modern__", "remote__"]);
+
+    // The late one starts once it can: tried again with a backoff, no reload.
+    std::fs::write(&flag, "").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let body = loop {
+        let (status, body) = common::http_get(&base, "/readyz", None);
+        if status == 200 {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ready: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let said: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        said["degraded"],
+        serde_json::json!(["upstream gone: unavailable"]),
+        "{body}"
+    );
+    eras(&[&server.url, "late__"]);
+
+    let checked = hookhost_on(data.path(), &config, &["config", "check"]);
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        said.contains("(upstream modern speaks MCP 2026-07-28)"),
+        "{said}"
+    );
+}
+
+/// A child process killed (by its pid) and reaped when dropped, a failed test included.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// tests/mcp/eras.py with `args`; panics with its output when it fails.
+fn eras(args: &[&str]) {
+    let out = Command::new(python())
+        .arg(workspace().join("tests/mcp/eras.py"))
+        .args(args)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "eras.py {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// hookhost as the OAuth client of upstreams that require MCP authorization, against an
 /// authorization server and a resource server (the Python SDK's) that tests/mcp/protected.py
 /// makes on 127.0.0.1: client_credentials with a secret and with a signed JWT, and the
@@ -1818,8 +1965,10 @@ fn upstreams_with_an_instance_per_tenant_or_session_keep_tenants_apart() {
 
 /// Persistent directories as MCP clients meet them (tests/mcp/persistent.py, the Python
 /// SDK over `serve --http`): a session's writes reach the others after its
-/// `hookhost/commit`; a conflict fails the second commit and keeps its text; a read-only
-/// directory refuses writes; 16 sessions committing at once all land.
+/// `hookhost/commit`; a conflict fails the second commit (-32040, its files in `data`) and
+/// keeps its text, until `resolve` settles it; a DELETE in conflict is 409 and keeps the
+/// session, until settled or discarded; a read-only directory refuses writes; 16 sessions
+/// committing at once all land.
 /// A tenant's notes kept across sessions, and read-only docs.
 const PERSISTENT_CONFIG: &str = r#"
 [tools.read_file]

@@ -446,11 +446,12 @@ fn two_tenants_shells_over_mcp_see_nothing_of_each_other() {
     assert!(said.contains("bash tenants ok"), "{said}");
 }
 
-/// A tenant its quota locked out is let in again once another process (the CLI) deleted
-/// its sessions: the server measures it afresh on its tick (and before refusing a call),
-/// instead of counting files that are gone until it restarts.
+/// A tenant over its quota may look and delete, not write, and `rm` gets it back under;
+/// over again, it is let in once another process (the CLI) deleted its sessions: the
+/// server measures it afresh on its tick (and before each call), instead of counting files
+/// that are gone until it restarts.
 #[test]
-fn a_tenant_over_its_quota_is_let_in_once_the_cli_deleted_its_sessions() {
+fn a_tenant_over_its_quota_deletes_its_way_back_or_is_let_in_once_the_cli_deleted_its_sessions() {
     // `[tenants.beta]` is the last table: this is its quota.
     let host = Host::new("disk_quota_bytes = 200000\n");
     let mut server = host.serve(
@@ -565,6 +566,10 @@ fn tls_serves_mcp_and_a_reload_picks_up_a_renewed_certificate() {
     let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
     let (url, log) = common::announced_url_and_log(&mut server);
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    assert!(
+        docker_healthcheck(&url),
+        "the image's health check passes over TLS"
+    );
     let path = |p: &Path| p.to_str().unwrap().to_string();
     let said = python_client(&[
         "tls",
@@ -585,6 +590,30 @@ fn tls_serves_mcp_and_a_reload_picks_up_a_renewed_certificate() {
         !log.contains("not a key"),
         "the key's text in the log: {log}"
     );
+}
+
+/// Runs deploy/Dockerfile's `HEALTHCHECK` command against the server at `url` (its port
+/// for the image's 8080): whether it passes.
+fn docker_healthcheck(url: &str) -> bool {
+    let dockerfile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/Dockerfile");
+    let dockerfile = std::fs::read_to_string(dockerfile).unwrap();
+    let check = dockerfile
+        .split("HEALTHCHECK")
+        .nth(1)
+        .and_then(|rest| rest.split_once(" CMD "))
+        .map(|(_, cmd)| {
+            cmd.split("\nENTRYPOINT")
+                .next()
+                .unwrap()
+                .replace("\\\n", " ")
+        })
+        .expect("a HEALTHCHECK CMD");
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    Command::new("/bin/sh")
+        .args(["-c", &check.replace(":8080/", &format!(":{port}/"))])
+        .status()
+        .unwrap()
+        .success()
 }
 
 /// The admin page in a real headless browser (Chromium through Playwright, see
@@ -619,7 +648,12 @@ fn the_admin_page_is_off_by_default_and_never_opens_to_a_tenants_token() {
     let host = Host::new("");
     let status = |base: &str, path: &str, token: &str| common::http_get(base, path, Some(token)).0;
     let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
-    let base = common::announced_url(&mut server).replace("/mcp", "");
+    let url = common::announced_url(&mut server);
+    assert!(
+        docker_healthcheck(&url),
+        "the image's health check passes over HTTP"
+    );
+    let base = url.replace("/mcp", "");
     assert_eq!(status(&base, "/admin", ALPHA), 404);
     assert_eq!(status(&base, "/admin/api/overview", ALPHA), 404);
     drop(server);

@@ -219,7 +219,7 @@ async def http(url, token, other_token, upstream_tool=None):
         # Its upstream is up and its session table answers.
         ready = await raw.get(url.rsplit("/mcp", 1)[0] + "/readyz")
         assert ready.status_code == 200, (ready.status_code, ready.text)
-        assert ready.json() == {"status": "ready", "not_ready": []}, ready.text
+        assert ready.json() == {"status": "ready", "not_ready": [], "degraded": []}, ready.text
         for bad in [None, "wrong-token-0123456789"]:
             response = await raw_post(raw, url, bad, INITIALIZE)
             assert response.status_code == 401, (bad, response.status_code, response.text)
@@ -359,22 +359,46 @@ def sandboxes_binding(path):
 
 
 async def http_shutdown(url, marker, hookhost_pid):
-    """Starts a long command over HTTP (its `sleep` named `marker`), then signals the
-    server mid-call."""
+    """Two calls over HTTP, then SIGTERM mid-call: the server drains. From the signal on,
+    `/readyz` and every new request answer 503 with `Retry-After` (`/healthz` 200: alive);
+    the call that ends within the grace (a 2 s command, signalled at 0.5 s) is answered;
+    the other (a `sleep` named `marker`) is still running when the grace is over, and ends
+    with the server."""
+    base = url.rsplit("/mcp", 1)[0]
     async with httpx2.AsyncClient(timeout=60) as raw:
         session_id = await open_session(raw, url, None)
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "bash", "arguments": {"command": f"exec -a {marker} sleep 300"}}}
-        running = asyncio.create_task(raw_post(raw, url, None, call, session_id))
+
+        def call(id, command):
+            body = {"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "bash", "arguments": {"command": command}}}
+            return asyncio.create_task(raw_post(raw, url, None, body, session_id))
+
+        long = call(3, f"exec -a {marker} sleep 300")
         for _ in range(200):
             if processes_with(marker):
                 break
             await asyncio.sleep(0.05)
         else:
             raise AssertionError("the command did not start")
+        short = call(2, "echo started; sleep 2; echo finished")
+        await asyncio.sleep(0.5)
         os.kill(int(hookhost_pid), signal.SIGTERM)
+        await asyncio.sleep(0.5)
+        async with httpx2.AsyncClient(timeout=5) as fresh:
+            ready = await fresh.get(base + "/readyz")
+            assert ready.status_code == 503, (ready.status_code, ready.text)
+            assert ready.json()["status"] == "draining", ready.text
+            assert ready.headers.get("retry-after") == "5", ready.headers
+            alive = await fresh.get(base + "/healthz")
+            assert alive.status_code == 200, (alive.status_code, alive.text)
+            refused = await raw_post(fresh, url, None, INITIALIZE)
+            assert refused.status_code == 503, (refused.status_code, refused.text)
+            assert refused.headers.get("retry-after") == "5", refused.headers
+            assert refused.json()["error"]["code"] == -32000, refused.text
+        answer = sse_result(await asyncio.wait_for(short, 30))
+        assert answer["result"]["content"][0]["text"].split() == ["started", "finished"], answer
         try:
-            await asyncio.wait_for(running, 30)
+            await asyncio.wait_for(long, 30)
         except Exception:
             pass  # the server went away mid-answer: expected
     print("http shutdown ok", flush=True)
@@ -977,9 +1001,10 @@ async def tls(url, ca, token, cert, key, renewed_cert, renewed_key, pid):
 
 
 async def quota(url, token, hookhost, data, config):
-    """Tenant `beta` (quota 200,000 bytes) goes over it in one session and is refused;
-    the CLI, another process, deletes its sessions while that session is still open; the
-    running server then lets beta call again, and `/metrics` says what beta uses now."""
+    """Tenant `beta` (quota 200,000 bytes) goes over it in one session; over it, its calls
+    may look and delete, not write, and `rm` gets it back under. Over again, the CLI,
+    another process, deletes its sessions while that session is still open; the running
+    server then lets beta call again, and `/metrics` says what beta uses now."""
     metrics_url = url.rsplit("/mcp", 1)[0] + "/metrics"
 
     def used():
@@ -1004,14 +1029,23 @@ async def quota(url, token, hookhost, data, config):
                      for line in open(path)]
             ends = [(a["event"], a.get("reason", "")) for a in audit if a["event"] != "start"]
             assert ends == [("failed", "tool 'bash': output-too-large")], ends
-            refused = await first.call_tool("bash", {"command": "echo again"})
+            # Over its quota, beta is not locked out: it may look and delete, not write.
+            looked = await first.call_tool("bash", {"command": "echo again"})
+            assert not is_error(looked) and text(looked).strip() == "again", text(looked)
+            refused = await first.call_tool("bash", {"command": "touch more; echo touched"})
             assert is_error(refused), text(refused)
-            assert text(refused).startswith("disk quota exceeded: tenant 'beta' uses"), text(refused)
+            assert "only a call that deletes or shrinks files goes through" in text(refused), text(refused)
             assert used() > 200_000, used()
-            # Both count as failed calls, not done ones.
+            deleted = await first.call_tool("bash", {"command": "rm big more; echo deleted"})
+            assert not is_error(deleted) and text(deleted).strip() == "deleted", text(deleted)
+            assert used() < 200_000, used()
+            # Over again, and let in by what another process deletes.
+            over = await first.call_tool("bash", {"command": "head -c 300000 /dev/zero > big; echo written"})
+            assert is_error(over) and "disk quota exceeded" in text(over), text(over)
+            assert used() > 200_000, used()
             samples = scrape_samples(metrics_url)
             counted = lambda outcome: sample(samples, "hookhost_calls_total", tenant="beta", tool="bash", outcome=outcome)
-            assert (counted("failed"), counted("done")) == (2, 0), (counted("failed"), counted("done"))
+            assert (counted("failed"), counted("done")) == (3, 2), (counted("failed"), counted("done"))
 
             listed = cli("session", "list", "--tenant", "beta").splitlines()
             assert len(listed) == 1, listed

@@ -7,8 +7,11 @@ Run by host/tests/mcp.rs; every check is an assertion.
     persistent.py fleet URL_A URL_B BACKING COUNT
 
 - what session A writes, B does not read until A commits; then B's next call reads it;
-- A and B change one file: A's commit wins, B's fails naming the file, and B still reads
-  its own text;
+- A and B change one file: A's commit wins, B's fails naming the file (-32040, the files
+  in `data`), and B still reads its own text; B settles it with `resolve`;
+- a raw client's DELETE whose commit conflicts is answered 409 naming the file, and the
+  session goes on; settled, the DELETE ends it; another ends by discarding
+  (`Hookhost-Discard: true`);
 - /persistent/docs is read-only: write_file is refused though granted read-write;
 - 16 sessions write and commit at once: every file lands, whole, in BACKING;
 - (fleet) COUNT sessions spread over two hosts sharing a PostgreSQL session table commit
@@ -27,6 +30,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
+
+from client import open_session, raw_post, sse_result
 
 
 class CommitRequest(types.Request[dict[str, Any] | None, Literal["hookhost/commit"]]):
@@ -56,8 +61,56 @@ async def write(s, path, content):
     return out
 
 
-async def commit(s):
-    return await s.send_request(CommitRequest(), TypeAdapter(dict))
+async def commit(s, resolve=None):
+    params = {"resolve": resolve} if resolve else None
+    return await s.send_request(CommitRequest(params=params), TypeAdapter(dict))
+
+
+async def conflicted_delete(url, backing):
+    """A raw client's session whose DELETE conflicts: 409 with the files, the session
+    still serves; `hookhost/commit` with resolve settles it and the DELETE ends it; another
+    in conflict is ended by a DELETE that discards."""
+    async with httpx2.AsyncClient(timeout=60) as raw:
+        async def rpc(session_id, id, method, params):
+            body = {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+            return sse_result(await raw_post(raw, url, None, body, session_id))
+
+        def delete(session_id, discard=False):
+            headers = {"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
+            if discard:
+                headers["Hookhost-Discard"] = "true"
+            return raw.delete(url, headers=headers)
+
+        async def write(session_id, content):
+            return await rpc(session_id, 2, "tools/call", {"name": "write_file", "arguments": {
+                "path": "/persistent/notes/d.md", "content": content}})
+
+        first, second, third = [await open_session(raw, url, None) for _ in range(3)]
+        for session_id in (first, second, third):
+            await write(session_id, f"from {session_id}")
+        assert (await delete(first)).status_code == 200
+        with open(os.path.join(backing, "d.md")) as f:
+            assert f.read() == f"from {first}"
+        answer = await delete(second)
+        assert answer.status_code == 409, (answer.status_code, answer.text)
+        error = answer.json()["error"]
+        assert error["code"] == -32040, error
+        assert error["data"] == {"mount": "/persistent/notes", "files": ["d.md"]}, error
+        read = await rpc(second, 3, "tools/call", {"name": "read_file", "arguments": {
+            "path": "/persistent/notes/d.md"}})
+        assert f"from {second}" in read["result"]["content"][0]["text"], read
+        settled = await rpc(second, 4, "hookhost/commit", {"resolve": "ours"})
+        assert settled["result"]["committed"][0]["updated"] == ["d.md"], settled
+        assert (await delete(second)).status_code == 200
+        answer = await raw_post(raw, url, None, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, second)
+        assert answer.status_code == 404, answer.status_code
+        with open(os.path.join(backing, "d.md")) as f:
+            assert f.read() == f"from {second}"
+        assert (await delete(third)).status_code == 409
+        assert (await delete(third, discard=True)).status_code == 200
+        with open(os.path.join(backing, "d.md")) as f:
+            assert f.read() == f"from {second}", "the discarded session published nothing"
+    print("conflicted delete ok")
 
 
 async def main(url, backing):
@@ -78,9 +131,24 @@ async def main(url, backing):
             raise AssertionError("b's commit should have failed")
         except MCPError as e:
             assert "conflict" in str(e) and "n.md" in str(e), str(e)
+            assert e.error.code == -32040, e.error
+            assert e.error.data == {"mount": "/persistent/notes", "files": ["n.md"]}, e.error
         assert "from b" in await read(b, "/persistent/notes/n.md")
         with open(os.path.join(backing, "n.md")) as f:
             assert f.read() == "from a"
+        try:
+            await commit(b, resolve="mine")
+            raise AssertionError("resolve takes ours or theirs")
+        except MCPError as e:
+            assert e.error.code == -32602, e.error
+        done = await commit(b, resolve="theirs")
+        assert done["committed"][0]["keptTheirs"] == ["n.md"], done
+        with open(os.path.join(backing, "n.md")) as f:
+            assert f.read() == "from a"
+        done = await commit(b, resolve="ours")
+        assert done["committed"][0]["updated"] == ["n.md"], done
+        with open(os.path.join(backing, "n.md")) as f:
+            assert f.read() == "from b"
         print("conflict ok")
 
         refused = await write(a, "/persistent/docs/x.md", "no")
@@ -92,6 +160,7 @@ async def main(url, backing):
             assert "Wrote" in await write(s, f"/persistent/notes/many/{n}.md", f"session {n}\n" * 100)
             await commit(s)
 
+    await conflicted_delete(url, backing)
     await asyncio.gather(*(one(n) for n in range(16)))
     for n in range(16):
         with open(os.path.join(backing, "many", f"{n}.md")) as f:

@@ -374,10 +374,12 @@ pub async fn handle(
             Err(crate::sessions::SessionError::NotFound { .. }) => return Ok(nothing()),
             Err(e) => return Err(e.into()),
         };
-        return Ok(match runtime.commit(&session, Some(CommitAt::Turn)).await {
-            Ok(_) => nothing(),
-            Err(e) => protocol::unreadable(agent, &e.to_string()),
-        });
+        return Ok(
+            match runtime.commit(&session, Some(CommitAt::Turn), None).await {
+                Ok(_) => nothing(),
+                Err(e) => protocol::unreadable(agent, &e.to_string()),
+            },
+        );
     }
     let workdir = input.cwd.as_deref().filter(|_| settings.trust_cwd);
     let session = sessions

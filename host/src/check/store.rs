@@ -98,7 +98,7 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
     commit(runtime, &a)
         .await
         .map_err(|e| format!("commit: {e}"))?;
-    match runtime.commit(&b, None).await {
+    match runtime.commit(&b, None, None).await {
         Err(SessionError::Commit {
             source: PersistentError::Conflict(paths),
             ..
@@ -175,7 +175,7 @@ fn check(report: &mut Report, ok: bool, what: &str, found: &dyn std::fmt::Debug)
 /// Commits `session`: the files created, sorted.
 async fn commit(runtime: &Runtime, session: &Session) -> Result<Vec<String>, SessionError> {
     let mut created: Vec<String> = runtime
-        .commit(session, None)
+        .commit(session, None, None)
         .await?
         .into_iter()
         .flat_map(|(_, report)| report.created)

@@ -49,6 +49,15 @@ pub async fn run(command: PersistentCommand, plan: Plan, data: &Path) -> Result<
         .iter()
         .find(|m| &m.virtual_path == path)
         .with_context(|| format!("{path} is not a mount"))?;
+    // With no tenant declared any id names a tenant of its own: one that never committed
+    // here has no history, which is said rather than made (the lock would make its tree).
+    if let Some(kept) = mount.persistent.as_ref().filter(|p| !p.backing.exists()) {
+        anyhow::bail!(
+            "tenant \"{tenant}\" has nothing kept in {path}: {} does not exist (no session of \
+             it committed there)",
+            kept.backing.display()
+        );
+    }
     let limits = runtime.tenants().limits(&outside.tenant);
     let _lock = sessions.lock_backing(mount).await?;
     match command {

@@ -63,7 +63,7 @@ pub async fn serve(
     if hooks && http.is_none() {
         return serve_hooks(plan.hooks_only(), data).await;
     }
-    let tls = plan.tls.clone();
+    let (tls, shutdown_grace) = (plan.tls.clone(), plan.shutdown_grace);
     let mut runtime = Runtime::new(plan, data)
         .await
         .context("starting the runtime")?;
@@ -94,6 +94,7 @@ pub async fn serve(
         workdir,
         keep_session,
         config,
+        shutdown_grace,
     };
     match http {
         Some(addr) => {

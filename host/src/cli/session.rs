@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result};
 use hookhost::config::Plan;
-use hookhost::sessions::{Sessions, Tenants};
+use hookhost::persistent::OnConflict;
+use hookhost::sessions::{SessionError, Sessions, Tenants};
 use hookhost::trace::TraceSettings;
 use hookhost::{SessionId, TenantId};
 use std::io::Write;
@@ -63,6 +64,11 @@ pub enum SessionCommand {
         id: String,
         #[arg(long, default_value = "default")]
         tenant: String,
+        /// Settle files changed both in the store and by the session this once: `ours`
+        /// publishes the session's version, `theirs` keeps the store's [default: each
+        /// directory's `on_conflict`].
+        #[arg(long)]
+        resolve: Option<Resolve>,
     },
     /// Delete idle sessions, and session directories that have no session.
     Gc {
@@ -72,6 +78,13 @@ pub enum SessionCommand {
         #[arg(long, value_parser = humantime::parse_duration)]
         idle: Option<std::time::Duration>,
     },
+}
+
+/// How `session commit --resolve` settles a conflict.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Resolve {
+    Ours,
+    Theirs,
 }
 
 /// Runs `command` on the sessions under `data`; with the store components of persistent
@@ -196,13 +209,28 @@ async fn session_command(
             if discard {
                 sessions.discard(&t, &i).await?;
             } else {
-                sessions.delete(&t, &i).await?;
+                sessions
+                    .delete(&t, &i)
+                    .await
+                    .map_err(|e| settle_hint(e, &t, &i, true))?;
             }
         }
-        SessionCommand::Commit { id: i, tenant: t } => {
+        SessionCommand::Commit {
+            id: i,
+            tenant: t,
+            resolve,
+        } => {
             let (t, i) = (tenant(t)?, id(i)?);
             let session = sessions.resolve(&sessions.record(&t, &i).await?)?;
-            for (mount, report) in sessions.commit(&session, None).await? {
+            let resolve = resolve.map(|r| match r {
+                Resolve::Ours => OnConflict::Ours,
+                Resolve::Theirs => OnConflict::Theirs,
+            });
+            let committed = sessions
+                .commit_resolving(&session, resolve)
+                .await
+                .map_err(|e| settle_hint(e, &t, &i, false))?;
+            for (mount, report) in committed {
                 println!(
                     "{mount}: {} created, {} updated, {} deleted, {} left as the store has them ({} bytes)",
                     report.created.len(),
@@ -290,4 +318,31 @@ async fn print_trace(
             () = tokio::time::sleep(FOLLOW_POLL) => {}
         }
     }
+}
+
+/// A failed commit, with how to settle it when a conflict stopped it: the session is kept
+/// until its changes are published or dropped.
+fn settle_hint(
+    e: SessionError,
+    tenant: &TenantId,
+    id: &SessionId,
+    deleting: bool,
+) -> anyhow::Error {
+    let Some((mount, _)) = e.conflict() else {
+        return e.into();
+    };
+    let tenant = match tenant.as_str() {
+        "default" => String::new(),
+        other => format!(" --tenant {other}"),
+    };
+    let mut how = format!(
+        "{e}. The session is kept: `hookhost session commit{tenant} --resolve ours {id}` \
+         publishes its version of each file of {mount}, `--resolve theirs` keeps the store's"
+    );
+    if deleting {
+        how.push_str(&format!(
+            "; `hookhost session delete{tenant} --discard {id}` drops its changes"
+        ));
+    }
+    anyhow::anyhow!(how)
 }

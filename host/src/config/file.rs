@@ -192,6 +192,11 @@ pub struct ServeConfig {
     /// The private key (PEM: PKCS#8, SEC1 or PKCS#1) of `tls_cert`.
     #[serde(default)]
     pub tls_key: Option<Spanned<PathBuf>>,
+    /// How long `serve` drains at SIGTERM or SIGINT (`5s`, `1m`): running calls may finish
+    /// and be answered for this long, new requests get 503. Read at start, not on a
+    /// reload. Default [`crate::limits::SHUTDOWN_GRACE`].
+    #[serde(default)]
+    pub shutdown_grace: Option<Spanned<String>>,
 }
 
 /// The `[engine]` table.
@@ -274,6 +279,32 @@ pub struct UpstreamConfig {
     /// authorization server (found from the server's protected-resource metadata).
     #[serde(default)]
     pub oauth: Option<UpstreamOAuth>,
+    /// Which MCP revision hookhost speaks to it: `auto` (the default) begins with the 2025
+    /// era's `initialize` and, for a server that refuses it (one that speaks only
+    /// 2026-07-28), connects again with `server/discover`; `"2026-07-28"` or
+    /// `"2025-11-25"` pins one.
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+    /// Whether the host is ready without it: an optional upstream that is not up is
+    /// reported by `/readyz` as degraded, not as a reason to take the host out of a
+    /// balancer (its tools are listed once it comes up). Off unless set.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// Which MCP revision hookhost speaks to an upstream (`[upstreams.NAME] protocol`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum UpstreamProtocol {
+    /// `initialize` first, `server/discover` for a server that speaks only 2026-07-28.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// MCP 2026-07-28 only: no `initialize`, every request naming its version.
+    #[serde(rename = "2026-07-28")]
+    V2026,
+    /// The 2025 era only: `initialize` with 2025-11-25, and an MCP session.
+    #[serde(rename = "2025-11-25")]
+    V2025,
 }
 
 /// `[upstreams.NAME.oauth]`: a client registered beforehand at the upstream's

@@ -393,8 +393,18 @@ fn members<'a>(
                 .matches('{')
                 .count()
                 .saturating_sub(trimmed.matches('}').count());
+            // A variant's own `rename` wins over the enum's `rename_all`.
+            let own = serde.iter().find_map(|a| {
+                a.split(", ").find_map(|part| {
+                    Some(
+                        part.strip_prefix("rename = \"")?
+                            .trim_end_matches('"')
+                            .to_string(),
+                    )
+                })
+            });
             (!name.is_empty()).then(|| Member {
-                name: renamed(&name, case),
+                name: own.unwrap_or_else(|| renamed(&name, case)),
                 doc: first,
                 is_default,
                 ..Member::default()
@@ -512,6 +522,7 @@ mod tests {
             "| `keep_artifacts` |",
             "## `[engine]`",
             "| `pool_instances` | integer | `DEFAULT_POOL_INSTANCES` |",
+            "| `protocol` | `\"auto\"` \\| `\"2026-07-28\"` \\| `\"2025-11-25\"` | `\"auto\"` |",
         ] {
             assert!(page.contains(line), "{line:?} not in\n{page}");
         }

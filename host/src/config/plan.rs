@@ -49,6 +49,8 @@ pub struct Plan {
     pub otlp_endpoint: Option<String>,
     /// How long an agent's ended session is kept, idle, for a resume (`[agents]`).
     pub keep_artifacts: std::time::Duration,
+    /// How long `serve` drains at a shutdown signal (`[serve] shutdown_grace`).
+    pub shutdown_grace: std::time::Duration,
     /// The file the config was read from, for messages.
     pub source: String,
 }
@@ -98,6 +100,7 @@ impl Plan {
             },
             otlp_endpoint: None,
             keep_artifacts: crate::limits::DEFAULT_KEEP_ARTIFACTS,
+            shutdown_grace: crate::limits::SHUTDOWN_GRACE,
             source: source.to_string(),
         }
     }

@@ -165,3 +165,25 @@ fn rate_limits_are_positive_and_a_burst_needs_a_rate() {
     assert_eq!(a.rate.burst.map(|n| n.get()), Some(10));
     assert!(a.rate.is_set());
 }
+
+#[test]
+fn the_shutdown_grace_is_a_duration_up_to_its_bound() {
+    let grace = |value: &str| {
+        let text = DEFAULT_CONFIG.replace(
+            "[serve]\n",
+            &format!("[serve]\nshutdown_grace = \"{value}\"\n"),
+        );
+        Config::parse(&text, "t.toml").map(|c| c.plan.shutdown_grace)
+    };
+    let default = Config::parse(DEFAULT_CONFIG, "t.toml").unwrap().plan;
+    assert_eq!(default.shutdown_grace, crate::limits::SHUTDOWN_GRACE);
+    assert_eq!(grace("2s").unwrap(), std::time::Duration::from_secs(2));
+    assert_eq!(grace("1m").unwrap(), crate::limits::MAX_SHUTDOWN_GRACE);
+    let over = grace("61s").unwrap_err().to_string();
+    assert!(
+        over.contains("serve.shutdown_grace: over the most"),
+        "{over}"
+    );
+    let bad = grace("soon").unwrap_err().to_string();
+    assert!(bad.contains("a duration such as 5s"), "{bad}");
+}

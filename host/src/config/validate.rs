@@ -61,6 +61,7 @@ impl Config {
             },
             otlp_endpoint: self.telemetry.otlp_endpoint.clone(),
             keep_artifacts: self.keep_artifacts()?,
+            shutdown_grace: self.shutdown_grace()?,
             source: self.source.clone(),
         })
     }
@@ -402,6 +403,29 @@ impl Config {
                 format!("agents.keep_artifacts: {e} (a duration such as 12h or 7d)"),
             )
         })
+    }
+
+    /// `[serve] shutdown_grace`: a duration (`5s`), at most
+    /// [`crate::limits::MAX_SHUTDOWN_GRACE`].
+    fn shutdown_grace(&self) -> Result<std::time::Duration, Invalid> {
+        let Some(grace) = &self.serve.shutdown_grace else {
+            return Ok(crate::limits::SHUTDOWN_GRACE);
+        };
+        let max = crate::limits::MAX_SHUTDOWN_GRACE;
+        match humantime::parse_duration(grace.get_ref()) {
+            Ok(grace) if grace <= max => Ok(grace),
+            Ok(_) => Err(Invalid::at(
+                grace.span(),
+                format!(
+                    "serve.shutdown_grace: over the most a drain may last, {}",
+                    humantime::format_duration(max)
+                ),
+            )),
+            Err(e) => Err(Invalid::at(
+                grace.span(),
+                format!("serve.shutdown_grace: {e} (a duration such as 5s or 1m)"),
+            )),
+        }
     }
 
     /// `[serve] workdir`: a template, which tenants without their own share only when it

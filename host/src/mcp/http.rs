@@ -7,7 +7,7 @@ use crate::agents;
 use crate::ids::{SessionId, TenantId};
 use crate::jwt::{Jwt, METADATA_PATH};
 use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
-use crate::limits::{MAX_HTTP_BODY_BYTES, SHUTDOWN_GRACE};
+use crate::limits::{MAX_HTTP_BODY_BYTES, SHUTDOWN_CLOSE};
 use crate::runtime::Runtime;
 use crate::secret::TokenDigest;
 use crate::sessions::{IdleSweep, Owner, SessionError, SessionHolder, SessionKey};
@@ -22,9 +22,11 @@ use rmcp::transport::streamable_http_server::session::{
 };
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 mod stateless;
 pub use stateless::{EPHEMERAL_NOTE, NEW_SESSION, SESSION_HEADER, SESSION_META};
@@ -47,6 +49,12 @@ struct Gate {
     opened: Mutex<HashMap<String, TenantId>>,
     sessions: Arc<LocalSessionManager>,
     options: ServeOptions,
+    /// Set at a shutdown signal: from then on every new request is refused (see
+    /// [`answer_or_refuse`]).
+    draining: AtomicBool,
+    /// The requests being answered, each until its response's body has been sent: what a
+    /// drain waits for.
+    answering: TaskTracker,
 }
 
 impl Gate {
@@ -167,23 +175,83 @@ impl SessionHolder for Gate {
 
 impl Gate {
     /// Ends the MCP session `id` of `tenant` and its hookhost session (commands killed,
-    /// files deleted unless kept).
-    async fn end(&self, tenant: &TenantId, id: &SessionId, why: &str) {
+    /// files deleted unless kept), its persistent directories published first — or their
+    /// changes dropped, when `discard`. A commit that fails (a conflict) keeps both.
+    async fn end(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        why: &str,
+        discard: bool,
+    ) -> Result<(), SessionError> {
         if self.options.keep_session {
             self.forget(&SessionKey::new(tenant, id));
-            return;
+            return Ok(());
         }
         // Its end closes the MCP session (see `forget`).
-        match self.runtime.sessions().delete(tenant, id).await {
+        let sessions = self.runtime.sessions();
+        let ended = match discard {
+            true => sessions.discard(tenant, id).await,
+            false => sessions.delete(tenant, id).await,
+        };
+        match ended {
             Ok(()) => {
-                tracing::info!(%tenant, session = %id, why, "MCP session ended; session deleted")
+                tracing::info!(%tenant, session = %id, why, "MCP session ended; session deleted");
+                Ok(())
             }
-            Err(SessionError::NotFound { .. }) => self.forget(&SessionKey::new(tenant, id)),
+            Err(SessionError::NotFound { .. }) => {
+                self.forget(&SessionKey::new(tenant, id));
+                Ok(())
+            }
             Err(e) => {
-                tracing::warn!(%tenant, session = %id, error = %e, "deleting the session failed")
+                tracing::warn!(%tenant, session = %id, error = %e, "deleting the session failed; it goes on");
+                Err(e)
             }
         }
     }
+}
+
+/// The header of a client's `DELETE` that drops its session's persistent directories'
+/// changes instead of publishing them (`Hookhost-Discard: true`): how a session whose
+/// commit conflicts is ended without settling it.
+pub const DISCARD_HEADER: &str = "hookhost-discard";
+
+/// Whether a `DELETE` asks to discard (see [`DISCARD_HEADER`]).
+fn discards(headers: &HeaderMap) -> bool {
+    headers
+        .get(DISCARD_HEADER)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+}
+
+/// The answer to a client's `DELETE` of its session (see [`Gate::end`]): 200 once it is
+/// gone. A commit a conflict stopped is 409 with the JSON-RPC error
+/// [`COMMIT_CONFLICT`](super::COMMIT_CONFLICT) naming its files, the session still there
+/// to settle it (`hookhost/commit` with `resolve`) or to be deleted with
+/// [`DISCARD_HEADER`]; another failure is 500, the session kept too.
+fn deleted(ended: Result<(), SessionError>) -> Response {
+    let Err(e) = ended else {
+        return StatusCode::OK.into_response();
+    };
+    let status = match e.conflict() {
+        Some(_) => StatusCode::CONFLICT,
+        None => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": null, "error": super::commit_error(&e)
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// `response`, with `guard` kept until its body has been sent, or dropped (the client
+/// left): for what must last as long as an answer does.
+fn held_until_sent<T: Send + 'static>(response: Response, guard: T) -> Response {
+    use futures_util::StreamExt;
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |chunk| {
+        let _ = &guard;
+        chunk
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 /// The MCP sessions' `initialize`, kept in the session table, so that a host of a fleet
@@ -207,6 +275,55 @@ impl SessionStore for McpStates {
     async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
         Ok(self.0.sessions().forget_mcp_state(id).await?)
     }
+}
+
+/// Counts each request being answered until its response's body has been sent (a call's
+/// SSE stream included): what a drain waits for. A GET (a 2025 session's stream of
+/// notifications, which lasts as long as the session) is not waited for. Once the server
+/// drains, refuses every new request with 503 and `Retry-After` (the grace: by then
+/// another host, or this one restarted, answers), `/readyz` included, so that a balancer
+/// moves away at once; `/healthz` still answers (the process is alive). A client that
+/// answers an elicitation or sampling request of a running call, in a new POST, is refused
+/// too: that call ends with the grace.
+async fn answer_or_refuse(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if gate.draining.load(Ordering::Acquire) && path != "/healthz" {
+        let retry = gate
+            .options
+            .shutdown_grace
+            .as_secs_f64()
+            .ceil()
+            .max(1.0)
+            .to_string();
+        let mut response = match path {
+            "/readyz" => {
+                let body = serde_json::json!({
+                    "status": "draining", "not_ready": ["shutting down"], "degraded": []
+                });
+                (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+            }
+            HTTP_PATH => rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::Value::Null,
+                -32000,
+                "this server is shutting down: send the request again",
+            ),
+            _ => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this server is shutting down\n",
+            )
+                .into_response(),
+        };
+        if let Ok(value) = header::HeaderValue::from_str(&retry) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        return answer_unread(response);
+    }
+    if request.method() == Method::GET {
+        return next.run(request).await;
+    }
+    let answering = gate.answering.token();
+    held_until_sent(next.run(request).await, answering)
 }
 
 /// A JSON-RPC error as the whole HTTP answer.
@@ -302,20 +419,23 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
             }
         }
     }
-    let deleting = parts.method == Method::DELETE;
+    // The hookhost session is ended first: a commit that conflicts keeps it, and the MCP
+    // session with it. Once gone, its MCP session is closed with it (see `forget`), and
+    // the answer is 200 (clients such as the Python SDK take anything else as a failed
+    // termination).
+    if parts.method == Method::DELETE
+        && let Some(id) = &session
+    {
+        let discard = discards(&parts.headers);
+        return deleted(
+            gate.end(&tenant, id, "deleted by the client", discard)
+                .await,
+        );
+    }
     let posting = parts.method == Method::POST;
-    let mut response = next.run(Request::from_parts(parts, body)).await;
+    let response = next.run(Request::from_parts(parts, body)).await;
     if posting && session.is_none() {
         return open_new_session(&gate, tenant, rpc_id, response).await;
-    }
-    if deleting
-        && let Some(id) = &session
-        && response.status().is_success()
-    {
-        // The session is gone once this returns; say so plainly (clients such as the
-        // Python SDK take anything but 200 as a failed termination).
-        *response.status_mut() = StatusCode::OK;
-        gate.end(&tenant, id, "deleted by the client").await;
     }
     response
 }
@@ -371,15 +491,18 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
 }
 
 /// `/readyz`: whether this host can serve what its config promises, for a load balancer's
-/// probe: 200 when every upstream server is up and the session table answers, else 503
-/// with what is not ready. (`/healthz` says the process is alive.)
+/// probe: 200 when every upstream server is up (an `optional` one that is not is listed
+/// as `degraded`) and the session table answers, else 503 with what is not ready.
+/// (`/healthz` says the process is alive.)
 async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
-    let mut not_ready: Vec<String> = gate
-        .runtime
-        .upstreams_down()
-        .into_iter()
-        .map(|(name, state)| format!("upstream {name}: {state}"))
-        .collect();
+    let (mut not_ready, mut degraded) = (Vec::new(), Vec::new());
+    for (name, state, optional) in gate.runtime.upstreams_down() {
+        let line = format!("upstream {name}: {state}");
+        match optional {
+            true => degraded.push(line),
+            false => not_ready.push(line),
+        }
+    }
     if let Err(why) = gate.runtime.sessions().ping().await {
         not_ready.push(format!("session store: {why}"));
     }
@@ -387,7 +510,7 @@ async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
         true => (StatusCode::OK, "ready"),
         false => (StatusCode::SERVICE_UNAVAILABLE, "not ready"),
     };
-    let body = serde_json::json!({"status": word, "not_ready": not_ready});
+    let body = serde_json::json!({"status": word, "not_ready": not_ready, "degraded": degraded});
     (status, axum::Json(body)).into_response()
 }
 
@@ -561,6 +684,8 @@ pub async fn serve_http(
         opened: Mutex::new(HashMap::new()),
         sessions: sessions.clone(),
         options,
+        draining: AtomicBool::new(false),
+        answering: TaskTracker::new(),
     });
     // A session deleted by anything in this process, or by another, ends its MCP session.
     runtime
@@ -571,7 +696,12 @@ pub async fn serve_http(
         runtime: runtime.clone(),
         reloader,
     });
-    let app = router(&gate, sessions, addr, stop.clone()).merge(super::admin::routes(admin));
+    let app = router(&gate, sessions, addr, stop.clone())
+        .merge(super::admin::routes(admin))
+        .layer(axum::middleware::from_fn_with_state(
+            gate.clone(),
+            answer_or_refuse,
+        ));
 
     // Every HTTP server's sessions: in a fleet, a session begun on one host may be
     // continued on another, and any host collects it once it is idle. Sessions of stdio
@@ -589,8 +719,10 @@ pub async fn serve_http(
     tracing::info!(%local, scheme, "serving MCP over HTTP");
     // The address on stderr, so a caller that asked for port 0 learns the port.
     eprintln!("hookhost: serving MCP at {scheme}://{local}{HTTP_PATH}");
-    let server_stop = stop.clone();
-    let stopped = async move { server_stop.cancelled().await };
+    // Cancelled once drained: no new connection is accepted from then on.
+    let accepting = CancellationToken::new();
+    let no_more = accepting.clone();
+    let stopped = async move { no_more.cancelled().await };
     let mut server = match tls {
         Some(current) => tokio::spawn(
             axum::serve(tls::TlsListener::new(listener, current)?, app)
@@ -615,9 +747,19 @@ pub async fn serve_http(
     let served = tokio::select! {
         served = &mut server => served,
         name = signal => {
-            tracing::info!(signal = name, "shutting down");
+            // The drain: new requests refused; those running finish and are answered
+            // (within the grace); then no new connection, MCP's streams end, and the
+            // connections with them.
+            let grace = gate.options.shutdown_grace;
+            tracing::info!(signal = name, ?grace, "shutting down: draining the requests running");
+            gate.draining.store(true, Ordering::Release);
+            gate.answering.close();
+            if tokio::time::timeout(grace, gate.answering.wait()).await.is_err() {
+                tracing::warn!(?grace, "requests still running after the grace are cancelled");
+            }
+            accepting.cancel();
             stop.cancel();
-            match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+            match tokio::time::timeout(SHUTDOWN_CLOSE, &mut server).await {
                 Ok(served) => served,
                 Err(_) => {
                     server.abort();
@@ -633,7 +775,7 @@ pub async fn serve_http(
         let opened: Vec<(String, TenantId)> = gate.opened().drain().collect();
         for (id, tenant) in opened {
             if let Ok(id) = SessionId::new(id) {
-                gate.end(&tenant, &id, "server shut down").await;
+                let _ = gate.end(&tenant, &id, "server shut down", false).await;
             }
         }
     }

@@ -21,8 +21,9 @@
 //! Ending a session stops its running commands before its directories are deleted; a
 //! cancelled request (`notifications/cancelled`) stops its call. A call over its tenant's
 //! rate limits is answered with the error [`RATE_LIMITED`]. SIGTERM and SIGINT end a
-//! server gracefully: running calls get [`SHUTDOWN_GRACE`](crate::limits::SHUTDOWN_GRACE),
-//! then the server's sessions are ended as on disconnect. SIGHUP reloads the config (see
+//! server gracefully: running calls get `[serve] shutdown_grace`
+//! ([`SHUTDOWN_GRACE`](crate::limits::SHUTDOWN_GRACE) by default; an HTTP server drains,
+//! refusing new requests with 503), then the server's sessions are ended as on disconnect. SIGHUP reloads the config (see
 //! [`reload`]): sessions stay open, and calls running finish on the config they began with.
 //!
 //! `mod.rs` is the MCP server one session sees ([`McpServer`]); `stdio.rs` and `http.rs`
@@ -32,6 +33,7 @@
 
 use crate::ids::TenantId;
 use crate::limits::MCP_PEER_CHECK;
+use crate::persistent::OnConflict;
 use crate::runtime::{CallError, Runtime};
 use crate::sessions::{Session, SessionError};
 use changes::{Change, Changes};
@@ -52,6 +54,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The MCP method by which a client publishes its session's persistent directories.
@@ -73,6 +76,27 @@ pub mod tls;
 /// "retry_after_ms": 180}`.
 pub const RATE_LIMITED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32029);
 
+/// The JSON-RPC error code of a commit (`hookhost/commit`, or the end of a session over
+/// HTTP) that a conflict stopped: a file changed both in the store since the session
+/// loaded it and by the session. Its `data` names them, `{"mount": "/persistent/notes",
+/// "files": ["a.md"]}`; nothing of that directory was published, and the session goes on.
+/// `hookhost/commit` with `{"resolve": "ours"}` (or `"theirs"`) settles them for one
+/// commit.
+pub const COMMIT_CONFLICT: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32040);
+
+/// A failed commit as an MCP error: a conflict as [`COMMIT_CONFLICT`] naming its files,
+/// anything else an internal error.
+pub(crate) fn commit_error(e: &SessionError) -> McpError {
+    match e.conflict() {
+        Some((mount, files)) => McpError::new(
+            COMMIT_CONFLICT,
+            e.to_string(),
+            Some(serde_json::json!({"mount": mount, "files": files})),
+        ),
+        None => McpError::internal_error(e.to_string(), None),
+    }
+}
+
 pub use http::{
     HttpOptions, NEW_SESSION, SESSION_HEADER, SESSION_META, metrics_route, serve_http,
     serve_metrics,
@@ -93,6 +117,9 @@ pub struct ServeOptions {
     pub keep_session: bool,
     /// Where the config is read again on SIGHUP (or `POST /admin/reload`).
     pub config: ConfigSource,
+    /// How long running calls may finish after a shutdown signal (`[serve]
+    /// shutdown_grace`).
+    pub shutdown_grace: Duration,
 }
 
 impl ServeOptions {
@@ -382,8 +409,9 @@ impl ServerHandler for McpServer {
     }
 
     /// `hookhost/commit`: publishes the session's persistent directories now (at the end
-    /// of an agent's turn, say): each all or nothing; a conflict is an error naming the
-    /// files, the checkout kept. Answers what each published.
+    /// of an agent's turn, say): each all or nothing; a conflict is the error
+    /// [`COMMIT_CONFLICT`] naming the files, the checkout kept, unless the params say how to
+    /// settle it this once (`{"resolve": "ours" | "theirs"}`). Answers what each published.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
@@ -396,12 +424,24 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
+        let resolve = match request.params.as_ref().and_then(|p| p.get("resolve")) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(how) => match serde_json::from_value::<OnConflict>(how.clone()) {
+                Ok(OnConflict::Fail) | Err(_) => {
+                    return Err(McpError::invalid_params(
+                        "resolve: \"ours\" (the session's version is published) or \"theirs\" (the store's stays)",
+                        None,
+                    ));
+                }
+                Ok(how) => Some(how),
+            },
+        };
         let session = self.session_for(&context)?;
         let committed = self
             .runtime
-            .commit(&session, None)
+            .commit(&session, None, resolve)
             .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            .map_err(|e| commit_error(&e))?;
         let committed: Vec<serde_json::Value> = committed
             .into_iter()
             .map(|(mount, report)| {

@@ -2,7 +2,6 @@
 
 use super::{McpServer, ServeOptions, shutdown_signal};
 use crate::ids::TenantId;
-use crate::limits::SHUTDOWN_GRACE;
 use crate::runtime::Runtime;
 use rmcp::ServiceExt;
 use std::sync::Arc;
@@ -61,7 +60,7 @@ pub async fn serve_stdio(
                 tracing::info!(signal = name, "shutting down");
                 stop.cancel();
                 // rmcp lets running calls answer for a moment, then cancels them.
-                let _ = tokio::time::timeout(SHUTDOWN_GRACE, waiting).await;
+                let _ = tokio::time::timeout(options.shutdown_grace, waiting).await;
             }
         }
         anyhow::Ok(())

@@ -173,27 +173,27 @@ impl Runtime {
         // Only a tenant with a quota pays for measuring around its calls, and only the
         // mounts this call's hooks and tool may write in are measured.
         let quota = if caller.tenant.is_some_and(|t| t.quota.is_set()) {
+            let tools: BTreeSet<&str> = target.writable_mounts().into_iter().collect();
             let writable: BTreeSet<&str> = chain
                 .grants_around(tool)
                 .filter(|(_, access)| *access == Access::ReadWrite)
                 .map(|(path, _)| path)
-                .chain(target.writable_mounts())
+                .chain(tools.iter().copied())
                 .collect();
-            self.sessions.admit(session, &writable).await
+            self.sessions.admit(session, &writable, &tools).await
         } else {
-            Ok(None)
+            None
         };
-        // A call the quota refused, stopped or withheld the output of failed.
+        // A call the quota stopped or withheld the output of failed.
         let (result, outcome) = match (prepared, quota) {
             (Err(e), _) => (ToolResult::error(e.to_string()), "failed"),
-            (_, Err(refused)) => (ToolResult::error(refused), "failed"),
-            (_, Ok(None)) => {
+            (_, None) => {
                 chain
                     .run(&caller, ctx, call, target, &mut trace)
                     .instrument(span.clone())
                     .await
             }
-            (_, Ok(Some(quota))) => {
+            (_, Some(quota)) => {
                 let bounded = WithinQuota {
                     tool: target,
                     quota: &quota,

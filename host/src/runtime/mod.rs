@@ -181,7 +181,9 @@ impl Runtime {
 
     /// Publishes `session`'s persistent directories whose boundary is `at` (every one for
     /// `None`) outside a call — at an agent's turn end, on `hookhost/commit` — as
-    /// [`Sessions::commit`] does, traced in the session's trace as [`COMMIT_CALL`]`-ID`.
+    /// [`Sessions::commit`] does, traced in the session's trace as [`COMMIT_CALL`]`-ID`;
+    /// with `resolve`, every one, a conflict settled by it (see
+    /// [`Sessions::commit_resolving`]).
     ///
     /// # Errors
     ///
@@ -190,6 +192,7 @@ impl Runtime {
         &self,
         session: &Session,
         at: Option<CommitAt>,
+        resolve: Option<crate::persistent::OnConflict>,
     ) -> Result<Vec<(String, crate::persistent::CommitReport)>, SessionError> {
         // Most turn ends have nothing to publish: no trace is begun for them.
         if !self.sessions.has_due(session, at) {
@@ -199,7 +202,10 @@ impl Runtime {
         let caller = tenants.caller(session)?;
         let id = format!("{COMMIT_CALL}-{}", uuid::Uuid::new_v4().simple());
         let mut trace = self.tracer.begin(&caller, &id, COMMIT_CALL);
-        let committed = self.sessions.commit(session, at).await;
+        let committed = match resolve {
+            Some(_) => self.sessions.commit_resolving(session, resolve).await,
+            None => self.sessions.commit(session, at).await,
+        };
         trace.commits(&committed);
         trace.end();
         committed
@@ -380,29 +386,38 @@ impl Runtime {
         upstreams
     }
 
-    /// Each upstream server by name: `up`, `down` (it died; its tools answer with an
-    /// error) or `unavailable` (it did not start).
+    /// Each upstream server by name: `up`, `down` (it died and is being restarted; its
+    /// tools answer with an error) or `unavailable` (it did not start, and is being tried
+    /// again).
     pub fn upstream_states(&self) -> Vec<(String, &'static str)> {
         self.served
             .load()
             .upstreams
             .iter()
-            .map(|(name, _, server)| {
-                let state = match server {
-                    Some(s) if s.is_up() => "up",
-                    Some(_) => "down",
-                    None => "unavailable",
-                };
-                (name.clone(), state)
-            })
+            .map(|(name, _, server)| (name.clone(), server.state()))
             .collect()
     }
 
-    /// The upstream servers that are not up, with their state (`down`, `unavailable`).
-    pub fn upstreams_down(&self) -> Vec<(String, &'static str)> {
-        let mut states = self.upstream_states();
-        states.retain(|(_, state)| *state != "up");
-        states
+    /// The upstream servers that are not up: their name, state (`down`, `unavailable`) and
+    /// whether the config says the host is ready without them (`optional`).
+    pub fn upstreams_down(&self) -> Vec<(String, &'static str, bool)> {
+        self.served
+            .load()
+            .upstreams
+            .iter()
+            .filter(|(_, _, server)| !server.is_up())
+            .map(|(name, spec, server)| (name.clone(), server.state(), spec.optional))
+            .collect()
+    }
+
+    /// The MCP revision each shared upstream server that is up speaks.
+    pub fn upstream_protocols(&self) -> Vec<(String, String)> {
+        self.served
+            .load()
+            .upstreams
+            .iter()
+            .filter_map(|(name, _, server)| Some((name.clone(), server.protocol()?.to_string())))
+            .collect()
     }
 
     /// Whether `tenant`'s chain offloads large outputs (the built-in offload hook is in it).

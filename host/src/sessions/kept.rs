@@ -18,7 +18,7 @@ use super::{Session, SessionError, Sessions};
 use crate::ids::{SessionId, TenantId};
 use crate::mounts::{CommitAt, ResolvedMount, ResolvedPersistent, SessionVars};
 use crate::persistent::keeper::{self, HostTree, Keeper, Kept};
-use crate::persistent::{CommitReport, Manifest, PersistentError};
+use crate::persistent::{CommitReport, Manifest, OnConflict, PersistentError};
 use std::sync::Arc;
 
 impl Sessions {
@@ -108,6 +108,31 @@ impl Sessions {
         session: &Session,
         at: Option<CommitAt>,
     ) -> Result<Vec<(String, CommitReport)>, SessionError> {
+        self.publish(session, at, None).await
+    }
+
+    /// Publishes every loaded checkout of `session` now, as [`Sessions::commit`] does, a
+    /// file changed on both sides settled by `resolve` this once instead of each
+    /// directory's `on_conflict`: how a session settles a conflict (`hookhost/commit` with
+    /// `resolve`, `session commit --resolve`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Sessions::commit`].
+    pub async fn commit_resolving(
+        &self,
+        session: &Session,
+        resolve: Option<OnConflict>,
+    ) -> Result<Vec<(String, CommitReport)>, SessionError> {
+        self.publish(session, None, resolve).await
+    }
+
+    async fn publish(
+        &self,
+        session: &Session,
+        at: Option<CommitAt>,
+        resolve: Option<OnConflict>,
+    ) -> Result<Vec<(String, CommitReport)>, SessionError> {
         if !self.has_due(session, at) {
             return Ok(Vec::new());
         }
@@ -119,7 +144,8 @@ impl Sessions {
                 continue;
             };
             let failed = |source| commit_failed(mount, source);
-            let kept = self.kept(session, mount, persistent, &limits);
+            let mut kept = self.kept(session, mount, persistent, &limits);
+            kept.on_conflict = resolve.unwrap_or(kept.on_conflict);
             let keeper = self.keeper(mount).map_err(failed)?;
             let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
             let report = keeper

@@ -31,6 +31,7 @@ use crate::beneath::{self, Walk};
 use crate::failure::{Failure, FailureKind};
 use crate::ids::TenantId;
 use crate::limits::{ALLOCATION_SLACK, QUOTA_CHECK_INTERVAL, QUOTA_REPORTED_FILES};
+use crate::limits::{QUOTA_PROBATION_BYTES, QUOTA_PROBATION_ENTRIES};
 use crate::mounts::Scope;
 use crate::persistent::Room;
 use std::collections::BTreeSet;
@@ -70,6 +71,15 @@ impl Quota {
     /// Whether any bound is set.
     pub fn is_set(&self) -> bool {
         self.bytes.is_some() || self.entries.is_some()
+    }
+
+    /// This quota, each bound raised to at least what `usage` holds: the ceiling of a call
+    /// admitted on probation (see [`Sessions::admit`]).
+    fn at_least(self, usage: Usage) -> Quota {
+        Quota {
+            bytes: self.bytes.map(|max| max.max(usage.bytes)),
+            entries: self.entries.map(|max| max.max(usage.entries)),
+        }
     }
 
     /// What `usage` is over, said for the model: `None` when within the quota. `at_limit`
@@ -219,56 +229,76 @@ impl Sessions {
             .collect()
     }
 
-    /// Admits a call of `session` under its tenant's disk quota: `Ok(None)` when the tenant
-    /// has none (or its use cannot be measured: logged, and the call runs unbounded);
-    /// `Err` with what the agent is told when the tenant is at its quota, measured afresh
-    /// first (another process may have deleted files since). Only the mounts the call may
-    /// write in (`writable`, virtual paths) are measured around it.
+    /// Admits a call of `session` under its tenant's disk quota: `None` when the tenant has
+    /// none (or its use cannot be measured: logged, and the call runs unbounded). Only the
+    /// mounts the call may write in (`writable`, virtual paths) are measured around it.
     ///
-    /// # Errors
-    ///
-    /// What the agent is told when the call is refused.
+    /// A tenant at or over its quota (measured afresh first: another process may have
+    /// deleted files since) is never locked out: its call is admitted **on probation**, so
+    /// that the agent can look and delete. While it runs, the call's directories may hold
+    /// [`QUOTA_PROBATION_BYTES`] and [`QUOTA_PROBATION_ENTRIES`] more than the tenant used
+    /// (its hooks' audit lines, a tool's temporary file), or it is stopped; and it must end
+    /// with its tool's directories (`tool_writable`) holding no more than when it began,
+    /// bytes and entries each, or its output is withheld. So `ls` and `rm big` go through,
+    /// `touch more` does not, and the agent is told the rule. What a withheld call wrote
+    /// stays: at most that room a call, at the tenant's rate.
     pub async fn admit<'a>(
         &'a self,
         session: &Session,
         writable: &BTreeSet<&str>,
-    ) -> Result<Option<QuotaCall<'a>>, String> {
+        tool_writable: &BTreeSet<&str>,
+    ) -> Option<QuotaCall<'a>> {
         let quota = self.tenants().quota(&session.tenant);
         if !quota.is_set() {
-            return Ok(None);
+            return None;
         }
         let tenant = &session.tenant;
         let mut used = match self.tenant_usage(tenant).await {
             Ok(used) => used,
             Err(e) => {
                 tracing::warn!(%tenant, error = %e, "cannot measure disk use");
-                return Ok(None);
+                return None;
             }
         };
         if quota.exceeded(used, true).is_some() {
             used = self.remeasure(tenant).await.unwrap_or(used);
         }
+        let mut watch = quota;
+        let mut probation = None;
         if let Some(over) = quota.exceeded(used, true) {
-            return Err(format!(
-                "disk quota exceeded: tenant '{tenant}' uses {over}; delete files or sessions to continue"
-            ));
+            watch = quota.at_least(Usage {
+                bytes: used.bytes.saturating_add(QUOTA_PROBATION_BYTES),
+                entries: used.entries.saturating_add(QUOTA_PROBATION_ENTRIES),
+            });
+            let tool_dirs: Vec<PathBuf> = session
+                .quota_mounts(tool_writable)
+                .map(|m| m.host.clone())
+                .collect();
+            let tool_before = measure_async(tool_dirs.clone()).await;
+            probation = Some(Probation {
+                over,
+                tool_dirs,
+                tool_before,
+            });
         }
         let dirs: Vec<(String, PathBuf)> = session
             .quota_mounts(writable)
             .map(|m| (m.virtual_path.clone(), m.host.clone()))
             .collect();
         let before = measure_async(hosts(&dirs)).await;
-        Ok(Some(QuotaCall {
+        Some(QuotaCall {
             sessions: self,
             tenant: tenant.clone(),
             quota,
+            watch,
+            probation,
             used,
             dirs,
             before,
             since: SystemTime::now(),
             stage: Mutex::new(Stage::Hooks),
             stop: tokio::sync::Notify::new(),
-        }))
+        })
     }
 
     /// Measures afresh each tenant whose kept use is at or over its quota: what another
@@ -362,6 +392,11 @@ pub struct QuotaCall<'a> {
     sessions: &'a Sessions,
     tenant: TenantId,
     quota: Quota,
+    /// The bounds while it runs: the quota, or on probation what the tenant held when the
+    /// call began and some room.
+    watch: Quota,
+    /// A call of a tenant at or over its quota.
+    probation: Option<Probation>,
     /// The tenant's use when the call began.
     used: Usage,
     /// The mounts it may write in: virtual path, host directory.
@@ -372,6 +407,15 @@ pub struct QuotaCall<'a> {
     stage: Mutex<Stage>,
     /// Told when the tenant went over while the tool ran.
     stop: tokio::sync::Notify,
+}
+
+/// A call admitted while its tenant was at or over its quota (see [`Sessions::admit`]).
+struct Probation {
+    /// What the tenant was over, said for the model.
+    over: String,
+    /// The directories its tool may write in, and what they held when it began.
+    tool_dirs: Vec<PathBuf>,
+    tool_before: Usage,
 }
 
 /// Where a [`QuotaCall`] is.
@@ -392,11 +436,23 @@ impl QuotaCall<'_> {
     }
 
     /// What the tenant would use with the call's directories as they are now, if that
-    /// is over its quota.
+    /// is over the bounds while it runs.
     async fn over(&self) -> Option<String> {
         let now = measure_async(hosts(&self.dirs)).await;
-        self.quota
+        self.watch
             .exceeded(self.used.moved(self.before, now), false)
+    }
+
+    /// What the agent is told of the rule, when the call was on probation.
+    fn rule(&self) -> String {
+        match &self.probation {
+            Some(Probation { over, .. }) => format!(
+                " (tenant '{}' was over its disk quota when the call began, using {over}: \
+                 only a call that deletes or shrinks files goes through until it is under)",
+                self.tenant
+            ),
+            None => String::new(),
+        }
     }
 
     /// Runs the whole call (`call`, its hooks' phases and its tool), watching the
@@ -428,21 +484,27 @@ impl QuotaCall<'_> {
             over = watch => {
                 tracing::warn!(%tenant, over, "disk quota exceeded in a hook's phase; call stopped");
                 Err(format!(
-                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld"
+                    "disk quota exceeded: the call took tenant '{tenant}' to {over} and was stopped; its output is withheld{}",
+                    self.rule()
                 ))
             }
         };
         let after = measure_async(hosts(&self.dirs)).await;
         self.sessions.usage.moved(tenant, self.before, after);
         let failed = *self.stage() == Stage::Failed;
-        match self
-            .quota
-            .exceeded(self.used.moved(self.before, after), false)
-        {
+        let left = match &self.probation {
+            Some(probation) => probation.grown().await,
+            None => self
+                .quota
+                .exceeded(self.used.moved(self.before, after), false)
+                .map(|over| format!("using {over}")),
+        };
+        match left {
             Some(over) if result.is_ok() && !failed => {
                 tracing::warn!(%tenant, over, "disk quota exceeded by a call");
                 Err(format!(
-                    "disk quota exceeded: the call left tenant '{tenant}' using {over}; its output is withheld"
+                    "disk quota exceeded: the call left tenant '{tenant}' {over}; its output is withheld{}",
+                    self.rule()
                 ))
             }
             _ => result,
@@ -491,9 +553,27 @@ impl QuotaCall<'_> {
         Err(Failure::new(
             FailureKind::DiskQuota,
             format!(
-                "disk quota exceeded: {what}; its output is withheld{wrote}. Delete files or sessions to continue"
+                "disk quota exceeded: {what}; its output is withheld{wrote}{}. Delete files or sessions to continue",
+                self.rule()
             ),
         ))
+    }
+}
+
+impl Probation {
+    /// What its tool's directories grew by, said for the model, if they did.
+    async fn grown(&self) -> Option<String> {
+        let (before, now) = (
+            self.tool_before,
+            measure_async(self.tool_dirs.clone()).await,
+        );
+        (now.bytes > before.bytes || now.entries > before.entries).then(|| {
+            format!(
+                "with {} more bytes and {} more files in the tool's directories",
+                now.bytes.saturating_sub(before.bytes),
+                now.entries.saturating_sub(before.entries)
+            )
+        })
     }
 }
 

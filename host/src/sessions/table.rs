@@ -55,6 +55,21 @@ pub enum SessionError {
     },
 }
 
+impl SessionError {
+    /// The persistent directory and the files of a commit that failed on a conflict: what
+    /// a caller is told to settle (`hookhost/commit` with `resolve`, `session commit
+    /// --resolve`, or a delete that discards).
+    pub fn conflict(&self) -> Option<(&str, &[String])> {
+        match self {
+            SessionError::Commit {
+                mount,
+                source: crate::persistent::PersistentError::Conflict(files),
+            } => Some((mount, files)),
+            _ => None,
+        }
+    }
+}
+
 /// Who made a session, and so who may sweep it when idle: the command line (any
 /// `session gc --idle`), or a server process (only itself, or anyone once it is gone).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -27,8 +27,7 @@ use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use axum::response::Response;
 use rmcp::model::ProtocolVersion;
 use serde_json::Value;
 use std::sync::Arc;
@@ -163,8 +162,11 @@ pub(super) async fn serve(
     };
     let id = session.id.clone();
     if parts.method == Method::DELETE {
-        gate.end(&tenant, &id, "deleted by the client").await;
-        return StatusCode::OK.into_response();
+        let discard = super::discards(&parts.headers);
+        return super::deleted(
+            gate.end(&tenant, &id, "deleted by the client", discard)
+                .await,
+        );
     }
     parts.extensions.insert(Arc::new(session));
     // An ephemeral session ends when this guard is dropped: with the answer's body once
@@ -175,12 +177,7 @@ pub(super) async fn serve(
     });
     let mut response = next.run(Request::from_parts(parts, body)).await;
     if let Some(ends) = ends {
-        let (parts, body) = response.into_parts();
-        let stream = body.into_data_stream().map(move |chunk| {
-            let _ = &ends;
-            chunk
-        });
-        return Response::from_parts(parts, axum::body::Body::from_stream(stream));
+        return super::held_until_sent(response, ends);
     }
     if let Ok(value) = HeaderValue::from_str(id.as_str()) {
         response.headers_mut().insert(SESSION_HEADER, value);
@@ -195,7 +192,9 @@ struct Ended(Option<(Arc<Gate>, TenantId, SessionId)>);
 impl Drop for Ended {
     fn drop(&mut self) {
         if let Some((gate, tenant, id)) = self.0.take() {
-            tokio::spawn(async move { gate.end(&tenant, &id, "ephemeral: answered").await });
+            tokio::spawn(async move {
+                let _ = gate.end(&tenant, &id, "ephemeral: answered", false).await;
+            });
         }
     }
 }
