@@ -439,6 +439,22 @@ impl ShellLimits {
     }
 }
 
+/// Failed authentications — a wrong bearer token or a refused JWT on the MCP endpoint or
+/// the agents' hook endpoint, a wrong admin token — one source address may make within
+/// [`AUTH_FAILURE_WINDOW`] before every request from it is answered 429 (with
+/// `Retry-After`) until that window ends: guessing a token is held to 20 tries a minute.
+/// A request without a token (an OAuth client's first, which learns where to get one)
+/// is counted in `hookhost_auth_failures_total` but not here.
+pub const AUTH_FAILURES_PER_WINDOW: u32 = 20;
+
+/// The window of [`AUTH_FAILURES_PER_WINDOW`].
+pub const AUTH_FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// How many source addresses the authentication throttle keeps at most; past it, windows
+/// that ended are dropped, and a new address is not tracked while every kept one is in
+/// its window (memory stays bounded under a flood from many addresses).
+pub const AUTH_THROTTLE_SOURCES: usize = 10_000;
+
 /// The shortest bearer token accepted: 16 bytes, so a token cannot be guessed.
 pub const MIN_TOKEN_BYTES: usize = 16;
 

@@ -191,7 +191,7 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
     cli::refuse_root_in_others_data(&data)?;
     // `config check` takes the config as written too; every other command only its plan.
     if let Command::Config(command) = cli.command {
-        return cli::config::run(command, loaded, cli.config.as_deref(), &data).await;
+        return cli::config::run(command, loaded, cli.config.as_deref(), &data, cli.verbose).await;
     }
     let source = hookhost::mcp::ConfigSource {
         file: cli.config.clone(),

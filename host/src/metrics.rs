@@ -66,6 +66,11 @@ struct CommitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: String,
     state: String,
@@ -91,6 +96,7 @@ pub struct Metrics {
     quota_bytes: Family<TenantLabels, Gauge>,
     upstreams: Family<UpstreamLabels, Gauge>,
     commits: Family<CommitLabels, Counter>,
+    auth_failures: Family<ReasonLabels, Counter>,
     /// Calls by tenant and outcome, and refusals, for the admin page (a family cannot be
     /// read back by label).
     tallies: std::sync::Mutex<BTreeMap<String, Tally>>,
@@ -134,6 +140,7 @@ impl Default for Metrics {
             quota_bytes: Family::default(),
             upstreams: Family::default(),
             commits: Family::default(),
+            auth_failures: Family::default(),
             tallies: Default::default(),
         };
         registry.register(
@@ -191,6 +198,11 @@ impl Default for Metrics {
             "persistent_commits",
             "Commits of persistent directories made during calls, by tenant and outcome (succeeded, conflict, failed)",
             metrics.commits.clone(),
+        );
+        registry.register(
+            "auth_failures",
+            "Requests refused for their credentials, by reason (missing, invalid_token, invalid_jwt, admin_token, throttled)",
+            metrics.auth_failures.clone(),
         );
         Metrics {
             registry,
@@ -252,6 +264,15 @@ impl Metrics {
         self.rate_limited
             .get_or_create(&RateLabels {
                 tenant: tenant.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a request refused for its credentials (see [`crate::limits::AUTH_FAILURES_PER_WINDOW`]).
+    pub fn auth_failed(&self, reason: &str) {
+        self.auth_failures
+            .get_or_create(&ReasonLabels {
                 reason: reason.into(),
             })
             .inc();

@@ -326,7 +326,8 @@ fn component_check_passes_the_four_examples_and_config_check_describes_them() {
         text(&out.stdout)
     );
 
-    // config check lists each component's size, compile time and imports.
+    // config check lists each component's size and compile time, a line each, and with
+    // -v its imports.
     let config = format!(
         "[[hooks]]\nname = \"footer\"\ncomponent = {:?}\n",
         built("js-footer.wasm")
@@ -338,6 +339,9 @@ fn component_check_passes_the_four_examples_and_config_check_describes_them() {
         listing.contains("MiB, loaded from the compiled-code cache in"),
         "{listing}"
     );
+    assert!(!listing.contains("imports "), "{listing}");
+    let out = hookhost(data.path(), &config, &["-v", "config", "check"]);
+    let listing = text(&out.stdout);
     assert!(
         listing.contains("imports wasi:io/streams@0.2.12 (provided)"),
         "{listing}"

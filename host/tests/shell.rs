@@ -18,7 +18,20 @@ struct Host {
     config: PathBuf,
 }
 
+/// The admin token of [`Host::with_admin_token`].
+const ADMIN: &str = "admin-token-0123456789abcdef0123";
+
 impl Host {
+    /// This host with [`ADMIN`] as its `[serve] admin_token`.
+    fn with_admin_token(self) -> Host {
+        let config = std::fs::read_to_string(&self.config).unwrap().replace(
+            "[serve]\n",
+            &format!("[serve]\nadmin_token = \"{ADMIN}\"\n"),
+        );
+        std::fs::write(&self.config, config).unwrap();
+        self
+    }
+
     fn new(extra: &str) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("hookhost.toml");
@@ -563,7 +576,7 @@ fn tls_serves_mcp_and_a_reload_picks_up_a_renewed_certificate() {
         &format!("[serve]\ntls_cert = {cert:?}\ntls_key = {key:?}\n"),
     );
     std::fs::write(&host.config, config).unwrap();
-    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let mut server = host.serve(&["--http", "127.0.0.1:0", "-v"], Stdio::piped());
     let (url, log) = common::announced_url_and_log(&mut server);
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     assert!(
@@ -586,6 +599,11 @@ fn tls_serves_mcp_and_a_reload_picks_up_a_renewed_certificate() {
     let log = log.lock().unwrap().join("\n");
     assert!(log.contains("config reload refused"), "{log}");
     assert!(log.contains("serve.tls_key"), "{log}");
+    // The renewal is said, though the config's own keys did not change.
+    assert!(
+        log.contains("TLS certificate and key read again and put in effect"),
+        "{log}"
+    );
     assert!(
         !log.contains("not a key"),
         "the key's text in the log: {log}"
@@ -622,13 +640,7 @@ fn docker_healthcheck(url: &str) -> bool {
 /// from the page and gone on disk; the config reloaded from the page.
 #[test]
 fn the_admin_page_shows_a_sessions_timeline_and_deletes_it_in_a_browser() {
-    const ADMIN: &str = "admin-token-0123456789abcdef0123";
-    let host = Host::new("");
-    let config = std::fs::read_to_string(&host.config).unwrap().replace(
-        "[serve]\n",
-        &format!("[serve]\nadmin_token = \"{ADMIN}\"\n"),
-    );
-    std::fs::write(&host.config, config).unwrap();
+    let host = Host::new("").with_admin_token();
     let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
     let url = common::announced_url(&mut server);
     let chromium = std::env::var("HOOKHOST_TEST_CHROMIUM").unwrap_or("/usr/bin/chromium".into());
@@ -640,11 +652,38 @@ fn the_admin_page_shows_a_sessions_timeline_and_deletes_it_in_a_browser() {
     assert!(said.contains("admin page ok"), "{said}");
 }
 
+/// Refused credentials are logged at `info` with their reason and source, counted in
+/// `/metrics` by reason, answered with RFC 6750's `error="invalid_token"`, and a source
+/// that keeps guessing — MCP tokens and the admin token alike — is held (429) for the rest
+/// of its minute (see `auth_throttle` in tests/mcp/client.py).
+#[test]
+fn wrong_tokens_are_logged_counted_and_throttled_per_source_address() {
+    let host = Host::new("").with_admin_token();
+    let mut server = host.serve(&["--http", "127.0.0.1:0", "-v"], Stdio::piped());
+    let (url, log) = common::announced_url_and_log(&mut server);
+    let said = python_client(&["auth-throttle", &url, ALPHA, ADMIN]);
+    assert!(said.contains("auth throttle ok"), "{said}");
+    let log = log.lock().unwrap().join("\n");
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("authentication failed") && l.contains("127.0.0.1"))
+        .collect();
+    assert_eq!(refusals.len(), 21, "{log}");
+    assert!(
+        refusals.iter().all(|l| l.contains(" INFO ")),
+        "at info: {refusals:?}"
+    );
+    assert!(log.contains("reason=\"admin_token\""), "{log}");
+    assert!(
+        !log.contains("wrong-token-"),
+        "a presented token in the log: {log}"
+    );
+}
+
 /// Without `[serve] admin_token` there is no admin page; with one, the API refuses
 /// tenants' tokens, and a tenant's token cannot be the admin token.
 #[test]
 fn the_admin_page_is_off_by_default_and_never_opens_to_a_tenants_token() {
-    const ADMIN: &str = "admin-token-0123456789abcdef0123";
     let host = Host::new("");
     let status = |base: &str, path: &str, token: &str| common::http_get(base, path, Some(token)).0;
     let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());

@@ -286,7 +286,7 @@ async def http_checks(url, token, limited_token):
         # Alive, but not ready: a balancer's probe takes this host out.
         ready = await raw.get(base + "/readyz")
         assert ready.status_code == 503, (ready.status_code, ready.text)
-        assert ready.json() == {"status": "not ready", "not_ready": ["upstream broken: unavailable"]}, ready.text
+        assert ready.json() == {"status": "not ready", "not_ready": ["upstream broken: unavailable"], "degraded": []}, ready.text
 
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                    "Authorization": f"Bearer {token}"}
@@ -825,8 +825,10 @@ async def reload(url, token_a, token_b, token_c, config, pid, upstream_py, count
     pid = int(pid)
     original = open(config).read()
     changed = asyncio.Event()
+    told = []
 
     async def on_message(message):
+        told.append(f"{type(message).__name__} {message!r}")
         if "tools/list_changed" in repr(message) or "ToolListChanged" in type(message).__name__:
             changed.set()
 
@@ -874,8 +876,12 @@ async def reload(url, token_a, token_b, token_c, config, pid, upstream_py, count
                 finished = await running
                 assert not is_error(finished) and text(finished).strip() == "old", text(finished)
 
-                # Alpha's open session: told, and bound by its new allow-list.
+                # Alpha's open session: told, and bound by its new allow-list; told nothing
+                # of prompts or resources, which its server did not declare.
                 await asyncio.wait_for(changed.wait(), 30)
+                await asyncio.sleep(0.5)
+                unasked = [t for t in told if "Prompt" in t or "Resource" in t or "prompts/" in t or "resources/" in t]
+                assert not unasked, unasked
                 assert await names(a) == ["read_file"], await names(a)
                 try:
                     refused = await a.call_tool("bash", {"command": "echo no"})
@@ -1068,6 +1074,41 @@ async def quota(url, token, hookhost, data, config):
     print("quota ok", flush=True)
 
 
+async def auth_throttle(url, token, admin_token):
+    """Refused credentials, as an auditor wants them: a request without a token is 401 with
+    a bare `Bearer` challenge; a wrong token 401 with `error="invalid_token"`, on the MCP
+    endpoint and the admin API alike; after 20 wrong tokens from one address in a minute,
+    every request from it is 429 with `Retry-After` (the right token too), but the probes
+    and metrics still answer; `/metrics` counts each refusal by reason."""
+    base = url.rsplit("/mcp", 1)[0]
+    async with httpx2.AsyncClient(timeout=30) as raw:
+        missing = await raw_post(raw, url, None, INITIALIZE)
+        assert missing.status_code == 401, missing.status_code
+        assert missing.headers["www-authenticate"] == "Bearer", missing.headers
+        answers = []
+        for n in range(12):
+            wrong = f"wrong-token-{n:04d}-0123456789abcdef"
+            answer = await raw_post(raw, url, wrong, INITIALIZE)
+            answers.append(answer)
+            admin = await raw.get(base + "/admin/api/overview", headers={"Authorization": f"Bearer {wrong}"})
+            answers.append(admin)
+        statuses = [a.status_code for a in answers]
+        assert statuses == [401] * 20 + [429] * 4, statuses
+        for refused in answers[:20]:
+            assert 'error="invalid_token"' in refused.headers["www-authenticate"], refused.headers
+        for held in answers[20:]:
+            assert 0 < int(held.headers["retry-after"]) <= 60, held.headers
+        right = await raw_post(raw, url, token, INITIALIZE)
+        assert right.status_code == 429, right.status_code
+        ready = await raw.get(base + "/readyz")
+        assert ready.status_code == 200, ready.status_code
+    samples = scrape_samples(base + "/metrics")
+    counted = {reason: sample(samples, "hookhost_auth_failures_total", reason=reason)
+               for reason in ("missing", "invalid_token", "admin_token", "throttled")}
+    assert counted == {"missing": 1, "invalid_token": 10, "admin_token": 10, "throttled": 5}, counted
+    print("auth throttle ok", flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "stdio-disconnect": stdio_disconnect, "workdir": workdir, "http": http, "http-checks": http_checks,
@@ -1075,5 +1116,5 @@ if __name__ == "__main__":
              "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
              "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload,
-             "tls": tls}
+             "tls": tls, "auth-throttle": auth_throttle}
     asyncio.run(modes[mode](*rest))

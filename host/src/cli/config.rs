@@ -30,6 +30,7 @@ pub async fn run(
     loaded: Loaded,
     started_with: Option<&Path>,
     data: &Path,
+    verbose: u8,
 ) -> Result<ExitCode> {
     match command {
         ConfigCommand::Show => {
@@ -52,19 +53,20 @@ pub async fn run(
                 Some(other) => Config::load(&other)?,
                 None => loaded,
             };
-            check_config(loaded, data).await
+            check_config(loaded, data, verbose > 0).await
         }
     }
 }
 
 /// Validates a config, loads its components in a scratch data directory (compiled code
 /// cached in `data`), and prints the mounts, the tools and the chain as they will run,
-/// with each component's size, compile time and imports.
-async fn check_config(loaded: Loaded, data: &Path) -> Result<ExitCode> {
+/// with each component's size and compile time, and with `imports` (`-v`) what it
+/// imports, a line each.
+async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<ExitCode> {
     let Loaded { config, plan } = loaded;
     let name = plan.source.clone();
     let scratch = hookhost::check::Scratch::new(data).context("checking the config")?;
-    let components = inspect_components(&plan, scratch.path())?;
+    let components = inspect_components(&plan, scratch.path(), imports)?;
     let runtime = Runtime::new(plan.clone(), scratch.path())
         .await
         .with_context(|| format!("{name}: loading the components"))?;
@@ -341,6 +343,7 @@ fn bash_text(
 fn inspect_components(
     plan: &hookhost::config::Plan,
     data: &Path,
+    imports: bool,
 ) -> Result<Vec<(String, Vec<String>)>> {
     let loader = hookhost::check::inspector(data)?;
     let mut described: Vec<(String, Vec<String>)> = Vec::new();
@@ -359,11 +362,13 @@ fn inspect_components(
             continue;
         };
         let mut lines = vec![format!("       {}\n", inspection.summary())];
-        lines.extend(
-            inspection
-                .import_lines()
-                .map(|line| format!("       imports {line}\n")),
-        );
+        if imports {
+            lines.extend(
+                inspection
+                    .import_lines()
+                    .map(|line| format!("       imports {line}\n")),
+            );
+        }
         described.push((name, lines));
     }
     Ok(described)

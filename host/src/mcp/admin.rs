@@ -19,6 +19,7 @@
 //! component that left a symlink there gets an error, not a file of the host's.
 
 use super::Reloader;
+use super::auth::Refusal;
 use crate::ids::{SessionId, TenantId};
 use crate::limits::ADMIN_TRACE_BYTES;
 use crate::runtime::Runtime;
@@ -111,15 +112,14 @@ async fn authorized(State(admin): State<Arc<Admin>>, request: Request, next: Nex
     };
     let presented =
         super::auth::bearer(request.headers()).map(|token| TokenDigest::of(token.as_bytes()));
-    match presented {
-        Some(presented) if token.matches(&presented) => next.run(request).await,
-        _ => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            axum::Json(json!({"error": "the admin token is required"})),
-        )
-            .into_response(),
-    }
+    let refusal = match presented {
+        Some(presented) if token.matches(&presented) => return next.run(request).await,
+        Some(_) => Refusal::AdminToken,
+        None => Refusal::Missing,
+    };
+    // Logged, counted and throttled as any refusal (see `http::answer_or_refuse`).
+    let body = axum::Json(json!({"error": "the admin token is required"}));
+    super::http::unauthorized(refusal.challenge(), body, refusal)
 }
 
 /// A JSON error answer.

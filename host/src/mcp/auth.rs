@@ -1,7 +1,13 @@
 //! What a request presents to prove who sends it, read the same way by the MCP endpoint
-//! and the admin API.
+//! and the admin API; why it was refused; and the throttle that holds a source address
+//! that keeps presenting wrong tokens (see [`AUTH_FAILURES_PER_WINDOW`]).
 
+use crate::limits::{AUTH_FAILURE_WINDOW, AUTH_FAILURES_PER_WINDOW, AUTH_THROTTLE_SOURCES};
 use axum::http::{HeaderMap, header};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The bearer token `headers` present (`Authorization: Bearer TOKEN`, any case).
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -10,4 +16,126 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme
         .eq_ignore_ascii_case("bearer")
         .then_some(token.trim())
+}
+
+/// Why a request's credentials were refused: what the log line, the
+/// `hookhost_auth_failures_total{reason}` counter and the 401's challenge say. Carried on
+/// the 401 response as an extension, for the layer that logs and counts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No bearer token.
+    Missing,
+    /// A token no tenant has.
+    InvalidToken,
+    /// A JWT refused (its reason).
+    InvalidJwt(String),
+    /// Not the admin token.
+    AdminToken,
+}
+
+impl Refusal {
+    /// Its label in the counter.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Missing => "missing",
+            Refusal::InvalidToken => "invalid_token",
+            Refusal::InvalidJwt(_) => "invalid_jwt",
+            Refusal::AdminToken => "admin_token",
+        }
+    }
+
+    /// Whether a token was presented: a guess, which the throttle counts.
+    pub fn guessed(&self) -> bool {
+        *self != Refusal::Missing
+    }
+
+    /// The `WWW-Authenticate` challenge's parameters (RFC 6750 §3): `error="invalid_token"`
+    /// when a token was presented, nothing more when none was.
+    pub fn challenge(&self) -> &'static str {
+        match self {
+            Refusal::Missing => "",
+            _ => {
+                "error=\"invalid_token\", error_description=\"the bearer token is not valid here\""
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Missing => f.write_str("no bearer token"),
+            Refusal::InvalidToken => f.write_str("a bearer token no tenant has"),
+            Refusal::InvalidJwt(why) => write!(f, "a JWT refused: {why}"),
+            Refusal::AdminToken => f.write_str("not the admin token"),
+        }
+    }
+}
+
+/// Failed authentications by source address, each in a window of
+/// [`AUTH_FAILURE_WINDOW`] from its first failure: past [`AUTH_FAILURES_PER_WINDOW`], the
+/// address is held until its window ends.
+#[derive(Default)]
+pub struct Throttle {
+    sources: Mutex<HashMap<IpAddr, Window>>,
+}
+
+struct Window {
+    began: Instant,
+    failures: u32,
+}
+
+impl Throttle {
+    fn sources(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Window>> {
+        self.sources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How long `source` is held, when it failed too often in its window.
+    pub fn held(&self, source: IpAddr) -> Option<Duration> {
+        let sources = self.sources();
+        let window = sources.get(&source)?;
+        let left = AUTH_FAILURE_WINDOW.checked_sub(window.began.elapsed())?;
+        (window.failures >= AUTH_FAILURES_PER_WINDOW).then_some(left)
+    }
+
+    /// Counts a failed authentication of `source`.
+    pub fn failed(&self, source: IpAddr) {
+        let mut sources = self.sources();
+        if sources.len() >= AUTH_THROTTLE_SOURCES && !sources.contains_key(&source) {
+            sources.retain(|_, w| w.began.elapsed() < AUTH_FAILURE_WINDOW);
+            if sources.len() >= AUTH_THROTTLE_SOURCES {
+                return;
+            }
+        }
+        let window = sources.entry(source).or_insert(Window {
+            began: Instant::now(),
+            failures: 0,
+        });
+        if window.began.elapsed() >= AUTH_FAILURE_WINDOW {
+            *window = Window {
+                began: Instant::now(),
+                failures: 0,
+            };
+        }
+        window.failures += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_held_after_its_failures_and_others_are_not() {
+        let throttle = Throttle::default();
+        let (guesser, other) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        for _ in 0..AUTH_FAILURES_PER_WINDOW - 1 {
+            throttle.failed(guesser);
+        }
+        assert_eq!(throttle.held(guesser), None);
+        throttle.failed(guesser);
+        let held = throttle.held(guesser).expect("held");
+        assert!(held <= AUTH_FAILURE_WINDOW && held > AUTH_FAILURE_WINDOW / 2);
+        assert_eq!(throttle.held(other), None);
+    }
 }

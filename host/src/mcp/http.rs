@@ -1,7 +1,7 @@
 //! MCP over Streamable HTTP: the gate (tenants' tokens, the sessions this server opened),
 //! the agents' hook endpoint, health and metrics.
 
-use super::auth::bearer;
+use super::auth::{Refusal, Throttle, bearer};
 use super::{HTTP_PATH, McpServer, ServeOptions, shutdown_signal, tls};
 use crate::agents;
 use crate::ids::{SessionId, TenantId};
@@ -55,6 +55,8 @@ struct Gate {
     /// The requests being answered, each until its response's body has been sent: what a
     /// drain waits for.
     answering: TaskTracker,
+    /// Source addresses that failed to authenticate lately.
+    throttle: Throttle,
 }
 
 impl Gate {
@@ -68,13 +70,13 @@ impl Gate {
     /// may change them): a tenant's own token, else a JWT naming it (see [`jwt`]). Every
     /// tenant's token is compared, in constant time, so timing tells nothing about which
     /// one nearly matched.
-    async fn tenant(&self, headers: &HeaderMap) -> Option<TenantId> {
+    async fn tenant(&self, headers: &HeaderMap) -> Result<TenantId, Refusal> {
         let (tenants, jwt) = self.runtime.credentials();
         let tokens = tenants.tokens();
         if tokens.is_empty() && jwt.is_none() {
-            return Some(TenantId::default_tenant());
+            return Ok(TenantId::default_tenant());
         }
-        let presented = bearer(headers)?;
+        let presented = bearer(headers).ok_or(Refusal::Missing)?;
         // The presented token is hashed once, then compared with every tenant's digest.
         let digest = TokenDigest::of(presented.as_bytes());
         let mut found = None;
@@ -83,16 +85,13 @@ impl Gate {
                 found = Some(tenant.clone());
             }
         }
-        if found.is_some() {
-            return found;
+        if let Some(tenant) = found {
+            return Ok(tenant);
         }
-        match jwt?.tenant(presented, &tenants).await {
-            Ok(tenant) => Some(tenant),
-            Err(e) => {
-                tracing::debug!(error = %e, "bearer JWT refused");
-                None
-            }
-        }
+        let jwt = jwt.ok_or(Refusal::InvalidToken)?;
+        jwt.tenant(presented, &tenants)
+            .await
+            .map_err(|e| Refusal::InvalidJwt(e.to_string()))
     }
 
     /// This server's MCP endpoint as a client reaches it: `[auth] resource`, else from
@@ -108,24 +107,27 @@ impl Gate {
         format!("{}://{host}{HTTP_PATH}", self.scheme)
     }
 
-    /// The answer to a request without a valid token: 401, saying where a client that
-    /// speaks OAuth finds how to get one (RFC 9728) when JWTs are configured.
-    fn unauthorized(&self, headers: &HeaderMap) -> Response {
-        let challenge = match self.runtime.credentials().1 {
-            Some(jwt) => {
-                let resource = self.resource(&jwt, headers);
-                let origin = resource.strip_suffix(HTTP_PATH).unwrap_or(&resource);
-                format!("Bearer resource_metadata=\"{origin}{METADATA_PATH}{HTTP_PATH}\"")
-            }
-            None => "Bearer".to_string(),
-        };
-        let challenge = header::HeaderValue::try_from(challenge)
-            .unwrap_or_else(|_| header::HeaderValue::from_static("Bearer"));
-        answer_unread((
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, challenge)],
+    /// The answer to a request without a valid token: 401, saying why in its challenge
+    /// (`error="invalid_token"` when it presented one, RFC 6750) and where a client that
+    /// speaks OAuth finds how to get one (RFC 9728) when JWTs are configured. The refusal
+    /// goes with it, for [`answer_or_refuse`] to log, count and throttle.
+    fn unauthorized(&self, headers: &HeaderMap, refusal: Refusal) -> Response {
+        let mut params: Vec<String> = Vec::new();
+        if let Some(jwt) = self.runtime.credentials().1 {
+            let resource = self.resource(&jwt, headers);
+            let origin = resource.strip_suffix(HTTP_PATH).unwrap_or(&resource);
+            params.push(format!(
+                "resource_metadata=\"{origin}{METADATA_PATH}{HTTP_PATH}\""
+            ));
+        }
+        if !refusal.challenge().is_empty() {
+            params.push(refusal.challenge().to_string());
+        }
+        unauthorized(
+            &params.join(", "),
             "a valid bearer token is required\n",
-        ))
+            refusal,
+        )
     }
 
     fn opened(&self) -> std::sync::MutexGuard<'_, HashMap<String, TenantId>> {
@@ -277,8 +279,24 @@ impl SessionStore for McpStates {
     }
 }
 
-/// Counts each request being answered until its response's body has been sent (a call's
-/// SSE stream included): what a drain waits for. A GET (a 2025 session's stream of
+/// The address a request came from over TLS (axum's connect info; a plain connection's is
+/// axum's own `SocketAddr`): what the authentication throttle counts by.
+#[derive(Clone, Copy)]
+struct Source(std::net::IpAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tls::TlsListener>>
+    for Source
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tls::TlsListener>) -> Source {
+        Source(stream.remote_addr().ip())
+    }
+}
+
+/// Holds a source address that failed to authenticate too often (429 with `Retry-After`,
+/// see [`crate::limits::AUTH_FAILURES_PER_WINDOW`]), and logs (at `info`, with the source
+/// and the reason), counts and throttles every refusal of credentials, whichever endpoint
+/// made it. Counts each request being answered until its response's body has been sent (a
+/// call's SSE stream included): what a drain waits for. A GET (a 2025 session's stream of
 /// notifications, which lasts as long as the session) is not waited for. Once the server
 /// drains, refuses every new request with 503 and `Retry-After` (the grace: by then
 /// another host, or this one restarted, answers), `/readyz` included, so that a balancer
@@ -286,44 +304,104 @@ impl SessionStore for McpStates {
 /// answers an elicitation or sampling request of a running call, in a new POST, is refused
 /// too: that call ends with the grace.
 async fn answer_or_refuse(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    let source = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<Source>>()
+        .map(|info| info.0.0)
+        .or_else(|| {
+            let plain = request
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+            plain.map(|info| info.0.ip())
+        });
+    // The probes and metrics take no credentials: nothing to guess there, and a balancer
+    // or scraper behind the same address as a guesser keeps seeing the host.
+    let open = matches!(request.uri().path(), "/healthz" | "/readyz" | "/metrics");
+    if let Some(held) = source
+        .filter(|_| !open)
+        .and_then(|source| gate.throttle.held(source))
+    {
+        gate.runtime.tracer().metrics().auth_failed("throttled");
+        let held_back = (
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many failed authentications from this address\n",
+        );
+        return retry_after(held_back.into_response(), held);
+    }
     let path = request.uri().path();
     if gate.draining.load(Ordering::Acquire) && path != "/healthz" {
-        let retry = gate
-            .options
-            .shutdown_grace
-            .as_secs_f64()
-            .ceil()
-            .max(1.0)
-            .to_string();
-        let mut response = match path {
-            "/readyz" => {
-                let body = serde_json::json!({
-                    "status": "draining", "not_ready": ["shutting down"], "degraded": []
-                });
-                (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
-            }
-            HTTP_PATH => rpc_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::Value::Null,
-                -32000,
-                "this server is shutting down: send the request again",
-            ),
-            _ => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "this server is shutting down\n",
-            )
-                .into_response(),
-        };
-        if let Ok(value) = header::HeaderValue::from_str(&retry) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
+        return retry_after(shutting_down(path), gate.options.shutdown_grace);
+    }
+    let uri = request.uri().clone();
+    let answering = (request.method() != Method::GET).then(|| gate.answering.token());
+    let response = next.run(request).await;
+    if let Some(refusal) = response.extensions().get::<Refusal>() {
+        tracing::info!(source = ?source, path = uri.path(), reason = refusal.reason(), "authentication failed: {refusal}");
+        gate.runtime
+            .tracer()
+            .metrics()
+            .auth_failed(refusal.reason());
+        if let Some(source) = source.filter(|_| refusal.guessed()) {
+            gate.throttle.failed(source);
         }
-        return answer_unread(response);
     }
-    if request.method() == Method::GET {
-        return next.run(request).await;
+    match answering {
+        Some(answering) => held_until_sent(response, answering),
+        None => response,
     }
-    let answering = gate.answering.token();
-    held_until_sent(next.run(request).await, answering)
+}
+
+/// What a draining server answers a new request at `path`: 503, `/readyz` saying
+/// `draining`, an MCP request a JSON-RPC error.
+fn shutting_down(path: &str) -> Response {
+    match path {
+        "/readyz" => {
+            let body = serde_json::json!({
+                "status": "draining", "not_ready": ["shutting down"], "degraded": []
+            });
+            (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+        }
+        HTTP_PATH => rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::Value::Null,
+            -32000,
+            "this server is shutting down: send the request again",
+        ),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this server is shutting down\n",
+        )
+            .into_response(),
+    }
+}
+
+/// `response`, unread request and all (see [`answer_unread`]), with `Retry-After: wait`
+/// in whole seconds (at least 1).
+fn retry_after(response: Response, wait: Duration) -> Response {
+    let mut response = answer_unread(response);
+    let seconds = wait.as_secs_f64().ceil().max(1.0).to_string();
+    if let Ok(value) = header::HeaderValue::from_str(&seconds) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+/// A 401 with the `Bearer` challenge of `params`, `body`, and `refusal` for
+/// [`answer_or_refuse`].
+pub(super) fn unauthorized(params: &str, body: impl IntoResponse, refusal: Refusal) -> Response {
+    let challenge = match params {
+        "" => "Bearer".to_string(),
+        params => format!("Bearer {params}"),
+    };
+    let challenge = header::HeaderValue::try_from(challenge)
+        .unwrap_or_else(|_| header::HeaderValue::from_static("Bearer"));
+    let mut response = answer_unread((
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        body,
+    ));
+    response.extensions_mut().insert(refusal);
+    response
 }
 
 /// A JSON-RPC error as the whole HTTP answer.
@@ -352,8 +430,9 @@ fn answer_unread(response: impl IntoResponse) -> Response {
 /// MCP 2026-07-28, which has no MCP session, names its hookhost session itself (see
 /// [`stateless`]).
 async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let Some(tenant) = gate.tenant(request.headers()).await else {
-        return gate.unauthorized(request.headers());
+    let tenant = match gate.tenant(request.headers()).await {
+        Ok(tenant) => tenant,
+        Err(refusal) => return gate.unauthorized(request.headers(), refusal),
     };
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(tenant.clone());
@@ -531,8 +610,9 @@ async fn agent_hook(
         return (StatusCode::NOT_FOUND, "no such agent or event\n").into_response();
     };
     // The token before the body: nobody unauthenticated gets a body read.
-    let Some(tenant) = gate.tenant(request.headers()).await else {
-        return gate.unauthorized(request.headers());
+    let tenant = match gate.tenant(request.headers()).await {
+        Ok(tenant) => tenant,
+        Err(refusal) => return gate.unauthorized(request.headers(), refusal),
     };
     // As large as `hookhost hook` reads from stdin (axum's default of 2 MB would refuse a
     // post-tool event with a large output, the one offload is for).
@@ -686,6 +766,7 @@ pub async fn serve_http(
         options,
         draining: AtomicBool::new(false),
         answering: TaskTracker::new(),
+        throttle: Throttle::default(),
     });
     // A session deleted by anything in this process, or by another, ends its MCP session.
     runtime
@@ -725,9 +806,12 @@ pub async fn serve_http(
     let stopped = async move { no_more.cancelled().await };
     let mut server = match tls {
         Some(current) => tokio::spawn(
-            axum::serve(tls::TlsListener::new(listener, current)?, app)
-                .with_graceful_shutdown(stopped)
-                .into_future(),
+            axum::serve(
+                tls::TlsListener::new(listener, current)?,
+                app.into_make_service_with_connect_info::<Source>(),
+            )
+            .with_graceful_shutdown(stopped)
+            .into_future(),
         ),
         None => {
             // Without TCP_NODELAY the last small segment of every response waits for the
@@ -738,9 +822,12 @@ pub async fn serve_http(
                 }
             });
             tokio::spawn(
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .into_future(),
+                axum::serve(
+                    listener,
+                    app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped)
+                .into_future(),
             )
         }
     };
@@ -801,14 +888,18 @@ fn prepare_reload(
         }
         let renewed = match (&tls, &plan.tls) {
             (None, None) => None,
-            (Some(current), Some(files)) => {
-                Some((current.clone(), tls::load(files).map_err(|e| e.to_string())?))
-            }
+            (Some(current), Some(files)) => Some((
+                current.clone(),
+                tls::load(files).map_err(|e| e.to_string())?,
+                files.cert.clone(),
+            )),
             _ => return Err("[serve] tls_cert changed between TLS and plain HTTP: only a restart puts that in effect".into()),
         };
         Ok(Box::new(move || {
-            if let Some((current, renewed)) = renewed {
+            if let Some((current, renewed, cert)) = renewed {
                 current.store(renewed);
+                // Read again whether or not it changed: said apart from the config's changes.
+                tracing::info!(cert = %cert.display(), "TLS certificate and key read again and put in effect");
             }
         }))
     })
@@ -890,6 +981,7 @@ fn router(
                 // An HTTP client's disconnect cancels its requests (rmcp's `ct`).
                 gone: CancellationToken::new(),
                 subscriptions: Default::default(),
+                declared: Default::default(),
             })
         },
         sessions,

@@ -148,6 +148,10 @@ pub struct McpServer {
     gone: CancellationToken,
     /// The upstream resources this client subscribed to.
     subscriptions: Arc<gateway::Subscriptions>,
+    /// The capabilities its `initialize` was answered with: only their list changes are
+    /// told to it (a reload that adds an upstream's prompts tells nobody who was not
+    /// told it serves prompts).
+    declared: Arc<std::sync::OnceLock<rmcp::model::ServerCapabilities>>,
 }
 
 /// The HTTP request behind an MCP request, with the tenant the gate authenticated.
@@ -213,6 +217,7 @@ impl ServerHandler for McpServer {
             .runtime
             .offloads(&self.tenant_of(&context))
             .then(hookhost_formats::instructions);
+        let _ = self.declared.set(result.capabilities.clone());
         Ok(result)
     }
 
@@ -242,6 +247,8 @@ impl ServerHandler for McpServer {
         // connected.
         let changes = Changes::follow(&self.runtime);
         let subscriptions = self.subscriptions.clone();
+        let declared = self.declared.get().cloned().unwrap_or_default();
+        let (prompts, resources) = (declared.prompts.is_some(), declared.resources.is_some());
         tokio::spawn(async move {
             let peer = context.peer;
             let closed = async {
@@ -256,8 +263,9 @@ impl ServerHandler for McpServer {
                 async move {
                     let sent = match change {
                         Change::Tools => peer.notify_tool_list_changed().await,
-                        Change::Prompts => peer.notify_prompt_list_changed().await,
-                        Change::Resources => peer.notify_resource_list_changed().await,
+                        Change::Prompts if prompts => peer.notify_prompt_list_changed().await,
+                        Change::Resources if resources => peer.notify_resource_list_changed().await,
+                        Change::Prompts | Change::Resources => Ok(()),
                         Change::ResourceUpdated(uri) if subscriptions.contains(&uri) => {
                             peer.notify_resource_updated(
                                 rmcp::model::ResourceUpdatedNotificationParam::new(uri),

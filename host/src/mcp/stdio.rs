@@ -41,6 +41,7 @@ pub async fn serve_stdio(
         tenant,
         gone: gone.clone(),
         subscriptions: Default::default(),
+        declared: Default::default(),
     };
     let served = async {
         let stdin = UntilEnd {
