@@ -95,6 +95,7 @@ pub struct Metrics {
     disk_bytes: Family<TenantLabels, Gauge>,
     quota_bytes: Family<TenantLabels, Gauge>,
     upstreams: Family<UpstreamLabels, Gauge>,
+    upstream_instances: Family<UpstreamLabels, Gauge>,
     commits: Family<CommitLabels, Counter>,
     auth_failures: Family<ReasonLabels, Counter>,
     /// Calls by tenant and outcome, and refusals, for the admin page (a family cannot be
@@ -121,6 +122,8 @@ pub struct Scraped {
     pub disk: Vec<(String, i64, Option<i64>)>,
     /// Each upstream and its state (`up`, `down`, `unavailable`).
     pub upstreams: Vec<(String, &'static str)>,
+    /// Each upstream with an instance per tenant or session: how many are in a state.
+    pub upstream_instances: Vec<(String, &'static str, i64)>,
 }
 
 impl Default for Metrics {
@@ -139,6 +142,7 @@ impl Default for Metrics {
             disk_bytes: Family::default(),
             quota_bytes: Family::default(),
             upstreams: Family::default(),
+            upstream_instances: Family::default(),
             commits: Family::default(),
             auth_failures: Family::default(),
             tallies: Default::default(),
@@ -193,6 +197,11 @@ impl Default for Metrics {
             "upstream_up",
             "1 for an upstream MCP server's current state (up, down, unavailable)",
             metrics.upstreams.clone(),
+        );
+        registry.register(
+            "upstream_instances",
+            "Instances of each upstream MCP server with an instance per tenant or session (scope), by state (up, down)",
+            metrics.upstream_instances.clone(),
         );
         registry.register(
             "persistent_commits",
@@ -329,6 +338,14 @@ impl Metrics {
                     })
                     .set(i64::from(candidate == state));
             }
+        }
+        self.upstream_instances.clear();
+        for (upstream, state, count) in scraped.upstream_instances {
+            let labels = UpstreamLabels {
+                upstream,
+                state: state.into(),
+            };
+            self.upstream_instances.get_or_create(&labels).set(count);
         }
         let mut text = String::new();
         // Writing to a String cannot fail.

@@ -1408,6 +1408,12 @@ fn persistent_directories_publish_a_sessions_changes_at_its_commit_boundary() {
     let (ok, out, err) = run(&["session", "commit", &a]);
     assert!(ok, "{err}");
     assert!(out.contains("/persistent/notes: 1 created"), "{out}");
+    // The command line's commit is in the session's trace, as a server's is.
+    let (_, trace, _) = run(&["session", "trace", &a, "--kind", "persistent_dir.commit.*"]);
+    assert!(
+        trace.contains(r#""kind":"persistent_dir.commit.succeeded""#),
+        "{trace}"
+    );
     assert!(
         read(&b, "/persistent/notes/a.md").contains("from a"),
         "b's next call sees it"

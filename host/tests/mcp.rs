@@ -1929,6 +1929,7 @@ fn upstreams_with_an_instance_per_tenant_or_session_keep_tenants_apart() {
     std::fs::create_dir_all(data.path().join("tenants/alpha")).unwrap();
     std::fs::create_dir_all(data.path().join("tenants/beta")).unwrap();
     let server = Server::start(data.path(), &config);
+    // (scopes.py also reads /healthz, /readyz and /metrics.)
     let out = Command::new(python())
         .arg(workspace().join("tests/mcp/scopes.py"))
         .args([

@@ -494,10 +494,14 @@ fn each_tenant_has_its_own_rate_and_concurrency_limits() {
         "[tenants.alpha]\nrate = { calls_per_second = 1, burst = 3 }\n",
     );
     std::fs::write(&host.config, config).unwrap();
-    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
-    let url = common::announced_url(&mut server);
+    let mut server = host.serve(&["--http", "127.0.0.1:0", "-v"], Stdio::piped());
+    let (url, log) = common::announced_url_and_log(&mut server);
     let said = python_client(&["rates", &url, ALPHA, BETA]);
     assert!(said.contains("rates ok"), "{said}");
+    // Each refusal said once, by hookhost at info; not again by rmcp at warn.
+    let log = log.lock().unwrap().join("\n");
+    assert!(log.contains("call refused"), "{log}");
+    assert!(!log.contains("response error"), "{log}");
     // The figure, for whoever runs it with --nocapture.
     eprintln!("{}", said.lines().next().unwrap_or_default());
 }

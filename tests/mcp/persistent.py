@@ -93,6 +93,9 @@ async def conflicted_delete(url, backing):
             assert f.read() == f"from {first}"
         answer = await delete(second)
         assert answer.status_code == 409, (answer.status_code, answer.text)
+        # The commits of the ends are counted (and traced) as any commit.
+        metrics = (await raw.get(url.rsplit("/mcp", 1)[0] + "/metrics")).text
+        assert 'hookhost_persistent_commits_total{tenant="default",outcome="conflict"}' in metrics, metrics
         error = answer.json()["error"]
         assert error["code"] == -32040, error
         assert error["data"] == {"mount": "/persistent/notes", "files": ["d.md"]}, error

@@ -67,6 +67,15 @@ async def main(url, alpha, beta, data):
             await s1.call_tool("mine__remember", {"fact": "one"})
             assert json.loads(text(await s2.call_tool("mine__recall", {}))) == []
             assert json.loads(text(await s1.call_tool("mine__recall", {}))) == ["one"]
+            # The probe and the metrics count the instances, naming no tenant or session.
+            base = url.rsplit("/mcp", 1)[0]
+            async with httpx2.AsyncClient(timeout=30) as probe:
+                health = (await probe.get(base + "/healthz")).json()
+                assert health["instances"]["mine"] == {"up": 2}, health
+                metrics = (await probe.get(base + "/metrics")).text
+                assert 'hookhost_upstream_instances{upstream="mine",state="up"} 2' in metrics, metrics
+                ready = (await probe.get(base + "/readyz")).json()
+                assert ready["status"] == "ready" and ready["degraded"] == [], ready
             async with session(url, beta) as s3:
                 over = await s3.call_tool("mine__whoami", {})
                 assert over.is_error and "maximum of 2 instances" in text(over), text(over)

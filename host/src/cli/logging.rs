@@ -8,6 +8,10 @@ use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The filter directive that keeps rmcp's per-answer warnings out of the log (see
+/// [`init`]); `HOOKHOST_LOG` replaces the whole filter, so it names it too to keep it.
+pub const QUIET_RMCP: &str = "rmcp::service=error";
+
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -33,17 +37,22 @@ pub fn otlp_endpoint(plan: Option<&Plan>) -> Option<String> {
 /// on a terminal. With an OTLP endpoint, hookhost's spans (a call, each layer phase) are
 /// exported too, whatever the log level: the [`Spans`] returned must be finished at exit
 /// to send the last ones.
+///
+/// rmcp's service loop logs a warning for every error a handler answers (`response
+/// error`, in Rust's `Debug` form): each is hookhost's own answer — a call over its rate,
+/// an unknown tool — which hookhost says itself, once, at `info`; so by default rmcp's
+/// service warns only of errors ([`QUIET_RMCP`]).
 pub fn init(verbose: u8, format: LogFormat, otlp: Option<&str>) -> Option<Spans> {
     use std::io::IsTerminal;
     use tracing_subscriber::prelude::*;
     let default = match verbose {
-        0 => "warn",
-        1 => "warn,hookhost=info",
-        _ => "warn,hookhost=debug",
+        0 => format!("warn,{QUIET_RMCP}"),
+        1 => format!("warn,hookhost=info,{QUIET_RMCP}"),
+        _ => format!("warn,hookhost=debug,{QUIET_RMCP}"),
     };
     let filter = || {
         tracing_subscriber::EnvFilter::try_from_env("HOOKHOST_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&default))
     };
     let text = (format == LogFormat::Text).then(|| {
         tracing_subscriber::fmt::layer()

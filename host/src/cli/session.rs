@@ -87,18 +87,25 @@ pub enum Resolve {
     Theirs,
 }
 
-/// Runs `command` on the sessions under `data`; with the store components of persistent
-/// directories loaded when the config has any (a commit, or a delete that commits, calls
-/// them).
+/// Runs `command` on the sessions under `data`; through a runtime of only the store
+/// components of persistent directories when the config has any (a commit, or a delete
+/// that commits, calls them), or when the command commits persistent directories (the
+/// runtime traces the commit in the session's trace, as a server's would).
 pub async fn run(command: SessionCommand, plan: Plan, data: &Path) -> Result<()> {
     let stores = plan
         .mounts
         .iter()
         .any(|(_, m)| m.persistent.as_ref().is_some_and(|p| p.store.is_some()));
-    if stores {
+    let persistent = plan.mounts.iter().any(|(_, m)| m.persistent.is_some());
+    let commits = matches!(
+        command,
+        SessionCommand::Delete { .. } | SessionCommand::Commit { .. }
+    );
+    if stores || (persistent && commits) {
         let (trace, keep) = (plan.trace.clone(), plan.keep_artifacts);
         let runtime = super::start(plan, data, hookhost::OneShot::Stores).await?;
-        return session_command(runtime.sessions(), &trace, keep, command).await;
+        let sessions = runtime.sessions();
+        return session_command(sessions, Some(&runtime), &trace, keep, command).await;
     }
     let sessions = Sessions::at(
         data,
@@ -108,11 +115,13 @@ pub async fn run(command: SessionCommand, plan: Plan, data: &Path) -> Result<()>
     )
     .await
     .context("opening the sessions")?;
-    session_command(&sessions, &plan.trace, plan.keep_artifacts, command).await
+    session_command(&sessions, None, &plan.trace, plan.keep_artifacts, command).await
 }
 
+/// `command` on `sessions`; commits through `runtime`, traced, when there is one.
 async fn session_command(
     sessions: &Sessions,
+    runtime: Option<&hookhost::Runtime>,
     trace: &TraceSettings,
     keep_artifacts: std::time::Duration,
     command: SessionCommand,
@@ -206,14 +215,12 @@ async fn session_command(
             discard,
         } => {
             let (t, i) = (tenant(t)?, id(i)?);
-            if discard {
-                sessions.discard(&t, &i).await?;
-            } else {
-                sessions
-                    .delete(&t, &i)
-                    .await
-                    .map_err(|e| settle_hint(e, &t, &i, true))?;
-            }
+            let ended = match (runtime, discard) {
+                (Some(runtime), _) => runtime.end_session(&t, &i, discard).await,
+                (None, true) => sessions.discard(&t, &i).await,
+                (None, false) => sessions.delete(&t, &i).await,
+            };
+            ended.map_err(|e| settle_hint(e, &t, &i, !discard))?;
         }
         SessionCommand::Commit {
             id: i,
@@ -226,10 +233,11 @@ async fn session_command(
                 Resolve::Ours => OnConflict::Ours,
                 Resolve::Theirs => OnConflict::Theirs,
             });
-            let committed = sessions
-                .commit_resolving(&session, resolve)
-                .await
-                .map_err(|e| settle_hint(e, &t, &i, false))?;
+            let committed = match runtime {
+                Some(runtime) => runtime.commit(&session, None, resolve).await,
+                None => sessions.commit_resolving(&session, resolve).await,
+            };
+            let committed = committed.map_err(|e| settle_hint(e, &t, &i, false))?;
             for (mount, report) in committed {
                 println!(
                     "{mount}: {} created, {} updated, {} deleted, {} left as the store has them ({} bytes)",

@@ -191,12 +191,7 @@ impl Gate {
             return Ok(());
         }
         // Its end closes the MCP session (see `forget`).
-        let sessions = self.runtime.sessions();
-        let ended = match discard {
-            true => sessions.discard(tenant, id).await,
-            false => sessions.delete(tenant, id).await,
-        };
-        match ended {
+        match self.runtime.end_session(tenant, id, discard).await {
             Ok(()) => {
                 tracing::info!(%tenant, session = %id, why, "MCP session ended; session deleted");
                 Ok(())
@@ -558,7 +553,8 @@ async fn resource_metadata(State(gate): State<Arc<Gate>>, headers: HeaderMap) ->
     }
 }
 
-/// `/healthz`: 200 with the upstream servers' states.
+/// `/healthz`: 200 with the upstream servers' states, and how many instances of each
+/// scoped one (per tenant or session) are in each state.
 async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
     let upstreams: serde_json::Map<String, serde_json::Value> = gate
         .runtime
@@ -566,7 +562,14 @@ async fn healthz(State(gate): State<Arc<Gate>>) -> Response {
         .into_iter()
         .map(|(name, state)| (name, serde_json::Value::String(state.to_string())))
         .collect();
-    axum::Json(serde_json::json!({"status": "ok", "upstreams": upstreams})).into_response()
+    let instances: serde_json::Map<String, serde_json::Value> = gate
+        .runtime
+        .upstream_instances()
+        .into_iter()
+        .map(|(name, states)| (name, serde_json::json!(states)))
+        .collect();
+    let body = serde_json::json!({"status": "ok", "upstreams": upstreams, "instances": instances});
+    axum::Json(body).into_response()
 }
 
 /// `/readyz`: whether this host can serve what its config promises, for a load balancer's
@@ -580,6 +583,15 @@ async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
         match optional {
             true => degraded.push(line),
             false => not_ready.push(line),
+        }
+    }
+    // An instance of one tenant or session that is down is that tenant's trouble, not
+    // the host's: degraded.
+    for (name, states) in gate.runtime.upstream_instances() {
+        let down = states.get("down").copied().unwrap_or(0);
+        if down > 0 {
+            let all: usize = states.values().sum();
+            degraded.push(format!("upstream {name}: {down} of {all} instances down"));
         }
     }
     if let Err(why) = gate.runtime.sessions().ping().await {

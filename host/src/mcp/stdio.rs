@@ -69,8 +69,7 @@ pub async fn serve_stdio(
     let served = served.await;
     if !options.keep_session {
         runtime
-            .sessions()
-            .delete(&session.tenant, &session.id)
+            .end_session(&session.tenant, &session.id, false)
             .await?;
         tracing::info!(session = %session.id, "session ended and deleted");
     }

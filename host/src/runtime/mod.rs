@@ -26,7 +26,7 @@ use crate::abi::ToolDescriptor;
 use crate::chain::HookChain;
 use crate::component::{ComponentLoader, ComponentRef};
 use crate::config::Plan;
-use crate::ids::TenantId;
+use crate::ids::{SessionId, TenantId};
 use crate::jwt::Jwt;
 use crate::metrics::Scraped;
 use crate::mounts::CommitAt;
@@ -211,6 +211,28 @@ impl Runtime {
         committed
     }
 
+    /// Ends `tenant`'s session `id` for good: its persistent directories published first,
+    /// traced as any commit is (see [`Runtime::commit`]), or their changes dropped when
+    /// `discard`; then its commands stopped and its files deleted.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sessions::delete`]: a commit that fails keeps the session.
+    pub async fn end_session(
+        &self,
+        tenant: &TenantId,
+        id: &SessionId,
+        discard: bool,
+    ) -> Result<(), SessionError> {
+        if !discard {
+            let session = self
+                .sessions
+                .resolve(&self.sessions.record(tenant, id).await?)?;
+            self.commit(&session, None, None).await?;
+        }
+        self.sessions.discard(tenant, id).await
+    }
+
     /// Its metrics as OpenMetrics text (what `/metrics` serves), with the session counts,
     /// kept instances, disk use and upstream states read now.
     pub async fn metrics_text(&self) -> String {
@@ -243,6 +265,15 @@ impl Runtime {
                 })
                 .collect(),
             upstreams: self.upstream_states(),
+            upstream_instances: self
+                .upstream_instances()
+                .into_iter()
+                .flat_map(|(name, states)| {
+                    states
+                        .into_iter()
+                        .map(move |(state, n)| (name.clone(), state, to_i64(n as u64)))
+                })
+                .collect(),
         })
     }
 
@@ -395,6 +426,17 @@ impl Runtime {
             .upstreams
             .iter()
             .map(|(name, _, server)| (name.clone(), server.state()))
+            .collect()
+    }
+
+    /// Each upstream server with an instance per tenant or per session (`scope`): how many
+    /// of its instances are in each state.
+    pub fn upstream_instances(&self) -> Vec<(String, BTreeMap<&'static str, usize>)> {
+        self.served
+            .load()
+            .pools
+            .iter()
+            .map(|pool| (pool.name().to_string(), pool.states()))
             .collect()
     }
 

@@ -65,6 +65,19 @@ impl Pool {
         self.instances.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// How many of its instances started are in each state (`up`, `down`: died and being
+    /// restarted): counts, not which tenant's or session's, so that a probe anyone may ask
+    /// names no tenant.
+    pub fn states(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut states = std::collections::BTreeMap::new();
+        for instance in self.instances().values() {
+            if let Some(running) = instance.running.get() {
+                *states.entry(running.state()).or_default() += 1;
+            }
+        }
+        states
+    }
+
     /// How many instances run now.
     pub fn running(&self) -> usize {
         self.instances()
