@@ -450,9 +450,9 @@ pub const AUTH_FAILURES_PER_WINDOW: u32 = 20;
 /// The window of [`AUTH_FAILURES_PER_WINDOW`].
 pub const AUTH_FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
-/// How many source addresses the authentication throttle keeps at most; past it, windows
-/// that ended are dropped, and a new address is not tracked while every kept one is in
-/// its window (memory stays bounded under a flood from many addresses).
+/// How many source addresses (IPv4, or IPv6 /64s) the authentication throttle keeps at
+/// most; past it, windows that ended are dropped, else the oldest (memory stays bounded
+/// under a flood from many addresses, and a new one is still counted).
 pub const AUTH_THROTTLE_SOURCES: usize = 10_000;
 
 /// The shortest bearer token accepted: 16 bytes, so a token cannot be guessed.
@@ -539,9 +539,10 @@ pub const DEFAULT_KEEP_ARTIFACTS: Duration = Duration::from_secs(7 * 24 * 60 * 6
 /// under systemd's default `TimeoutStopSec` (90 s; deploy/hookhost.service's 30 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// The longest `[serve] shutdown_grace` a config may ask: under systemd's default
-/// `TimeoutStopSec`, after which the service manager kills the process anyway.
-pub const MAX_SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
+/// The longest `[serve] shutdown_grace` a config may ask: 20 s, so that the drain, the
+/// streams' close ([`SHUTDOWN_CLOSE`]) and the end of the server's sessions fit in
+/// deploy/hookhost.service's `TimeoutStopSec=30`, after which systemd kills the process.
+pub const MAX_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// How long a draining HTTP server, its requests answered (or the grace over), waits for
 /// its connections to close once their MCP streams are ended.
@@ -600,12 +601,12 @@ pub const PG_POOL_SIZE: usize = 16;
 /// in a fleet's database before it fails (the tree is then untouched).
 pub const STORE_LOCK_WAIT: Duration = Duration::from_secs(120);
 
-/// What a call of a tenant at or over its disk quota — admitted on probation, so that the
-/// agent can look and delete — may write more while it runs (its hooks' audit lines, a
-/// tool's temporary file) before it is stopped: 256 KiB. Its tool's directories must
-/// still end holding no more than they began with, or its output is withheld (see
-/// `Sessions::admit`); what it wrote stays, so this bounds what an over-quota tenant can
-/// add a call.
+/// What a tenant at or over its disk quota — its calls admitted on probation, so that
+/// the agent can look and delete — may hold beyond what it used when it went over (its
+/// hooks' audit lines, a tool's temporary file) before a call is stopped: 256 KiB, for
+/// all its calls until it is under its quota again. A call's tool directories must also
+/// end holding no more than they began with, or its output is withheld (see
+/// `Sessions::admit`).
 pub const QUOTA_PROBATION_BYTES: u64 = 256 * 1024;
 
 /// The entries such a call may make more while it runs.
@@ -629,12 +630,13 @@ pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_UPSTREAM_BACKOFF: Duration = Duration::from_secs(60);
 
 /// How many times one request to an upstream of MCP 2026-07-28 may be answered
-/// `input_required` (and fulfilled through the client, and sent again) before hookhost
-/// gives up on it with an error: a bound on an upstream that never finishes asking.
+/// `input_required` with questions (fulfilled through the client, and sent again) before
+/// hookhost gives up on it with an error: a bound on an upstream that never finishes
+/// asking. Rounds that carry only state are not counted: the call's timeout bounds them.
 pub const UPSTREAM_INPUT_ROUNDS: usize = 8;
 
 /// How long hookhost waits before sending back an `input_required` answer that asks
-/// nothing (only its state): the upstream is still working.
+/// nothing (only its state): the upstream is still working, and is polled at this pace.
 pub const UPSTREAM_STATE_ONLY_PAUSE: Duration = Duration::from_millis(100);
 
 /// An upstream that stayed up this long is healthy again: its next restart waits 1 s.

@@ -192,7 +192,7 @@ pub struct ServeConfig {
     /// The private key (PEM: PKCS#8, SEC1 or PKCS#1) of `tls_cert`.
     #[serde(default)]
     pub tls_key: Option<Spanned<PathBuf>>,
-    /// How long `serve` drains at SIGTERM or SIGINT (`5s`, `1m`): running calls may finish
+    /// How long `serve` drains at SIGTERM or SIGINT (`5s`, `20s`): running calls may finish
     /// and be answered for this long, new requests get 503. Read at start, not on a
     /// reload. Default [`crate::limits::SHUTDOWN_GRACE`].
     #[serde(default)]

@@ -423,7 +423,7 @@ impl Config {
             )),
             Err(e) => Err(Invalid::at(
                 grace.span(),
-                format!("serve.shutdown_grace: {e} (a duration such as 5s or 1m)"),
+                format!("serve.shutdown_grace: {e} (a duration such as 5s or 20s)"),
             )),
         }
     }

@@ -93,18 +93,25 @@ impl Throttle {
     /// How long `source` is held, when it failed too often in its window.
     pub fn held(&self, source: IpAddr) -> Option<Duration> {
         let sources = self.sources();
-        let window = sources.get(&source)?;
+        let window = sources.get(&keyed(source))?;
         let left = AUTH_FAILURE_WINDOW.checked_sub(window.began.elapsed())?;
         (window.failures >= AUTH_FAILURES_PER_WINDOW).then_some(left)
     }
 
-    /// Counts a failed authentication of `source`.
+    /// Counts a failed authentication of `source`. When [`AUTH_THROTTLE_SOURCES`] are kept,
+    /// the windows that ended are dropped, and if none has, the oldest.
     pub fn failed(&self, source: IpAddr) {
+        let source = keyed(source);
         let mut sources = self.sources();
         if sources.len() >= AUTH_THROTTLE_SOURCES && !sources.contains_key(&source) {
             sources.retain(|_, w| w.began.elapsed() < AUTH_FAILURE_WINDOW);
-            if sources.len() >= AUTH_THROTTLE_SOURCES {
-                return;
+            let oldest = sources
+                .iter()
+                .min_by_key(|(_, w)| w.began)
+                .map(|(key, _)| *key)
+                .filter(|_| sources.len() >= AUTH_THROTTLE_SOURCES);
+            if let Some(oldest) = oldest {
+                sources.remove(&oldest);
             }
         }
         let window = sources.entry(source).or_insert(Window {
@@ -118,6 +125,21 @@ impl Throttle {
             };
         }
         window.failures += 1;
+    }
+}
+
+/// What the throttle counts `source` as: an IPv4 address (one mapped into IPv6 too), or an
+/// IPv6 address's /64 — what one host usually has to draw addresses from.
+fn keyed(source: IpAddr) -> IpAddr {
+    match source {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
     }
 }
 
@@ -137,5 +159,34 @@ mod tests {
         let held = throttle.held(guesser).expect("held");
         assert!(held <= AUTH_FAILURE_WINDOW && held > AUTH_FAILURE_WINDOW / 2);
         assert_eq!(throttle.held(other), None);
+    }
+
+    #[test]
+    fn an_ipv6_host_is_one_source_however_many_addresses_it_takes() {
+        let throttle = Throttle::default();
+        for n in 0..AUTH_FAILURES_PER_WINDOW {
+            throttle.failed(format!("2001:db8:1:2::{:x}", n + 1).parse().unwrap());
+        }
+        assert!(
+            throttle
+                .held("2001:db8:1:2::ffff".parse().unwrap())
+                .is_some()
+        );
+        assert_eq!(throttle.held("2001:db8:1:3::1".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn a_full_table_still_counts_a_new_source() {
+        let throttle = Throttle::default();
+        for n in 0..AUTH_THROTTLE_SOURCES {
+            let n = u32::try_from(n).unwrap();
+            throttle.failed(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + n)));
+        }
+        let guesser: IpAddr = "192.0.2.9".parse().unwrap();
+        for _ in 0..AUTH_FAILURES_PER_WINDOW {
+            throttle.failed(guesser);
+        }
+        assert!(throttle.held(guesser).is_some());
+        assert!(throttle.sources().len() <= AUTH_THROTTLE_SOURCES);
     }
 }

@@ -187,6 +187,10 @@ impl Gate {
         discard: bool,
     ) -> Result<(), SessionError> {
         if self.options.keep_session {
+            // Kept, but its MCP session is over: not resumed from the table either.
+            if let Err(e) = self.runtime.sessions().forget_mcp_state(id.as_str()).await {
+                tracing::warn!(session = %id, error = %e, "forgetting an MCP session's state failed");
+            }
             self.forget(&SessionKey::new(tenant, id));
             return Ok(());
         }
@@ -224,14 +228,22 @@ fn discards(headers: &HeaderMap) -> bool {
 /// gone. A commit a conflict stopped is 409 with the JSON-RPC error
 /// [`COMMIT_CONFLICT`](super::COMMIT_CONFLICT) naming its files, the session still there
 /// to settle it (`hookhost/commit` with `resolve`) or to be deleted with
-/// [`DISCARD_HEADER`]; another failure is 500, the session kept too.
+/// [`DISCARD_HEADER`]; one the tenant's disk quota stopped is 507 (delete files, or
+/// discard); another failure is 500, the session kept too.
 fn deleted(ended: Result<(), SessionError>) -> Response {
     let Err(e) = ended else {
         return StatusCode::OK.into_response();
     };
-    let status = match e.conflict() {
-        Some(_) => StatusCode::CONFLICT,
-        None => StatusCode::INTERNAL_SERVER_ERROR,
+    let status = match (&e, e.conflict()) {
+        (_, Some(_)) => StatusCode::CONFLICT,
+        (
+            SessionError::Commit {
+                source: crate::persistent::PersistentError::Quota { .. },
+                ..
+            },
+            None,
+        ) => StatusCode::INSUFFICIENT_STORAGE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": null, "error": super::commit_error(&e)
@@ -323,12 +335,13 @@ async fn answer_or_refuse(State(gate): State<Arc<Gate>>, request: Request, next:
         );
         return retry_after(held_back.into_response(), held);
     }
+    // Counted before the drain is looked at: a drain that began meanwhile waits for it.
+    let answering = (request.method() != Method::GET).then(|| gate.answering.token());
     let path = request.uri().path();
     if gate.draining.load(Ordering::Acquire) && path != "/healthz" {
         return retry_after(shutting_down(path), gate.options.shutdown_grace);
     }
     let uri = request.uri().clone();
-    let answering = (request.method() != Method::GET).then(|| gate.answering.token());
     let response = next.run(request).await;
     if let Some(refusal) = response.extensions().get::<Refusal>() {
         tracing::info!(source = ?source, path = uri.path(), reason = refusal.reason(), "authentication failed: {refusal}");

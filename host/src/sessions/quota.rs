@@ -100,10 +100,12 @@ impl Quota {
     }
 }
 
-/// Each tenant's use as last measured and kept up to date.
+/// Each tenant's use as last measured and kept up to date; and, for a tenant over its
+/// quota, what it used when it went over (the base of its probation's room).
 #[derive(Default)]
 pub struct QuotaBook {
     tenants: Mutex<HashMap<TenantId, Usage>>,
+    probation: Mutex<HashMap<TenantId, Usage>>,
 }
 
 impl QuotaBook {
@@ -130,6 +132,18 @@ impl QuotaBook {
     /// Forgets every tenant's use.
     pub fn clear(&self) {
         self.tenants().clear();
+    }
+
+    /// What `tenant` used when its probation began: `used`, if it begins now.
+    fn probation_base(&self, tenant: &TenantId, used: Usage) -> Usage {
+        let mut probation = self.probation.lock().unwrap_or_else(|e| e.into_inner());
+        *probation.entry(tenant.clone()).or_insert(used)
+    }
+
+    /// `tenant` is within its quota again.
+    fn off_probation(&self, tenant: &TenantId) {
+        let mut probation = self.probation.lock().unwrap_or_else(|e| e.into_inner());
+        probation.remove(tenant);
     }
 }
 
@@ -235,13 +249,13 @@ impl Sessions {
     ///
     /// A tenant at or over its quota (measured afresh first: another process may have
     /// deleted files since) is never locked out: its call is admitted **on probation**, so
-    /// that the agent can look and delete. While it runs, the call's directories may hold
-    /// [`QUOTA_PROBATION_BYTES`] and [`QUOTA_PROBATION_ENTRIES`] more than the tenant used
-    /// (its hooks' audit lines, a tool's temporary file), or it is stopped; and it must end
-    /// with its tool's directories (`tool_writable`) holding no more than when it began,
-    /// bytes and entries each, or its output is withheld. So `ls` and `rm big` go through,
-    /// `touch more` does not, and the agent is told the rule. What a withheld call wrote
-    /// stays: at most that room a call, at the tenant's rate.
+    /// that the agent can look and delete. While it runs, the tenant may hold
+    /// [`QUOTA_PROBATION_BYTES`] and [`QUOTA_PROBATION_ENTRIES`] more than it used when it
+    /// went over (its hooks' audit lines, a tool's temporary file), or the call is stopped;
+    /// and the call must end with its tool's directories (`tool_writable`) holding no more
+    /// than when it began, bytes and entries each, or its output is withheld. So `ls` and
+    /// `rm big` go through, `touch more` does not, and the agent is told the rule. What a
+    /// withheld call wrote stays, but all the calls of one probation add at most that room.
     pub async fn admit<'a>(
         &'a self,
         session: &Session,
@@ -265,10 +279,17 @@ impl Sessions {
         }
         let mut watch = quota;
         let mut probation = None;
-        if let Some(over) = quota.exceeded(used, true) {
+        let over = quota.exceeded(used, true);
+        if over.is_none() {
+            self.usage.off_probation(tenant);
+        }
+        if let Some(over) = over {
+            // The room is counted from when the tenant went over, not from each call: the
+            // calls of a tenant on probation add at most that much in all.
+            let base = self.usage.probation_base(tenant, used);
             watch = quota.at_least(Usage {
-                bytes: used.bytes.saturating_add(QUOTA_PROBATION_BYTES),
-                entries: used.entries.saturating_add(QUOTA_PROBATION_ENTRIES),
+                bytes: base.bytes.saturating_add(QUOTA_PROBATION_BYTES),
+                entries: base.entries.saturating_add(QUOTA_PROBATION_ENTRIES),
             });
             let tool_dirs: Vec<PathBuf> = session
                 .quota_mounts(tool_writable)

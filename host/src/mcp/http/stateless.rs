@@ -192,7 +192,9 @@ struct Ended(Option<(Arc<Gate>, TenantId, SessionId)>);
 impl Drop for Ended {
     fn drop(&mut self) {
         if let Some((gate, tenant, id)) = self.0.take() {
-            tokio::spawn(async move {
+            // Tracked as a request is: a drain waits for the end (and its commit).
+            let answering = gate.answering.clone();
+            answering.spawn(async move {
                 let _ = gate.end(&tenant, &id, "ephemeral: answered", false).await;
             });
         }

@@ -577,26 +577,34 @@ pub(super) async fn request(
     relay: &Relay,
     mut request: ClientRequest,
 ) -> Result<ServerResult, ServiceError> {
-    for _ in 0..UPSTREAM_INPUT_ROUNDS {
+    let mut asked_rounds = 0;
+    loop {
         let answer = request_once(peer, relay, request.clone()).await?;
         let ServerResult::InputRequiredResult(asked) = answer else {
             return Ok(answer);
         };
         let requests = asked.input_requests.unwrap_or_default();
-        if requests.is_empty() {
-            // Only its state to send back: the upstream is still working; not at once.
+        let responses = if requests.is_empty() {
+            // Only its state to send back: the upstream is still working. Not at once,
+            // nothing asked of any client, and not counted as a question: the call's
+            // timeout bounds these rounds.
             tokio::time::sleep(UPSTREAM_STATE_ONLY_PAUSE).await;
-        }
-        let responses = relay
-            .fulfil(current_client(), requests)
-            .await
-            .map_err(ServiceError::McpError)?;
+            InputResponses::new()
+        } else {
+            asked_rounds += 1;
+            if asked_rounds > UPSTREAM_INPUT_ROUNDS {
+                return Err(ServiceError::McpError(McpError::internal_error(
+                    format!("the upstream asked for input more than {UPSTREAM_INPUT_ROUNDS} times"),
+                    None,
+                )));
+            }
+            relay
+                .fulfil(current_client(), requests)
+                .await
+                .map_err(ServiceError::McpError)?
+        };
         request = retried(request, responses, asked.request_state)?;
     }
-    Err(ServiceError::McpError(McpError::internal_error(
-        format!("the upstream asked for input more than {UPSTREAM_INPUT_ROUNDS} times"),
-        None,
-    )))
 }
 
 /// `request` again, with the client's answers and the upstream's state of its
