@@ -535,7 +535,9 @@ impl ComponentLoader {
             && !self.announced.swap(true, Ordering::Relaxed)
         {
             // The one wait a user notices: seconds, once per component and engine.
-            eprintln!("hookhost: compiling components (first start; later starts use the cache)…");
+            crate::announce::note(
+                "compiling components (first start; later starts use the cache)…",
+            );
         }
         let compiled = self.engine.precompile_component(bytes)?;
         let partial = dir.join(format!("{key}.{}.partial", std::process::id()));

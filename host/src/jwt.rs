@@ -5,8 +5,10 @@
 //! [`JWKS_REFETCH_INTERVAL`] — when a token names a key it lacks, as after a rotation),
 //! with an asymmetric algorithm (RSA, RSA-PSS, ECDSA, EdDSA: never an HMAC, whose key would
 //! be the public JWKS), carries the configured `iss` and `aud` and an `exp` not past (with
-//! [`JWT_LEEWAY_SECS`]), and its tenant claim names a tenant this server serves (a declared
-//! one, when tenants are declared). The checks are `jsonwebtoken`'s.
+//! [`JWT_LEEWAY_SECS`]), its tenant claim names a tenant this server serves (a declared
+//! one, when tenants are declared), and it has a subject (`sub`, or `subject_claim`): the
+//! sessions it opens are that subject's alone (see [`Principal`]). The checks are
+//! `jsonwebtoken`'s.
 //!
 //! For MCP clients that support OAuth (MCP's authorization spec), the server publishes
 //! its protected-resource metadata (RFC 9728) at
@@ -16,7 +18,7 @@
 use crate::config::JwtPlan;
 use crate::ids::TenantId;
 use crate::limits::{JWKS_FETCH_TIMEOUT, JWKS_REFETCH_INTERVAL, JWT_LEEWAY_SECS, MAX_JWKS_BYTES};
-use crate::sessions::Tenants;
+use crate::sessions::{Principal, Tenants};
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use std::sync::Mutex;
@@ -44,6 +46,8 @@ pub enum JwtError {
     NoTenant(String),
     #[error("tenant {0:?} is not served here")]
     UnknownTenant(String),
+    #[error("no string claim {0:?} names a subject")]
+    NoSubject(String),
     #[error("the JWKS {jwks}: {why}")]
     Jwks { jwks: String, why: String },
 }
@@ -101,12 +105,12 @@ impl Jwt {
         self.keys.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The tenant `token` names, once it passed every check.
+    /// The tenant and subject `token` names, once it passed every check.
     ///
     /// # Errors
     ///
     /// [`JwtError`]: why it was refused.
-    pub async fn tenant(&self, token: &str, tenants: &Tenants) -> Result<TenantId, JwtError> {
+    pub async fn principal(&self, token: &str, tenants: &Tenants) -> Result<Principal, JwtError> {
         let header = jsonwebtoken::decode_header(token).map_err(JwtError::Header)?;
         if matches!(
             header.alg,
@@ -141,10 +145,18 @@ impl Jwt {
             .ok_or_else(|| JwtError::NoTenant(self.plan.tenant_claim.clone()))?;
         let tenant =
             TenantId::new(named).map_err(|_| JwtError::UnknownTenant(named.to_string()))?;
-        match tenants.get(&tenant) {
-            Ok(_) => Ok(tenant),
-            Err(_) => Err(JwtError::UnknownTenant(named.to_string())),
+        if tenants.get(&tenant).is_err() {
+            return Err(JwtError::UnknownTenant(named.to_string()));
         }
+        let subject = claims
+            .get(&self.plan.subject_claim)
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| JwtError::NoSubject(self.plan.subject_claim.clone()))?;
+        Ok(Principal {
+            tenant,
+            subject: Some(subject.to_string()),
+        })
     }
 
     /// The verifying key `kid` of the JWKS as last fetched; `None` when it has none.

@@ -26,7 +26,7 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`limits`] | every limit, default and range, and the security rules they enforce |
-//! | [`ids`], [`secret`], [`failure`], [`metrics`], [`guest_log`], [`crypto`] | ids and tool patterns, the config's secrets, how a layer failed and an error on one line, counters, a guest's stderr, the process's TLS provider |
+//! | [`ids`], [`secret`], [`failure`], [`metrics`], [`guest_log`], [`crypto`], [`announce`] | ids and tool patterns, the config's secrets, how a layer failed and an error on one line, counters, a guest's stderr, the process's TLS provider, the lines a server says whatever the log level |
 //! | [`beneath`] | a session's tree as host code sees it: through descriptors, following no symlink, any depth, what the session hid given back |
 //! | [`persistent`] | persistent directories: a backing tree, a session's checkout, atomic commits, the trees' locks |
 //! | [`mounts`] | virtual paths and the host directories behind them |
@@ -45,6 +45,7 @@
 
 pub mod abi;
 pub mod agents;
+pub mod announce;
 pub mod beneath;
 pub mod chain;
 pub mod check;

@@ -144,7 +144,7 @@ fn main() -> ExitCode {
     let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("hookhost: error: cannot start the async runtime: {e}");
+            hookhost::announce::error(&format!("cannot start the async runtime: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -161,7 +161,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("hookhost: error: {}", hookhost::error_line(e.as_ref()));
+            hookhost::announce::error(&hookhost::error_line(e.as_ref()));
             ExitCode::from(2)
         }
     }

@@ -1026,6 +1026,75 @@ fn json_logs_are_one_object_per_line_with_the_calls_fields() {
     assert!(call["fields"]["session"].is_string(), "{call}");
 }
 
+/// Under `--log-format json` every line hookhost writes on stderr is JSON, those it says
+/// whatever the level included: the address a server announces (with the URL as a field),
+/// the drain at SIGTERM, and a command's error.
+#[test]
+fn json_logs_leave_no_plain_line_in_a_servers_stderr_or_an_error() {
+    use std::io::{BufRead, BufReader};
+    let data = tempfile::tempdir().unwrap();
+    let parse = |l: &str| -> serde_json::Value {
+        serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}"))
+    };
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .args([
+            "--log-format",
+            "json",
+            "-v",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .arg("--unauthenticated-bash")
+        .env_remove("HOOKHOST_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let announced = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .map(|l| parse(&l))
+        .find(|l| l["fields"]["url"].is_string())
+        .expect("the address is announced");
+    let url = announced["fields"]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{announced}"
+    );
+    assert_eq!(announced["level"], "INFO", "{announced}");
+    let (status, _) = common::http_get(&url.replace("/mcp", ""), "/readyz", None);
+    assert_eq!(status, 200);
+    // SAFETY: a signal to the child this test started, by its pid.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(server.wait().unwrap().success());
+    assert!(rest.iter().any(|l| l.contains("shutting down")), "{rest:?}");
+    for line in &rest {
+        parse(line);
+    }
+
+    let failed = hookhost(
+        data.path(),
+        &["--log-format", "json", "call", "no_such_tool", "{}"],
+    );
+    assert!(!failed.status.success());
+    let said = stderr(&failed);
+    let parsed: Vec<serde_json::Value> = said.lines().map(parse).collect();
+    let last = parsed.last().expect("an error line");
+    assert_eq!(last["level"], "ERROR", "{said}");
+    assert!(
+        last["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no_such_tool")),
+        "{said}"
+    );
+}
+
 /// Tokens and the session store's URL may come from the environment or a file, and a token
 /// may be given as its SHA-256: the config then holds no secret, and no output of hookhost
 /// (`config check`, a server's log at debug, its answers, an error) shows one.

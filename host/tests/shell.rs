@@ -724,6 +724,93 @@ fn the_admin_page_is_off_by_default_and_never_opens_to_a_tenants_token() {
     assert_eq!(status(&base, "/admin/api/overview", ADMIN), 200);
 }
 
+/// `[serve] admin_listen` puts the admin page and API on an address of their own (MCP's
+/// has none), and every action and every refusal of the API is a JSON line of the audit
+/// log, which only the server's user reads; looking is not logged.
+#[test]
+fn the_admin_api_listens_apart_and_writes_each_action_to_an_audit_log() {
+    use common::http_request;
+    let host = Host::new("").with_admin_token();
+    let config = std::fs::read_to_string(&host.config)
+        .unwrap()
+        .replace("[serve]\n", "[serve]\nadmin_listen = \"127.0.0.1:0\"\n");
+    std::fs::write(&host.config, config).unwrap();
+    let mut server = host.serve(&["--http", "127.0.0.1:0"], Stdio::piped());
+    let (url, log) = common::announced_url_and_log(&mut server);
+    let base = url.replace("/mcp", "");
+    let announced = "serving the admin page at ";
+    let admin = (0..200)
+        .find_map(|_| {
+            let found = log.lock().unwrap().iter().find_map(|l| {
+                let at = l.find(announced)? + announced.len();
+                Some(l[at..].trim().trim_end_matches("/admin").to_string())
+            });
+            found.or_else(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                None
+            })
+        })
+        .expect("the admin address is announced");
+    assert_ne!(admin, base);
+    assert_eq!(
+        http_request(&base, "GET", "/admin/api/overview", Some(ADMIN)).0,
+        404
+    );
+    assert_eq!(http_request(&base, "GET", "/admin", None).0, 404);
+    assert_eq!(http_request(&admin, "GET", "/admin", None).0, 200);
+    assert_eq!(
+        http_request(&admin, "GET", "/admin/api/overview", Some(ADMIN)).0,
+        200
+    );
+    assert_eq!(
+        http_request(&admin, "GET", "/admin/api/overview", Some(ALPHA)).0,
+        401
+    );
+    let session = host.session("alpha", None);
+    let path = format!("/admin/api/sessions/alpha/{session}");
+    assert_eq!(http_request(&admin, "DELETE", &path, Some(ADMIN)).0, 200);
+    assert_eq!(
+        http_request(&admin, "POST", "/admin/api/reload", Some(ADMIN)).0,
+        200
+    );
+
+    let audit = host.data().join("admin-audit.jsonl");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&audit).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert!(!text.contains(ADMIN) && !text.contains(ALPHA), "{text}");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(&str, &str, u64, Option<&str>)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["method"].as_str().unwrap(),
+                l["path"].as_str().unwrap(),
+                l["status"].as_u64().unwrap(),
+                l["refused"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("GET", "/admin/api/overview", 401, Some("admin_token")),
+            ("DELETE", path.as_str(), 200, None),
+            ("POST", "/admin/api/reload", 200, None),
+        ],
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["source"] == "127.0.0.1" && l["time"].is_string())
+    );
+}
+
 /// The README's Python client (`examples/clients/bearer.py`) reaches its tenant's shell
 /// with its bearer token.
 #[test]

@@ -14,6 +14,7 @@ async fn answer(config: &str, data: &Path, event: Event, input: &Value) -> Value
     let config = Config::parse(config, "test.toml").expect("test config is valid");
     let settings = HookSettings {
         tenant: TenantId::default_tenant(),
+        subject: None,
         options: Options::default(),
         trust_cwd: true,
         closed_tools: None,

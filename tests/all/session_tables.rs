@@ -30,18 +30,20 @@ async fn the_contract(table: Arc<dyn SessionTable>) {
         host: "elsewhere".into(),
     });
     let made = table
-        .create(&t, &s, Some(Path::new("/w")), owner.clone())
+        .create(&t, &s, Some(Path::new("/w")), owner.clone(), Some("alice"))
         .await
         .unwrap();
     assert!(matches!(
-        table.create(&t, &s, None, Owner::Cli).await,
+        table.create(&t, &s, None, Owner::Cli, None).await,
         Err(SessionError::Exists { .. })
     ));
     // The same id is another session for another tenant.
-    table.create(&u, &s, None, Owner::Cli).await.unwrap();
+    table.create(&u, &s, None, Owner::Cli, None).await.unwrap();
 
     let got = table.get(&t, &s).await.unwrap().unwrap();
     assert_eq!((&got.tenant, &got.id, &got.owner), (&t, &s, &owner));
+    assert_eq!(got.subject.as_deref(), Some("alice"));
+    assert_eq!(table.get(&u, &s).await.unwrap().unwrap().subject, None);
     assert_eq!(got.workdir.as_deref(), Some(Path::new("/w")));
     assert_eq!(ms(got.created), ms(made.created));
     assert!(table.get(&t, &id("nope")).await.unwrap().is_none());
@@ -97,7 +99,7 @@ async fn the_contract(table: Arc<dyn SessionTable>) {
             let table = table.clone();
             tokio::spawn(async move {
                 table
-                    .create(&tenant("t"), &id("race"), None, Owner::Cli)
+                    .create(&tenant("t"), &id("race"), None, Owner::Cli, None)
                     .await
                     .is_ok()
             })

@@ -1,6 +1,7 @@
 //! Session lifecycle: delete removes exactly one session's files; gc removes idle sessions
 //! and orphaned directories; tenants cannot reach each other's sessions.
 
+use hookhost::sessions::Principal;
 use hookhost::{SessionError, SessionId, TenantId};
 use hookhost_tests::{TestHost, fixtures};
 use serde_json::json;
@@ -352,17 +353,21 @@ async fn a_deleted_session_is_announced_once_to_what_holds_its_state() {
 async fn open_or_create_makes_a_session_once_and_then_opens_it() {
     let host = TestHost::builtin().await;
     let tenant = TenantId::default_tenant();
+    let principal = Principal::tenant(tenant.clone());
     let id = SessionId::new("named").unwrap();
     let sessions = host.runtime.sessions();
     let (a, b) = tokio::join!(
-        sessions.open_or_create(&tenant, &id, None),
-        sessions.open_or_create(&tenant, &id, None)
+        sessions.open_or_create(&principal, &id, None),
+        sessions.open_or_create(&principal, &id, None)
     );
     assert_eq!(a.unwrap().key(), b.unwrap().key());
     assert_eq!(sessions.list(Some(&tenant)).await.unwrap().len(), 1);
     let w = host
         .call(
-            &sessions.open_or_create(&tenant, &id, None).await.unwrap(),
+            &sessions
+                .open_or_create(&principal, &id, None)
+                .await
+                .unwrap(),
             "write_file",
             json!({"path": "f.txt", "content": "kept"}),
         )
@@ -376,4 +381,40 @@ async fn open_or_create_makes_a_session_once_and_then_opens_it() {
         )
         .await;
     assert_eq!(r.output, "kept");
+}
+
+/// A session made for a JWT's subject is that subject's: another subject of the same
+/// tenant, or the tenant itself (its own token), finds none; the CLI (no principal) opens
+/// it as any session.
+#[tokio::test]
+async fn a_session_made_for_a_subject_opens_for_that_subject_alone() {
+    let host = TestHost::builtin().await;
+    let sessions = host.runtime.sessions();
+    let tenant = TenantId::default_tenant();
+    let of = |subject: Option<&str>| Principal {
+        tenant: tenant.clone(),
+        subject: subject.map(str::to_string),
+    };
+    let made = sessions
+        .create_for(&of(Some("alice")), None, None)
+        .await
+        .unwrap();
+    assert!(
+        sessions
+            .open_for(&of(Some("alice")), &made.id)
+            .await
+            .is_ok()
+    );
+    for other in [of(Some("bob")), of(None)] {
+        assert!(matches!(
+            sessions.open_for(&other, &made.id).await,
+            Err(SessionError::NotFound { .. })
+        ));
+        // Nor is another made under its id.
+        assert!(matches!(
+            sessions.open_or_create(&other, &made.id, None).await,
+            Err(SessionError::NotFound { .. })
+        ));
+    }
+    assert!(sessions.open(&tenant, &made.id).await.is_ok());
 }

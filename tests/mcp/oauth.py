@@ -12,6 +12,10 @@ host/tests/shell.rs; every check is an assertion.
   `alg: none` or HS256 keyed with the public key, naming no tenant or an unknown one, or
   without a key id are refused;
 - the tenant's own static token still works;
+- a session opened with a JWT is its subject's (`sub`): another subject's token of the same
+  tenant, or the tenant's own token, finds no such session (404), for an MCP session and a
+  hookhost session named by an MCP 2026-07-28 request alike, and cannot end it; a token
+  without a subject is refused;
 - the provider rotates its key: a token signed with the new one is accepted;
 - the SDK's own OAuth client (client_credentials) finds the provider from the 401 and
   the metadata, gets a token, and opens a session of tenant beta.
@@ -109,6 +113,7 @@ class Provider:
         if tenant is not None:
             claims["tenant"] = tenant
         claims.update(overrides.pop("claims", {}))
+        claims = {name: value for name, value in claims.items() if value is not None}
         key = overrides.pop("key", self.keys[self.current])
         kid = overrides.pop("kid", self.current)
         headers = {"kid": kid} if kid else {}
@@ -165,6 +170,63 @@ async def status_of(url, token):
         return response.status_code
 
 
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "probe", "version": "0"}}}
+MODERN = "2026-07-28"
+
+
+async def post(http, url, token, body, headers=None):
+    """`body` POSTed with `token` and `headers`."""
+    sent = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}",
+            **(headers or {})}
+    return await http.post(url, json=body, headers=sent)
+
+
+async def bound_to_subject(url, provider, static_token):
+    """Sessions opened with a JWT are its subject's alone."""
+    mine = provider.token("alpha")
+    theirs = provider.token("alpha", claims={"sub": "someone-else"})
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        # An MCP session (2025-06-18).
+        opened = await post(http, url, mine, INITIALIZE)
+        assert opened.status_code == 200, opened.text
+        sid = opened.headers["mcp-session-id"]
+        session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await post(http, url, mine, initialized, session)).status_code == 202
+        assert (await post(http, url, mine, listing, session)).status_code == 200
+        for who, token in (("another subject", theirs), ("the tenant's token", static_token)):
+            used = await post(http, url, token, listing, session)
+            assert used.status_code == 404, f"{who} used the session: {used.status_code}"
+        ended = await http.delete(url, headers={"Authorization": f"Bearer {theirs}", **session})
+        assert ended.status_code == 404, ended.status_code
+        assert (await post(http, url, mine, listing, session)).status_code == 200
+
+        # A hookhost session named by MCP 2026-07-28 requests.
+        modern = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "bash"}
+
+        def call(named):
+            return {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "bash", "arguments": {"command": "echo mine >> mine.txt; cat mine.txt"},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                          "io.modelcontextprotocol/clientCapabilities": {},
+                          "dev.hookhost/session": named}}}
+        made = await post(http, url, mine, call("new"), modern)
+        assert made.status_code == 200, made.text
+        hookhost_session = made.headers["hookhost-session"]
+        stolen = await post(http, url, theirs, call(hookhost_session), modern)
+        assert stolen.status_code == 404, (stolen.status_code, stolen.text)
+        again = await post(http, url, mine, call(hookhost_session), modern)
+        assert again.status_code == 200 and "mine\\nmine" in again.text, again.text
+        for token, status in ((theirs, 404), (mine, 200)):
+            ended = await http.delete(url, headers={"Authorization": f"Bearer {token}",
+                                                    "Hookhost-Session": hookhost_session})
+            assert ended.status_code == status, (ended.status_code, ended.text)
+        assert (await http.delete(url, headers={"Authorization": f"Bearer {mine}", **session})).status_code == 200
+
+
 class Memory:
     """Token storage for the SDK's OAuth client."""
 
@@ -215,6 +277,7 @@ async def checks(url, provider, data, static_token):
         "no tenant": provider.token(None),
         "an unknown tenant": provider.token("gamma"),
         "no key id": provider.token("alpha", kid=None),
+        "no subject": provider.token("alpha", claims={"sub": None}),
         "not a JWT": "a.b.c",
     }
     for what, token in bad.items():
@@ -222,6 +285,8 @@ async def checks(url, provider, data, static_token):
         assert status == 401, f"{what}: {status}"
 
     assert await status_of(url, static_token) == 200
+
+    await bound_to_subject(url, provider, static_token)
 
     # A new key is fetched when a token names it, at most every few seconds.
     provider.rotate()

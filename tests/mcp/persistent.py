@@ -8,7 +8,8 @@ Run by host/tests/mcp.rs; every check is an assertion.
 
 - what session A writes, B does not read until A commits; then B's next call reads it;
 - A and B change one file: A's commit wins, B's fails naming the file (-32040, the files
-  in `data`), and B still reads its own text; B settles it with `resolve`;
+  in `data`), and B still reads its own text, and A's at .hookhost/theirs/; B merges the
+  two and settles it with `resolve`;
 - a raw client's DELETE whose commit conflicts is answered 409 naming the file, and the
   session goes on; settled, the DELETE ends it; another ends by discarding
   (`Hookhost-Discard: true`);
@@ -139,6 +140,9 @@ async def main(url, backing):
         assert "from b" in await read(b, "/persistent/notes/n.md")
         with open(os.path.join(backing, "n.md")) as f:
             assert f.read() == "from a"
+        # The store's version, beside the session's, to merge from.
+        assert "from a" in await read(b, "/persistent/notes/.hookhost/theirs/n.md")
+        assert "Wrote" in await write(b, "/persistent/notes/n.md", "from a, then from b")
         try:
             await commit(b, resolve="mine")
             raise AssertionError("resolve takes ours or theirs")
@@ -148,10 +152,11 @@ async def main(url, backing):
         assert done["committed"][0]["keptTheirs"] == ["n.md"], done
         with open(os.path.join(backing, "n.md")) as f:
             assert f.read() == "from a"
+        assert "no such file" in await read(b, "/persistent/notes/.hookhost/theirs/n.md")
         done = await commit(b, resolve="ours")
         assert done["committed"][0]["updated"] == ["n.md"], done
         with open(os.path.join(backing, "n.md")) as f:
-            assert f.read() == "from b"
+            assert f.read() == "from a, then from b"
         print("conflict ok")
 
         refused = await write(a, "/persistent/docs/x.md", "no")

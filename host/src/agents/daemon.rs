@@ -551,6 +551,7 @@ async fn read_ask(
         .map_err(|e| format!("cannot read the hook input: {e}"))?;
     let settings = HookSettings {
         tenant,
+        subject: None,
         options: Options {
             rewrite_allows: ask.rewrite_allows,
         },

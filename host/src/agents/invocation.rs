@@ -115,6 +115,7 @@ impl HookCommand {
     pub fn settings(&self) -> Option<HookSettings> {
         Some(HookSettings {
             tenant: TenantId::new(self.tenant.clone()).ok()?,
+            subject: None,
             options: Options {
                 rewrite_allows: self.rewrite_allows,
             },

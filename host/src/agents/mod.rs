@@ -34,7 +34,7 @@ use crate::ids::{SessionId, TenantId};
 use crate::limits::MAX_HOOK_INPUT_BYTES;
 use crate::mounts::CommitAt;
 use crate::runtime::{Rate, Runtime};
-use crate::sessions::{Caller, Session, hook_calls_dir};
+use crate::sessions::{Caller, Principal, Session, hook_calls_dir};
 use crate::trace::CallTrace;
 use protocol::{AgentCall, Answer, Decision, HookInput, Options};
 use serde::{Deserialize, Serialize};
@@ -185,6 +185,9 @@ impl Event {
 #[derive(Debug, Clone)]
 pub struct HookSettings {
     pub tenant: TenantId,
+    /// The subject of the JWT the hook endpoint was called with, if it was: the agent's
+    /// session is then that subject's alone (see [`crate::sessions::Principal`]).
+    pub subject: Option<String>,
     pub options: Options,
     /// Whether the agent's `cwd` becomes a new session's working directory (`/workspace`
     /// is then that directory). True for the command form, which the agent runs as its
@@ -351,6 +354,20 @@ pub async fn handle(
     let nothing = || protocol::answer(agent, event, "", Decision::Pass, settings.options);
     let id = SessionId::new(session_id(&input.session))?;
     let sessions = runtime.sessions();
+    let principal = Principal {
+        tenant: settings.tenant.clone(),
+        subject: settings.subject.clone(),
+    };
+    // Another subject's session is none of this one's: not ended, not committed (a
+    // tool's event is refused by `open_or_create`).
+    if matches!(event, Event::SessionEnd | Event::TurnEnd)
+        && sessions
+            .record(&settings.tenant, &id)
+            .await
+            .is_ok_and(|record| !principal.may_use(&record))
+    {
+        return Ok(nothing());
+    }
     if event == Event::SessionEnd {
         // A conversation the user cleared is gone; any other end may be resumed
         // (`claude --resume`), so the session's files are kept for it (see
@@ -382,9 +399,7 @@ pub async fn handle(
         );
     }
     let workdir = input.cwd.as_deref().filter(|_| settings.trust_cwd);
-    let session = sessions
-        .open_or_create(&settings.tenant, &id, workdir)
-        .await?;
+    let session = sessions.open_or_create(&principal, &id, workdir).await?;
     let Some(call) = input.tool else {
         return Ok(nothing());
     };

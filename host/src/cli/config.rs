@@ -276,8 +276,8 @@ fn serve_lines(plan: &Plan) -> Vec<String> {
     };
     let jwt = match &plan.jwt {
         Some(jwt) => format!(
-            "JWTs: from {} (keys {}), audience {}, tenant in claim {:?}",
-            jwt.issuer, jwt.jwks_written, jwt.audience, jwt.tenant_claim
+            "JWTs: from {} (keys {}), audience {}, tenant in claim {:?}, sessions bound to claim {:?}",
+            jwt.issuer, jwt.jwks_written, jwt.audience, jwt.tenant_claim, jwt.subject_claim
         ),
         None => "JWTs: off (tenants' tokens only)".into(),
     };

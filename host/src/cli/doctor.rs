@@ -541,6 +541,7 @@ async fn check_command(
     }
     let settings = hook.settings().unwrap_or(HookSettings {
         tenant: TenantId::default_tenant(),
+        subject: None,
         options: Default::default(),
         trust_cwd: true,
         closed_tools: None,

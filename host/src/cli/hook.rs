@@ -72,6 +72,7 @@ impl HookArgs {
     fn settings(&self) -> Result<hookhost::agents::HookSettings> {
         Ok(hookhost::agents::HookSettings {
             tenant: TenantId::new(self.tenant.clone()).context("--tenant")?,
+            subject: None,
             options: hookhost::agents::protocol::Options {
                 rewrite_allows: self.rewrite_allows,
             },

@@ -61,6 +61,7 @@ pub fn init(verbose: u8, format: LogFormat, otlp: Option<&str>) -> Option<Spans>
             .with_filter(filter())
     });
     let json = (format == LogFormat::Json).then(|| {
+        hookhost::announce::use_json();
         tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(false)
@@ -71,7 +72,7 @@ pub fn init(verbose: u8, format: LogFormat, otlp: Option<&str>) -> Option<Spans>
     let spans = otlp.and_then(|endpoint| match Spans::start(endpoint) {
         Ok(spans) => Some(spans),
         Err(e) => {
-            eprintln!("hookhost: warning: spans will not be exported: {e:#}");
+            hookhost::announce::warning(&format!("spans will not be exported: {e:#}"));
             None
         }
     });
@@ -142,13 +143,13 @@ impl Spans {
         let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner()).take();
         let endpoint = &self.endpoint;
         match (shut, failed) {
-            (Err(e), _) => eprintln!(
-                "hookhost: warning: the last spans were not sent to {endpoint} within {} ms: {e}",
+            (Err(e), _) => hookhost::announce::warning(&format!(
+                "the last spans were not sent to {endpoint} within {} ms: {e}",
                 flush.as_millis()
-            ),
-            (Ok(()), Some(why)) => {
-                eprintln!("hookhost: warning: spans could not be sent to {endpoint}: {why}")
-            }
+            )),
+            (Ok(()), Some(why)) => hookhost::announce::warning(&format!(
+                "spans could not be sent to {endpoint}: {why}"
+            )),
             (Ok(()), None) => {}
         }
     }

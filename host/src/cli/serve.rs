@@ -64,6 +64,7 @@ pub async fn serve(
         return serve_hooks(plan.hooks_only(), data).await;
     }
     let (tls, shutdown_grace) = (plan.tls.clone(), plan.shutdown_grace);
+    let admin_listen = plan.admin_listen.clone();
     let mut runtime = Runtime::new(plan, data)
         .await
         .context("starting the runtime")?;
@@ -103,6 +104,7 @@ pub async fn serve(
                 idle,
                 unauthenticated_bash,
                 tls,
+                admin_listen,
             };
             hookhost::mcp::serve_http(runtime, http, options).await?;
         }

@@ -123,6 +123,11 @@ pub struct AuthConfig {
     /// The claim whose value is the tenant's id.
     #[serde(default = "default_tenant_claim")]
     pub tenant_claim: String,
+    /// The claim whose value is the token's subject: a session opened with a token is
+    /// bound to its subject as well as its tenant, and another subject's token of the same
+    /// tenant cannot use it. A token without it is refused.
+    #[serde(default = "default_subject_claim")]
+    pub subject_claim: String,
     /// Where clients get tokens, in the protected-resource metadata; `[issuer]` when left
     /// out.
     #[serde(default)]
@@ -135,6 +140,10 @@ pub struct AuthConfig {
 
 fn default_tenant_claim() -> String {
     "tenant".into()
+}
+
+fn default_subject_claim() -> String {
+    "sub".into()
 }
 
 /// The `[agents]` table.
@@ -185,6 +194,12 @@ pub struct ServeConfig {
     /// Or its SHA-256, 64 hexadecimal digits.
     #[serde(default)]
     pub admin_token_sha256: Option<Spanned<String>>,
+    /// Serve the admin page and API on this address of their own (`127.0.0.1:9090`, a
+    /// name resolved), over TLS when `tls_cert` is set, instead of on `serve --http`'s:
+    /// a firewall can then keep it from the clients. Read at start, not on a reload.
+    /// Needs `admin_token`.
+    #[serde(default)]
+    pub admin_listen: Option<Spanned<String>>,
     /// The certificate chain (PEM) `serve --http` presents over TLS, with `tls_key`; both
     /// are read again on a reload, so a renewed certificate needs no restart.
     #[serde(default)]

@@ -30,6 +30,9 @@ pub struct Plan {
     /// The SHA-256 of the admin page's token (`[serve] admin_token`); no admin page when
     /// `None`.
     pub admin_token: Option<TokenDigest>,
+    /// The address the admin page listens on by itself (`[serve] admin_listen`); on
+    /// `serve --http`'s address when `None`.
+    pub admin_listen: Option<String>,
     /// The certificate and key `serve --http` serves TLS with; plain HTTP when `None`.
     pub tls: Option<TlsFiles>,
     /// Bearer JWTs naming tenants (`[auth]`); only tenants' own tokens when `None`.
@@ -83,6 +86,7 @@ impl Plan {
             tenants: BTreeMap::new(),
             serve_workdir: None,
             admin_token: None,
+            admin_listen: None,
             tls: None,
             jwt: None,
             bash: None,
@@ -154,6 +158,7 @@ pub struct JwtPlan {
     pub issuer: String,
     pub audience: String,
     pub tenant_claim: String,
+    pub subject_claim: String,
     pub authorization_servers: Vec<String>,
     pub resource: Option<String>,
 }

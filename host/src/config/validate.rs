@@ -35,6 +35,7 @@ impl Config {
             mounts: self.mount_table(&mounts)?,
             tools: self.tools_plan(&mounts, text)?,
             admin_token: self.admin_token(&tenants)?,
+            admin_listen: self.admin_listen()?,
             tls: self.tls()?,
             jwt: self.jwt()?,
             tenants,
@@ -203,10 +204,19 @@ impl Config {
                 "auth.jwks: a URL (https://…) or an absolute file path".into(),
             ));
         }
-        if auth.issuer.is_empty() || auth.audience.is_empty() || auth.tenant_claim.is_empty() {
+        if [
+            &auth.issuer,
+            &auth.audience,
+            &auth.tenant_claim,
+            &auth.subject_claim,
+        ]
+        .iter()
+        .any(|v| v.is_empty())
+        {
             return Err(Invalid::at(
                 auth.jwks.span(),
-                "auth: `issuer`, `audience` and `tenant_claim` may not be empty".into(),
+                "auth: `issuer`, `audience`, `tenant_claim` and `subject_claim` may not be empty"
+                    .into(),
             ));
         }
         Ok(Some(JwtPlan {
@@ -215,6 +225,7 @@ impl Config {
             issuer: auth.issuer.clone(),
             audience: auth.audience.clone(),
             tenant_claim: auth.tenant_claim.clone(),
+            subject_claim: auth.subject_claim.clone(),
             authorization_servers: auth
                 .authorization_servers
                 .clone()
@@ -403,6 +414,28 @@ impl Config {
                 format!("agents.keep_artifacts: {e} (a duration such as 12h or 7d)"),
             )
         })
+    }
+
+    /// `[serve] admin_listen`: `HOST:PORT`, with an admin token to serve.
+    fn admin_listen(&self) -> Result<Option<String>, Invalid> {
+        let Some(listen) = &self.serve.admin_listen else {
+            return Ok(None);
+        };
+        if self.serve.admin_token.is_none() && self.serve.admin_token_sha256.is_none() {
+            return Err(Invalid::at(
+                listen.span(),
+                "serve.admin_listen: no admin page to serve without `admin_token`".into(),
+            ));
+        }
+        match listen.get_ref().rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(Some(listen.get_ref().clone()))
+            }
+            _ => Err(Invalid::at(
+                listen.span(),
+                "serve.admin_listen: an address such as 127.0.0.1:9090".into(),
+            )),
+        }
     }
 
     /// `[serve] shutdown_grace`: a duration (`5s`), at most

@@ -12,7 +12,11 @@
 //!   it was refused.
 //!
 //! Security: every API request presents the admin token as a bearer token (compared in
-//! constant time; a tenant's token never is one, see the config's checks). The page is
+//! constant time; a tenant's token never is one, see the config's checks). Every action
+//! (a request that is not a `GET`) and every refused request is written, as one JSON line
+//! (time, source address, method, path, status, the refusal's reason), to the audit log
+//! [`AUDIT_FILE`] in the data directory, and logged at `info`. `[serve] admin_listen` puts
+//! the page and API on an address of their own, which a firewall can keep from clients. The page is
 //! served with a content security policy that allows only its own script and style, and
 //! draws every value a tenant's components could have written (file names, diffs, stderr)
 //! as text, never as HTML. The trace file is opened beneath its mount (`cap-std`): a
@@ -34,6 +38,10 @@ use axum::routing::{delete, get, post};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// The admin API's audit log, in the data directory: one JSON object a line, only ever
+/// appended to, readable by the server's user alone.
+pub const AUDIT_FILE: &str = "admin-audit.jsonl";
 
 /// What the admin routes need.
 pub(super) struct Admin {
@@ -60,7 +68,8 @@ pub(super) fn routes(admin: Arc<Admin>) -> axum::Router {
         .layer(axum::middleware::from_fn_with_state(
             admin.clone(),
             authorized,
-        ));
+        ))
+        .layer(axum::middleware::from_fn_with_state(admin.clone(), audited));
     let page = axum::Router::new()
         .route("/admin", get(|| asset(PAGE, "text/html; charset=utf-8")))
         .route(
@@ -120,6 +129,48 @@ async fn authorized(State(admin): State<Arc<Admin>>, request: Request, next: Nex
     // Logged, counted and throttled as any refusal (see `http::answer_or_refuse`).
     let body = axum::Json(json!({"error": "the admin token is required"}));
     super::http::unauthorized(refusal.challenge(), body, refusal)
+}
+
+/// Writes each action, and each refusal, of the API to the audit log (see [`AUDIT_FILE`]).
+async fn audited(State(admin): State<Arc<Admin>>, request: Request, next: Next) -> Response {
+    let source = super::http::source_of(&request);
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let response = next.run(request).await;
+    let refused = response.extensions().get::<Refusal>().map(Refusal::reason);
+    if method == axum::http::Method::GET && refused.is_none() {
+        return response;
+    }
+    let status = response.status().as_u16();
+    tracing::info!(?source, %method, path, status, refused, "admin API request");
+    let line = json!({
+        "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        "source": source.map(|s| s.to_string()),
+        "method": method.as_str(),
+        "path": path,
+        "status": status,
+        "refused": refused,
+    });
+    let file = admin.runtime.data_root().join(AUDIT_FILE);
+    let written = tokio::task::spawn_blocking(move || append_line(&file, &line)).await;
+    if let Ok(Err(e)) = written {
+        tracing::error!(error = %e, file = AUDIT_FILE, "cannot write the admin audit log");
+    }
+    response
+}
+
+/// Appends `line` and a newline to `file` in one write, making it (mode 0600) if needed.
+fn append_line(file: &std::path::Path, line: &Value) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut bytes = serde_json::to_vec(line)?;
+    bytes.push(b'\n');
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(file)?
+        .write_all(&bytes)
 }
 
 /// A JSON error answer.

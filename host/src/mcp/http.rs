@@ -10,7 +10,7 @@ use crate::limits::{DEFAULT_HOOK_DEADLINE, MAX_HOOK_INPUT_BYTES};
 use crate::limits::{MAX_HTTP_BODY_BYTES, SHUTDOWN_CLOSE};
 use crate::runtime::Runtime;
 use crate::secret::TokenDigest;
-use crate::sessions::{IdleSweep, Owner, SessionError, SessionHolder, SessionKey};
+use crate::sessions::{IdleSweep, Owner, Principal, SessionError, SessionHolder, SessionKey};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -66,15 +66,15 @@ impl Gate {
         jwt.is_some() || !tenants.tokens().is_empty()
     }
 
-    /// The tenant whose token the request presents, among the tenants in effect (a reload
-    /// may change them): a tenant's own token, else a JWT naming it (see [`jwt`]). Every
+    /// Who presents the request, among the tenants in effect (a reload may change them):
+    /// a tenant, by its own token, else a JWT's tenant and subject (see [`jwt`]). Every
     /// tenant's token is compared, in constant time, so timing tells nothing about which
     /// one nearly matched.
-    async fn tenant(&self, headers: &HeaderMap) -> Result<TenantId, Refusal> {
+    async fn principal(&self, headers: &HeaderMap) -> Result<Principal, Refusal> {
         let (tenants, jwt) = self.runtime.credentials();
         let tokens = tenants.tokens();
         if tokens.is_empty() && jwt.is_none() {
-            return Ok(TenantId::default_tenant());
+            return Ok(Principal::tenant(TenantId::default_tenant()));
         }
         let presented = bearer(headers).ok_or(Refusal::Missing)?;
         // The presented token is hashed once, then compared with every tenant's digest.
@@ -86,10 +86,10 @@ impl Gate {
             }
         }
         if let Some(tenant) = found {
-            return Ok(tenant);
+            return Ok(Principal::tenant(tenant));
         }
         let jwt = jwt.ok_or(Refusal::InvalidToken)?;
-        jwt.tenant(presented, &tenants)
+        jwt.principal(presented, &tenants)
             .await
             .map_err(|e| Refusal::InvalidJwt(e.to_string()))
     }
@@ -135,11 +135,12 @@ impl Gate {
     }
 
     /// Makes the hookhost session of a new MCP session.
-    async fn open(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
+    async fn open(&self, principal: &Principal, id: &SessionId) -> Result<(), SessionError> {
+        let tenant = &principal.tenant;
         let workdir = self.options.workdir(&self.runtime, tenant)?;
         self.runtime
             .sessions()
-            .create(tenant.clone(), Some(id.clone()), workdir.as_deref())
+            .create_for(principal, Some(id.clone()), workdir.as_deref())
             .await?;
         self.opened().insert(id.to_string(), tenant.clone());
         tracing::info!(%tenant, session = %id, "MCP session started");
@@ -311,16 +312,7 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tls:
 /// answers an elicitation or sampling request of a running call, in a new POST, is refused
 /// too: that call ends with the grace.
 async fn answer_or_refuse(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let source = request
-        .extensions()
-        .get::<axum::extract::ConnectInfo<Source>>()
-        .map(|info| info.0.0)
-        .or_else(|| {
-            let plain = request
-                .extensions()
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
-            plain.map(|info| info.0.ip())
-        });
+    let source = source_of(&request);
     // The probes and metrics take no credentials: nothing to guess there, and a balancer
     // or scraper behind the same address as a guesser keeps seeing the host.
     let open = matches!(request.uri().path(), "/healthz" | "/readyz" | "/metrics");
@@ -357,6 +349,20 @@ async fn answer_or_refuse(State(gate): State<Arc<Gate>>, request: Request, next:
         Some(answering) => held_until_sent(response, answering),
         None => response,
     }
+}
+
+/// The address a request came from (over TLS or not).
+pub(super) fn source_of(request: &Request) -> Option<std::net::IpAddr> {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<Source>>()
+        .map(|info| info.0.0)
+        .or_else(|| {
+            let plain = request
+                .extensions()
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+            plain.map(|info| info.0.ip())
+        })
 }
 
 /// What a draining server answers a new request at `path`: 503, `/readyz` saying
@@ -438,10 +444,11 @@ fn answer_unread(response: impl IntoResponse) -> Response {
 /// MCP 2026-07-28, which has no MCP session, names its hookhost session itself (see
 /// [`stateless`]).
 async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let tenant = match gate.tenant(request.headers()).await {
-        Ok(tenant) => tenant,
+    let principal = match gate.principal(request.headers()).await {
+        Ok(principal) => principal,
         Err(refusal) => return gate.unauthorized(request.headers(), refusal),
     };
+    let tenant = principal.tenant.clone();
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(tenant.clone());
     // A POST's body is read, and parsed, once.
@@ -481,13 +488,13 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         return answer_unread((StatusCode::NOT_FOUND, "session not found\n"));
     };
     if session.is_none() && stateless::applies(&parts, &message) {
-        return stateless::serve(&gate, tenant, parts, &message, body, next).await;
+        return stateless::serve(&gate, principal, parts, &message, body, next).await;
     }
     if let Some(id) = &session {
-        // The caller's tenant must have this session: another tenant's does not exist, as
-        // far as this tenant can tell, and an ended one is gone (its MCP session too).
-        // Opened once here (marked active), it goes with the request to the handler.
-        match gate.runtime.sessions().open(&tenant, id).await {
+        // The caller's tenant (and JWT subject) must have this session: another's does not
+        // exist, as far as this caller can tell, and an ended one is gone (its MCP session
+        // too). Opened once here (marked active), it goes with the request to the handler.
+        match gate.runtime.sessions().open_for(&principal, id).await {
             Ok(opened) => {
                 parts.extensions.insert(Arc::new(opened));
             }
@@ -522,7 +529,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     let posting = parts.method == Method::POST;
     let response = next.run(Request::from_parts(parts, body)).await;
     if posting && session.is_none() {
-        return open_new_session(&gate, tenant, rpc_id, response).await;
+        return open_new_session(&gate, principal, rpc_id, response).await;
     }
     response
 }
@@ -531,7 +538,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
 /// hookhost session, or is closed again with the reason when the tenant may not have one.
 async fn open_new_session(
     gate: &Gate,
-    tenant: TenantId,
+    principal: Principal,
     rpc_id: serde_json::Value,
     response: Response,
 ) -> Response {
@@ -544,13 +551,13 @@ async fn open_new_session(
         return response;
     };
     let opened = match SessionId::new(new.as_str()) {
-        Ok(id) => gate.open(&tenant, &id).await.map_err(|e| e.to_string()),
+        Ok(id) => gate.open(&principal, &id).await.map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     };
     match opened {
         Ok(()) => response,
         Err(e) => {
-            tracing::warn!(%tenant, error = %e, "MCP session refused");
+            tracing::warn!(tenant = %principal.tenant, error = %e, "MCP session refused");
             let _ = gate.sessions.close_session(&Arc::from(new.as_str())).await;
             rpc_error(StatusCode::FORBIDDEN, rpc_id, -32000, &e.to_string())
         }
@@ -635,8 +642,8 @@ async fn agent_hook(
         return (StatusCode::NOT_FOUND, "no such agent or event\n").into_response();
     };
     // The token before the body: nobody unauthenticated gets a body read.
-    let tenant = match gate.tenant(request.headers()).await {
-        Ok(tenant) => tenant,
+    let principal = match gate.principal(request.headers()).await {
+        Ok(principal) => principal,
         Err(refusal) => return gate.unauthorized(request.headers(), refusal),
     };
     // As large as `hookhost hook` reads from stdin (axum's default of 2 MB would refuse a
@@ -645,7 +652,8 @@ async fn agent_hook(
     let answer = match axum::body::to_bytes(request.into_body(), limit).await {
         Ok(body) => {
             let settings = HookSettings {
-                tenant,
+                tenant: principal.tenant,
+                subject: principal.subject,
                 options: agents::protocol::Options::default(),
                 // Only a server of one user (no tenants' tokens) takes the agent's directory.
                 trust_cwd: !gate.authenticates(),
@@ -725,7 +733,7 @@ pub async fn serve_metrics(runtime: Arc<Runtime>, addr: &str) -> anyhow::Result<
         .await
         .with_context(|| format!("--metrics {addr}: cannot listen"))?;
     let local = listener.local_addr()?;
-    eprintln!("hookhost: serving metrics at http://{local}/metrics");
+    crate::announce::serving("metrics", &format!("http://{local}/metrics"));
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         let _ = tcp.set_nodelay(true);
     });
@@ -748,6 +756,8 @@ pub struct HttpOptions {
     pub unauthenticated_bash: bool,
     /// Serve over TLS with this certificate and key (`[serve] tls_cert`, `tls_key`).
     pub tls: Option<crate::config::TlsFiles>,
+    /// Serve the admin page on this address of its own (`[serve] admin_listen`).
+    pub admin_listen: Option<String>,
 }
 
 /// Serves MCP over Streamable HTTP (path [`HTTP_PATH`]) until a shutdown signal, then ends
@@ -766,6 +776,7 @@ pub async fn serve_http(
     http: HttpOptions,
     options: ServeOptions,
 ) -> anyhow::Result<()> {
+    use anyhow::Context;
     let signal = shutdown_signal()?;
     let (tenants, jwt) = runtime.credentials();
     let has_tokens = !tenants.tokens().is_empty() || jwt.is_some();
@@ -802,12 +813,27 @@ pub async fn serve_http(
         runtime: runtime.clone(),
         reloader,
     });
-    let app = router(&gate, sessions, addr, stop.clone())
-        .merge(super::admin::routes(admin))
-        .layer(axum::middleware::from_fn_with_state(
+    let refusing = |app: axum::Router| {
+        app.layer(axum::middleware::from_fn_with_state(
             gate.clone(),
             answer_or_refuse,
-        ));
+        ))
+    };
+    let mut app = router(&gate, sessions, addr, stop.clone());
+    // The admin page on its own address, or beside MCP.
+    let admin_listener = match &http.admin_listen {
+        Some(at) => {
+            let listener = tokio::net::TcpListener::bind(at)
+                .await
+                .with_context(|| format!("[serve] admin_listen {at}: cannot listen"))?;
+            Some(listener)
+        }
+        None => {
+            app = app.merge(super::admin::routes(admin.clone()));
+            None
+        }
+    };
+    let app = refusing(app);
 
     // Every HTTP server's sessions: in a fleet, a session begun on one host may be
     // continued on another, and any host collects it once it is idle. Sessions of stdio
@@ -823,13 +849,74 @@ pub async fn serve_http(
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%local, scheme, "serving MCP over HTTP");
-    // The address on stderr, so a caller that asked for port 0 learns the port.
-    eprintln!("hookhost: serving MCP at {scheme}://{local}{HTTP_PATH}");
     // Cancelled once drained: no new connection is accepted from then on.
     let accepting = CancellationToken::new();
-    let no_more = accepting.clone();
-    let stopped = async move { no_more.cancelled().await };
-    let mut server = match tls {
+    // The address on stderr, so a caller that asked for port 0 learns the port.
+    crate::announce::serving("MCP", &format!("{scheme}://{local}{HTTP_PATH}"));
+    let mut admin_server = match admin_listener {
+        Some(listener) => {
+            let at = listener.local_addr()?;
+            tracing::info!(%at, scheme, "serving the admin page on its own address");
+            crate::announce::serving("the admin page", &format!("{scheme}://{at}/admin"));
+            let app = refusing(super::admin::routes(admin));
+            Some(spawn_server(listener, tls.clone(), app, accepting.clone())?)
+        }
+        None => None,
+    };
+    let mut server = spawn_server(listener, tls, app, accepting.clone())?;
+    let served = tokio::select! {
+        served = &mut server => served,
+        name = signal => {
+            // The drain: new requests refused; those running finish and are answered
+            // (within the grace); then no new connection, MCP's streams end, and the
+            // connections with them.
+            let grace = gate.options.shutdown_grace;
+            tracing::info!(signal = name, ?grace, "shutting down: draining the requests running");
+            gate.draining.store(true, Ordering::Release);
+            gate.answering.close();
+            if tokio::time::timeout(grace, gate.answering.wait()).await.is_err() {
+                tracing::warn!(?grace, "requests still running after the grace are cancelled");
+            }
+            accepting.cancel();
+            stop.cancel();
+            if let Some(admin) = &mut admin_server
+                && tokio::time::timeout(SHUTDOWN_CLOSE, &mut *admin).await.is_err()
+            {
+                admin.abort();
+            }
+            match tokio::time::timeout(SHUTDOWN_CLOSE, &mut server).await {
+                Ok(served) => served,
+                Err(_) => {
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
+    sweeper.abort();
+    // A fleet's sessions outlive one host: its other hosts go on serving them, and the
+    // idle sweep of any host collects them.
+    if !runtime.sessions().is_shared() {
+        let opened: Vec<(String, TenantId)> = gate.opened().drain().collect();
+        for (id, tenant) in opened {
+            if let Ok(id) = SessionId::new(id) {
+                let _ = gate.end(&tenant, &id, "server shut down", false).await;
+            }
+        }
+    }
+    Ok(served??)
+}
+
+/// Serves `app` on `listener`, over TLS when `tls` is given, until `accepting` is
+/// cancelled (then the connections open are closed as they finish).
+fn spawn_server(
+    listener: tokio::net::TcpListener,
+    tls: Option<tls::Current>,
+    app: axum::Router,
+    accepting: CancellationToken,
+) -> std::io::Result<tokio::task::JoinHandle<std::io::Result<()>>> {
+    let stopped = async move { accepting.cancelled().await };
+    Ok(match tls {
         Some(current) => tokio::spawn(
             axum::serve(
                 tls::TlsListener::new(listener, current)?,
@@ -855,43 +942,7 @@ pub async fn serve_http(
                 .into_future(),
             )
         }
-    };
-    let served = tokio::select! {
-        served = &mut server => served,
-        name = signal => {
-            // The drain: new requests refused; those running finish and are answered
-            // (within the grace); then no new connection, MCP's streams end, and the
-            // connections with them.
-            let grace = gate.options.shutdown_grace;
-            tracing::info!(signal = name, ?grace, "shutting down: draining the requests running");
-            gate.draining.store(true, Ordering::Release);
-            gate.answering.close();
-            if tokio::time::timeout(grace, gate.answering.wait()).await.is_err() {
-                tracing::warn!(?grace, "requests still running after the grace are cancelled");
-            }
-            accepting.cancel();
-            stop.cancel();
-            match tokio::time::timeout(SHUTDOWN_CLOSE, &mut server).await {
-                Ok(served) => served,
-                Err(_) => {
-                    server.abort();
-                    Ok(Ok(()))
-                }
-            }
-        }
-    };
-    sweeper.abort();
-    // A fleet's sessions outlive one host: its other hosts go on serving them, and the
-    // idle sweep of any host collects them.
-    if !runtime.sessions().is_shared() {
-        let opened: Vec<(String, TenantId)> = gate.opened().drain().collect();
-        for (id, tenant) in opened {
-            if let Ok(id) = SessionId::new(id) {
-                let _ = gate.end(&tenant, &id, "server shut down", false).await;
-            }
-        }
-    }
-    Ok(served??)
+    })
 }
 
 /// This server's part of a reload (see [`super::reload::Prepare`]): the new config must be

@@ -5,7 +5,8 @@ use super::checkout::{
 };
 use super::{
     Change, CommitReport, FileLocks, HOST_DIR, LoadReport, Loaded, Manifest, OnConflict,
-    PersistentError, Room, StoreLocks, Version, changes, elapsed_ms, files_in, io_at, same_content,
+    PersistentError, Room, StoreLocks, THEIRS_DIR, Version, changes, elapsed_ms, files_in, io_at,
+    same_content,
 };
 use crate::beneath;
 use std::collections::BTreeMap;
@@ -89,6 +90,7 @@ impl Backing {
         let started = Instant::now();
         let _lock = self.lock()?;
         let checkout = Checkout::open(checkout)?;
+        checkout.clear_theirs()?;
         let changes = changes(&checkout, manifest)?;
         let mut report = CommitReport::default();
         let mut conflicts = Vec::new();
@@ -144,6 +146,14 @@ impl Backing {
             }
         }
         if !conflicts.is_empty() {
+            // The store's versions, for the session to merge from (none of a file the store
+            // deleted).
+            for relative in &conflicts {
+                let theirs = self.root.join(relative);
+                if theirs.is_file() {
+                    checkout.put(&format!("{THEIRS_DIR}/{relative}"), &theirs)?;
+                }
+            }
             return Err(PersistentError::Conflict(conflicts));
         }
         if puts.is_empty() && deletes.is_empty() {

@@ -1,6 +1,6 @@
 //! A session's checkout as a commit reads it, and the journal that makes a commit atomic.
 
-use super::{PersistentError, REFRESH_PREFIX, Version, files_in, io_at};
+use super::{PersistentError, REFRESH_PREFIX, THEIRS_DIR, Version, files_in, io_at};
 use crate::beneath;
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, Stat};
@@ -128,6 +128,19 @@ impl Checkout {
             }
             Err(e) => Err(self.failed(relative)(e)),
         }
+    }
+
+    /// Removes what a failed commit left at [`THEIRS_DIR`] (never through a symlink).
+    pub(super) fn clear_theirs(&self) -> Result<(), PersistentError> {
+        let (host, theirs) = THEIRS_DIR.split_once('/').unwrap_or_default();
+        let dir = match beneath::open_dir(&self.dir, host) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || beneath::crosses(&e) => {
+                return Ok(());
+            }
+            Err(e) => return Err(self.failed(host)(e)),
+        };
+        beneath::remove(&dir, std::ffi::OsStr::new(theirs)).map_err(self.failed(THEIRS_DIR))
     }
 
     /// Removes the file `relative` (never through a symlink).

@@ -26,6 +26,9 @@
 //! fleet sharing the tree serialises through its session database instead (see
 //! [`StoreLocks`]).
 //!
+//! A commit that fails on a conflict leaves the store's version of each conflicting file in
+//! the checkout at [`THEIRS_DIR`]`/PATH`, for the session to merge from.
+//!
 //! A commit that finds a file changed in the store since the load, and changed by the
 //! session, first compares their contents: the same bytes on both sides (two sessions that
 //! made the same change, or a commit whose process died after publishing, before its
@@ -78,6 +81,11 @@ pub use backing::Backing;
 use checkout::{Checkout, Place, write_durably};
 /// The directory in a backing tree that is the host's: its lock, staged files, journals.
 pub const HOST_DIR: &str = ".hookhost";
+
+/// Where, in a session's checkout, a commit that failed on a conflict leaves the store's
+/// version of each conflicting file (`THEIRS_DIR/PATH`) for the session to read and merge
+/// from: under [`HOST_DIR`], so never published; emptied by the next commit.
+pub const THEIRS_DIR: &str = ".hookhost/theirs";
 
 /// The name a refreshed file has in a checkout before it is renamed into place; a file
 /// of that name is never published.

@@ -178,6 +178,10 @@ fn a_file_changed_on_both_sides_is_a_conflict_resolved_as_the_mount_says() {
         Some("from b"),
         "checkout kept"
     );
+    // The store's version, for the session to merge from; the next commit clears it.
+    let left = format!("{}/notes.md", super::THEIRS_DIR);
+    assert_eq!(read(&b, &left).as_deref(), Some("from a"));
+    assert_eq!(read(&b, &format!("{}/other.md", super::THEIRS_DIR)), None);
 
     let theirs = store
         .commit(&b, &mut mb, OnConflict::Theirs, Room::default())
@@ -185,6 +189,7 @@ fn a_file_changed_on_both_sides_is_a_conflict_resolved_as_the_mount_says() {
     assert_eq!(theirs.kept_theirs, ["notes.md"]);
     assert_eq!(theirs.updated, ["other.md"]);
     assert_eq!(read(store.root(), "notes.md").as_deref(), Some("from a"));
+    assert_eq!(read(&b, &left), None, "cleared by the next commit");
     let ours = store
         .commit(&b, &mut mb, OnConflict::Ours, Room::default())
         .unwrap();

@@ -24,7 +24,7 @@ pub use holders::SessionHolder;
 pub use postgres::PgTable;
 pub use quota::{Quota, QuotaCall, Usage};
 pub use rate::RateRefusal;
-pub use table::{Owner, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
+pub use table::{Owner, Principal, Server, SessionError, SessionRecord, SessionTable, SqliteTable};
 pub use tenants::{Action, Caller, Tenant, Tenants, WorkdirTemplate};
 
 use crate::ids::{SessionId, TenantId};
@@ -316,9 +316,26 @@ impl Sessions {
         id: Option<SessionId>,
         workdir: Option<&Path>,
     ) -> Result<Session, SessionError> {
+        self.create_for(&Principal::tenant(tenant), id, workdir)
+            .await
+    }
+
+    /// Creates a session as [`Sessions::create`] does, bound to `principal`'s subject:
+    /// only it may [`open_for`](Sessions::open_for) the session.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sessions::create`].
+    pub async fn create_for(
+        &self,
+        principal: &Principal,
+        id: Option<SessionId>,
+        workdir: Option<&Path>,
+    ) -> Result<Session, SessionError> {
+        let tenant = &principal.tenant;
         let workdir = workdir.map(checked_workdir).transpose()?;
-        if let Some(max) = self.tenants().get(&tenant)?.and_then(|t| t.max_sessions)
-            && self.table.list(Some(&tenant)).await?.len() >= max
+        if let Some(max) = self.tenants().get(tenant)?.and_then(|t| t.max_sessions)
+            && self.table.list(Some(tenant)).await?.len() >= max
         {
             return Err(SessionError::TooManySessions {
                 tenant: tenant.to_string(),
@@ -328,7 +345,13 @@ impl Sessions {
         let id = id.unwrap_or_else(SessionId::generate);
         let record = self
             .table
-            .create(&tenant, &id, workdir.as_deref(), self.owner.clone())
+            .create(
+                tenant,
+                &id,
+                workdir.as_deref(),
+                self.owner.clone(),
+                principal.subject.as_deref(),
+            )
             .await?;
         self.resolve(&record)
     }
@@ -341,6 +364,35 @@ impl Sessions {
     /// another tenant has one of that id.
     pub async fn open(&self, tenant: &TenantId, id: &SessionId) -> Result<Session, SessionError> {
         let record = self.record(tenant, id).await?;
+        self.opened(record).await
+    }
+
+    /// The session `id` of `principal`'s tenant, marked active, if `principal` may use
+    /// it (see [`Principal::may_use`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::NotFound`] when the tenant has no such session, or the session is
+    /// another subject's: who presents another's id learns nothing of it.
+    pub async fn open_for(
+        &self,
+        principal: &Principal,
+        id: &SessionId,
+    ) -> Result<Session, SessionError> {
+        let record = self.record(&principal.tenant, id).await?;
+        if !principal.may_use(&record) {
+            tracing::info!(tenant = %principal.tenant, session = %id, subject = ?principal.subject, "refused a session made by another subject");
+            return Err(SessionError::NotFound {
+                tenant: principal.tenant.to_string(),
+                id: id.to_string(),
+            });
+        }
+        self.opened(record).await
+    }
+
+    /// `record`'s session, marked active.
+    async fn opened(&self, record: SessionRecord) -> Result<Session, SessionError> {
+        let (tenant, id) = (&record.tenant, &record.id);
         // A process that opens one session and ends (`hookhost call`, `hookhost hook`)
         // writes nothing when the table says it was active a moment ago.
         let recent = SystemTime::now()
@@ -357,24 +409,25 @@ impl Sessions {
         self.resolve(&record)
     }
 
-    /// The session `id` of `tenant`, made (with `workdir`) when it does not exist yet.
+    /// The session `id` of `principal`, made (with `workdir`) when it does not exist yet.
     ///
     /// # Errors
     ///
-    /// As [`Sessions::create`].
+    /// As [`Sessions::create`]; [`SessionError::NotFound`] when the id is another
+    /// subject's session.
     pub async fn open_or_create(
         &self,
-        tenant: &TenantId,
+        principal: &Principal,
         id: &SessionId,
         workdir: Option<&Path>,
     ) -> Result<Session, SessionError> {
-        match self.open(tenant, id).await {
+        match self.open_for(principal, id).await {
             Err(SessionError::NotFound { .. }) => {}
             opened => return opened,
         }
-        match self.create(tenant.clone(), Some(id.clone()), workdir).await {
+        match self.create_for(principal, Some(id.clone()), workdir).await {
             // Made meanwhile by another caller.
-            Err(SessionError::Exists { .. }) => self.open(tenant, id).await,
+            Err(SessionError::Exists { .. }) => self.open_for(principal, id).await,
             made => made,
         }
     }

@@ -44,8 +44,10 @@ const SCHEMA: &str = "
         last_active BIGINT NOT NULL,
         workdir     TEXT,
         owner       TEXT,
+        subject     TEXT,
         PRIMARY KEY (tenant, id)
     );
+    ALTER TABLE hookhost_sessions ADD COLUMN IF NOT EXISTS subject TEXT;
     CREATE INDEX IF NOT EXISTS hookhost_sessions_last_active
         ON hookhost_sessions (last_active);
     CREATE TABLE IF NOT EXISTS hookhost_mcp_sessions (
@@ -54,7 +56,7 @@ const SCHEMA: &str = "
     );
 ";
 
-const COLUMNS: &str = "tenant, id, created, last_active, workdir, owner";
+const COLUMNS: &str = "tenant, id, created, last_active, workdir, owner, subject";
 
 /// The URL's TLS settings that `tokio_postgres` does not read, taken out of it.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -341,6 +343,7 @@ impl PgTable {
                     last_active: row.try_get(3)?,
                     workdir: row.try_get(4)?,
                     owner: row.try_get(5)?,
+                    subject: row.try_get(6)?,
                 }
                 .into_record()
             })
@@ -366,23 +369,26 @@ impl SessionTable for PgTable {
         id: &SessionId,
         workdir: Option<&Path>,
         owner: Owner,
+        subject: Option<&str>,
     ) -> Result<SessionRecord, SessionError> {
         let now = SystemTime::now();
         let workdir_text = workdir.map(|w| w.to_string_lossy().into_owned());
         let inserted = self
             .execute(
-                "INSERT INTO hookhost_sessions (tenant, id, created, last_active, workdir, owner)
-                 VALUES ($1, $2, $3, $3, $4, $5) ON CONFLICT DO NOTHING",
+                "INSERT INTO hookhost_sessions
+                     (tenant, id, created, last_active, workdir, owner, subject)
+                 VALUES ($1, $2, $3, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
                 &[
                     &tenant.as_str(),
                     &id.as_str(),
                     &millis(now),
                     &workdir_text,
                     &owner.to_text(),
+                    &subject,
                 ],
             )
             .await?;
-        created(inserted > 0, tenant, id, now, workdir, owner)
+        created(inserted > 0, tenant, id, now, workdir, owner, subject)
     }
 
     async fn get(

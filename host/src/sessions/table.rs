@@ -1,4 +1,4 @@
-//! The session table: one row per session (tenant, id, times, workdir, owner), behind
+//! The session table: one row per session (tenant, id, times, workdir, owner, subject), behind
 //! [`SessionTable`] so that the store can change (the embedded SQLite file
 //! `{data}/sessions.db` by default). Only rows live here; directories are
 //! [`super::dirs`]'s.
@@ -34,7 +34,8 @@ pub enum SessionError {
     Database(#[from] rusqlite::Error),
     #[error("session database (PostgreSQL): {0}")]
     Postgres(#[from] tokio_postgres::Error),
-    #[error("session database (PostgreSQL) connection pool: {0}")]
+    /// Always inside [`SessionError::Connect`], which names the database.
+    #[error("connection pool: {0}")]
     Pool(String),
     #[error("session database (PostgreSQL) at {at}: {source}")]
     Connect {
@@ -171,6 +172,35 @@ pub struct SessionRecord {
     pub workdir: Option<PathBuf>,
     /// Who made it.
     pub owner: Owner,
+    /// The subject of the JWT it was opened with (see [`Principal`]): only a token of the
+    /// same subject may use it over HTTP. `None` for a session made with a tenant's own
+    /// token, or from the command line.
+    pub subject: Option<String>,
+}
+
+/// Who presents a request to a server: a tenant, and the subject of the JWT it came with
+/// (`[auth] subject_claim`), if it came with one. A session is used only by whoever made
+/// it: a JWT's session by tokens of that subject, a tenant token's by the tenant's tokens.
+/// Another's session is, as another tenant's, not found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub tenant: TenantId,
+    pub subject: Option<String>,
+}
+
+impl Principal {
+    /// A tenant, by its own token (or the default tenant of a server without tokens).
+    pub fn tenant(tenant: TenantId) -> Principal {
+        Principal {
+            tenant,
+            subject: None,
+        }
+    }
+
+    /// Whether it may use the session `record`.
+    pub fn may_use(&self, record: &SessionRecord) -> bool {
+        self.tenant == record.tenant && self.subject == record.subject
+    }
 }
 
 /// Where session rows are kept. Every operation is one statement, so concurrent hosts
@@ -188,6 +218,7 @@ pub trait SessionTable: Send + Sync {
         id: &SessionId,
         workdir: Option<&Path>,
         owner: Owner,
+        subject: Option<&str>,
     ) -> Result<SessionRecord, SessionError>;
 
     /// The tenant's session of that id, if any.
@@ -313,6 +344,7 @@ impl SqliteTable {
                  last_active INTEGER NOT NULL,
                  workdir     TEXT,
                  owner       TEXT,
+                 subject     TEXT,
                  PRIMARY KEY (tenant, id)
              );
              CREATE TABLE IF NOT EXISTS mcp_sessions (
@@ -320,12 +352,14 @@ impl SqliteTable {
                  state TEXT NOT NULL
              );",
         )?;
-        // Tables made before sessions recorded their owner.
-        let has_owner: bool = schema
-            .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'owner'")?
-            .exists([])?;
-        if !has_owner {
-            schema.execute_batch("ALTER TABLE sessions ADD COLUMN owner TEXT;")?;
+        // Tables made before sessions recorded their owner, or their subject.
+        for column in ["owner", "subject"] {
+            let has: bool = schema
+                .prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = ?1")?
+                .exists([column])?;
+            if !has {
+                schema.execute_batch(&format!("ALTER TABLE sessions ADD COLUMN {column} TEXT;"))?;
+            }
         }
         schema.commit()?;
         Ok(SqliteTable {
@@ -346,20 +380,23 @@ impl SessionTable for SqliteTable {
         id: &SessionId,
         workdir: Option<&Path>,
         owner: Owner,
+        subject: Option<&str>,
     ) -> Result<SessionRecord, SessionError> {
         let now = SystemTime::now();
         let inserted = self.conn().execute(
-            "INSERT OR IGNORE INTO sessions (tenant, id, created, last_active, workdir, owner)
-             VALUES (?1, ?2, ?3, ?3, ?4, ?5)",
+            "INSERT OR IGNORE INTO sessions
+                 (tenant, id, created, last_active, workdir, owner, subject)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)",
             params![
                 tenant.as_str(),
                 id.as_str(),
                 millis(now),
                 workdir.map(|w| w.to_string_lossy().into_owned()),
-                owner.to_text()
+                owner.to_text(),
+                subject
             ],
         )?;
-        created(inserted > 0, tenant, id, now, workdir, owner)
+        created(inserted > 0, tenant, id, now, workdir, owner, subject)
     }
 
     async fn get(
@@ -369,7 +406,7 @@ impl SessionTable for SqliteTable {
     ) -> Result<Option<SessionRecord>, SessionError> {
         self.conn()
             .query_row(
-                "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
+                "SELECT tenant, id, created, last_active, workdir, owner, subject FROM sessions
                  WHERE tenant = ?1 AND id = ?2",
                 params![tenant.as_str(), id.as_str()],
                 Row::read,
@@ -408,7 +445,7 @@ impl SessionTable for SqliteTable {
     async fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<SessionRecord>, SessionError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
-            "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
+            "SELECT tenant, id, created, last_active, workdir, owner, subject FROM sessions
              WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created, id",
         )?;
         let rows = stmt
@@ -446,7 +483,7 @@ impl SessionTable for SqliteTable {
     async fn idle_since(&self, cutoff: SystemTime) -> Result<Vec<SessionRecord>, SessionError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT tenant, id, created, last_active, workdir, owner FROM sessions
+            "SELECT tenant, id, created, last_active, workdir, owner, subject FROM sessions
              WHERE last_active < ?1 ORDER BY last_active",
         )?;
         let rows = stmt
@@ -490,6 +527,7 @@ pub(super) struct Row {
     pub(super) last_active: i64,
     pub(super) workdir: Option<String>,
     pub(super) owner: Option<String>,
+    pub(super) subject: Option<String>,
 }
 
 impl Row {
@@ -501,6 +539,7 @@ impl Row {
             last_active: row.get(3)?,
             workdir: row.get(4)?,
             owner: row.get(5)?,
+            subject: row.get(6)?,
         })
     }
 
@@ -512,6 +551,7 @@ impl Row {
             last_active: from_millis(self.last_active),
             workdir: self.workdir.map(PathBuf::from),
             owner: Owner::from_text(self.owner.as_deref()),
+            subject: self.subject,
         })
     }
 }
@@ -525,6 +565,7 @@ pub(super) fn created(
     now: SystemTime,
     workdir: Option<&Path>,
     owner: Owner,
+    subject: Option<&str>,
 ) -> Result<SessionRecord, SessionError> {
     if !inserted {
         return Err(SessionError::Exists {
@@ -539,6 +580,7 @@ pub(super) fn created(
         last_active: now,
         workdir: workdir.map(Path::to_path_buf),
         owner,
+        subject: subject.map(str::to_string),
     })
 }
 

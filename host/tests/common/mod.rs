@@ -113,6 +113,11 @@ pub fn example_hook(file: &str) -> String {
 /// token: the status and the body. A raw HTTP/1.1 request, so nothing answers for the
 /// server.
 pub fn http_get(base: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    http_request(base, "GET", path, token)
+}
+
+/// A `method` request of `path` without a body, as [`http_get`].
+pub fn http_request(base: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
     use std::io::{Read, Write};
     let address = base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(address).unwrap();
@@ -124,7 +129,7 @@ pub fn http_get(base: &str, path: &str, token: Option<&str>) -> (u16, String) {
         .unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Connection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut answer = String::new();

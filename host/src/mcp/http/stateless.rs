@@ -15,14 +15,15 @@
 //!   result that names such a file says so (see [`EPHEMERAL_NOTE`]). So a client that
 //!   knows nothing of hookhost still gets every tool, and leaves nothing behind.
 //! - **Tenant binding**: a session is looked up among the tenant's whose token the request
-//!   presents; another tenant's, or an ended one, is unknown (404), as for MCP sessions.
+//!   presents, and is the JWT subject's that made it (see [`Principal`]); another
+//!   tenant's or subject's, or an ended one, is unknown (404), as for MCP sessions.
 //! - **Lifetime**: as any session `serve --http` made: ended by `DELETE` with the header,
 //!   or collected once idle for `--idle`. In a fleet any host answers any request, since
 //!   the session table is shared.
 
 use super::{Gate, rpc_error};
 use crate::ids::{SessionId, TenantId};
-use crate::sessions::{Session, SessionError};
+use crate::sessions::{Principal, Session, SessionError};
 use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -121,12 +122,13 @@ fn carried(headers: &HeaderMap, message: &Value) -> Result<Option<Named>, String
 /// A `DELETE` ends the session it names.
 pub(super) async fn serve(
     gate: &Arc<Gate>,
-    tenant: TenantId,
+    principal: Principal,
     mut parts: Parts,
     message: &Value,
     body: axum::body::Body,
     next: Next,
 ) -> Response {
+    let tenant = principal.tenant.clone();
     let rpc_id = message.get("id").cloned().unwrap_or_default();
     let named = match carried(&parts.headers, message) {
         Ok(named) => named,
@@ -137,8 +139,8 @@ pub(super) async fn serve(
     let needs = needs_session(message);
     let ephemeral = named.is_none() && needs;
     let opened = match named {
-        Some(Named::Session(id)) => gate.runtime.sessions().open(&tenant, &id).await,
-        Some(Named::New) | None if needs => mint(gate, &tenant).await,
+        Some(Named::Session(id)) => gate.runtime.sessions().open_for(&principal, &id).await,
+        Some(Named::New) | None if needs => mint(gate, &principal).await,
         Some(Named::New) | None => return next.run(Request::from_parts(parts, body)).await,
     };
     let session = match opened {
@@ -208,13 +210,14 @@ fn needs_session(message: &Value) -> bool {
     message.get("id").is_some() && method.is_some_and(|m| !SESSIONLESS.contains(&m))
 }
 
-/// A new session of `tenant`, for a request that named none.
-async fn mint(gate: &Gate, tenant: &TenantId) -> Result<Session, SessionError> {
+/// A new session of `principal`, for a request that named none.
+async fn mint(gate: &Gate, principal: &Principal) -> Result<Session, SessionError> {
+    let tenant = &principal.tenant;
     let workdir = gate.options.workdir(&gate.runtime, tenant)?;
     let session = gate
         .runtime
         .sessions()
-        .create(tenant.clone(), None, workdir.as_deref())
+        .create_for(principal, None, workdir.as_deref())
         .await?;
     tracing::info!(%tenant, session = %session.id, "hookhost session made for an MCP 2026 request");
     Ok(session)
