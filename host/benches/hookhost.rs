@@ -35,21 +35,54 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A count of the bench: what a run measures with, and what a quick run (`--quick`, as
+/// `.ci/run` runs it: every group once, in seconds, to keep it running) makes do with.
+#[derive(Clone, Copy)]
+struct Count {
+    full: usize,
+    quick: usize,
+}
+
+/// Whether this is a quick run (`--quick`): its figures mean nothing.
+static QUICK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn quick() -> bool {
+    QUICK.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Count {
+    fn get(self) -> usize {
+        if quick() { self.quick } else { self.full }
+    }
+}
+
 /// Calls measured per latency figure (after as many warm-up calls as a tenth of it).
-const CALLS: usize = 2_000;
+const CALLS: Count = Count {
+    full: 2_000,
+    quick: 20,
+};
 /// Sessions calling at once for the throughput figure, and calls each.
-const SESSIONS: usize = 64;
-const CALLS_PER_SESSION: usize = 200;
+const SESSIONS: Count = Count { full: 64, quick: 4 };
+const CALLS_PER_SESSION: Count = Count {
+    full: 200,
+    quick: 5,
+};
 /// Idle sessions for the memory figure.
-const IDLE_SESSIONS: usize = 1_000;
+const IDLE_SESSIONS: Count = Count {
+    full: 1_000,
+    quick: 10,
+};
 /// Process starts timed for the start-up figure.
-const STARTS: usize = 10;
+const STARTS: Count = Count { full: 10, quick: 2 };
 /// Sandboxes started one after another for the sandbox-start row.
-const SANDBOX_STARTS: usize = 200;
+const SANDBOX_STARTS: Count = Count {
+    full: 200,
+    quick: 3,
+};
 
 /// Sessions calling `bash` at once for the bash figure, and calls each.
-const BASH_SESSIONS: usize = 4;
-const BASH_CALLS_PER_SESSION: usize = 50;
+const BASH_SESSIONS: Count = Count { full: 4, quick: 2 };
+const BASH_CALLS_PER_SESSION: Count = Count { full: 50, quick: 3 };
 const MIB: usize = 1024 * 1024;
 /// The heavy hook's heap, and the page it touches once per call (see its source).
 const HEAVY_HEAP_BYTES: usize = 10 * MIB;
@@ -218,7 +251,14 @@ async fn calls_per_second(
 
 /// `noop` calls per second of [`SESSIONS`] new sessions calling at once.
 async fn sessions_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
-    throughput(runtime, SESSIONS, CALLS_PER_SESSION, "noop", "{}").await
+    throughput(
+        runtime,
+        SESSIONS.get(),
+        CALLS_PER_SESSION.get(),
+        "noop",
+        "{}",
+    )
+    .await
 }
 
 /// `bash` calls per second, [`BASH_SESSIONS`] sessions calling at once.
@@ -226,8 +266,8 @@ async fn bash_throughput(runtime: &Arc<Runtime>) -> Result<f64> {
     let command = r#"{"command":"true"}"#;
     throughput(
         runtime,
-        BASH_SESSIONS,
-        BASH_CALLS_PER_SESSION,
+        BASH_SESSIONS.get(),
+        BASH_CALLS_PER_SESSION.get(),
         "bash",
         command,
     )
@@ -262,9 +302,9 @@ async fn throughput(
 
 /// The same `bash -c true` spawned and waited for natively, at the same concurrency.
 async fn native_bash_throughput() -> Result<f64> {
-    calls_per_second(BASH_SESSIONS, BASH_CALLS_PER_SESSION, |_| {
+    calls_per_second(BASH_SESSIONS.get(), BASH_CALLS_PER_SESSION.get(), |_| {
         tokio::task::spawn_blocking(|| {
-            for _ in 0..BASH_CALLS_PER_SESSION {
+            for _ in 0..BASH_CALLS_PER_SESSION.get() {
                 let status = std::process::Command::new("bash")
                     .args(["-c", "true"])
                     .status()?;
@@ -290,9 +330,9 @@ async fn sandbox_start(data: &Path, network: bool) -> Result<(Duration, Duration
         network,
         limits: Default::default(),
     };
-    let mut sandboxed = Vec::with_capacity(SANDBOX_STARTS);
-    let mut native = Vec::with_capacity(SANDBOX_STARTS);
-    for _ in 0..SANDBOX_STARTS {
+    let mut sandboxed = Vec::with_capacity(SANDBOX_STARTS.get());
+    let mut native = Vec::with_capacity(SANDBOX_STARTS.get());
+    for _ in 0..SANDBOX_STARTS.get() {
         let start = Instant::now();
         let shell = ready
             .start(&[], "/", &policy, "bench")
@@ -316,7 +356,10 @@ async fn sandbox_start(data: &Path, network: bool) -> Result<(Duration, Duration
 }
 
 /// System calls timed for the seccomp row.
-const SYSCALLS: u32 = 1_000_000;
+const SYSCALLS: Count = Count {
+    full: 1_000_000,
+    quick: 1000,
+};
 
 /// What the sandbox's system-call filter costs: [`SYSCALLS`] `getppid` calls in a child
 /// process, without the filter and then with it (the filter cannot be removed, hence the
@@ -330,7 +373,7 @@ fn seccomp_cost() -> Result<(Duration, Duration)> {
     if pid == 0 {
         let time = || {
             let start = Instant::now();
-            for _ in 0..SYSCALLS {
+            for _ in 0..SYSCALLS.get() {
                 // SAFETY: getppid has no arguments and cannot fail.
                 unsafe { libc::getppid() };
             }
@@ -543,7 +586,7 @@ fn run_once(program: &Path, args: &[&str], stdin: &[u8]) -> Result<Duration> {
 /// The median of [`STARTS`] runs of [`run_once`].
 fn runs_median(program: &Path, args: &[&str], stdin: &[u8]) -> Result<Duration> {
     Ok(median(
-        (0..STARTS)
+        (0..STARTS.get())
             .map(|_| run_once(program, args, stdin))
             .collect::<Result<_>>()?,
     ))
@@ -643,15 +686,60 @@ impl Peer {
                 }
                 let text = response.text().await?;
                 let Some(id) = id else { return Ok(None) };
-                // JSON, or server-sent events of which one carries the response.
-                text.lines()
-                    .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
-                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                    .find(|m| m.get("id") == Some(&id))
-                    .map(Some)
-                    .with_context(|| format!("no response to {id} in {text}"))
+                reply_in(&text, &id).map(Some)
             }
         }
+    }
+
+    /// As [`Peer::round_trips`], in requests of MCP 2026-07-28 (over HTTP: no
+    /// `initialize`, no MCP session, the version in each request's `_meta` and headers):
+    /// the first names the hookhost session `new` (not timed), the rest the one it made.
+    async fn modern_round_trips(
+        &mut self,
+        tool: &str,
+        arguments: serde_json::Value,
+        calls: usize,
+    ) -> Result<(Duration, Duration)> {
+        use serde_json::json;
+        let Peer::Http { client, url, .. } = self else {
+            anyhow::bail!("MCP 2026-07-28 is measured over HTTP");
+        };
+        let mut session = "new".to_string();
+        let mut took = Vec::with_capacity(calls);
+        for i in 0..=calls + calls / 10 {
+            let id = json!(i + 1);
+            let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": tool, "arguments": arguments, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}});
+            let start = Instant::now();
+            let response = client
+                .post(url.as_str())
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", tool)
+                .header("hookhost-session", session.as_str())
+                .body(call.to_string())
+                .send()
+                .await?
+                .error_for_status()?;
+            if let Some(given) = response.headers().get("hookhost-session") {
+                session = given.to_str()?.to_string();
+            }
+            let reply = reply_in(&response.text().await?, &id)?;
+            let elapsed = start.elapsed();
+            anyhow::ensure!(
+                reply["result"]["isError"] != true && reply.get("error").is_none(),
+                "{tool} failed: {reply}"
+            );
+            if i > calls / 10 {
+                took.push(elapsed);
+            }
+        }
+        took.sort();
+        Ok((took[took.len() / 2], took[took.len() * 99 / 100]))
     }
 
     /// Initialises the session, then times `calls` calls of `tool` with `arguments`
@@ -691,11 +779,32 @@ impl Peer {
     }
 }
 
+/// The response to `id` in an HTTP answer's body: JSON, or server-sent events of which one
+/// carries it.
+fn reply_in(text: &str, id: &serde_json::Value) -> Result<serde_json::Value> {
+    text.lines()
+        .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|m| m.get("id") == Some(id))
+        .with_context(|| format!("no response to {id} in {text}"))
+}
+
 /// A free port on 127.0.0.1 (for a server that cannot announce the one it took).
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+/// A child process killed (by its pid) when dropped: a group that fails, or panics,
+/// stops what it started.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Waits, at most 20 s, until something listens on `port`.
@@ -737,6 +846,10 @@ struct Args {
     /// when there is one]: a directory on XFS or Btrfs measures loads that share blocks.
     #[arg(long, value_name = "DIR")]
     persistent_dir: Option<PathBuf>,
+    /// Run every group once with a few calls each, in seconds, and judge nothing: what
+    /// `.ci/run` does, so that the bench cannot break unseen. Its figures mean nothing.
+    #[arg(long)]
+    quick: bool,
     /// Run one group of rows only, e.g. under a profiler.
     #[arg(long, value_name = "GROUP", value_parser = clap::builder::PossibleValuesParser::new(GROUPS))]
     only: Option<String>,
@@ -756,15 +869,19 @@ async fn main() -> Result<()> {
         .init();
     hookhost::install_crypto_provider();
     let args = Args::parse();
+    QUICK.store(args.quick, std::sync::atomic::Ordering::Relaxed);
     run(args.heavy, args.only.as_deref(), args.persistent_dir).await
 }
 
 /// Files and bytes per file of the persistent directory measured.
-const PERSISTENT_FILES: usize = 10_000;
+const PERSISTENT_FILES: Count = Count {
+    full: 10_000,
+    quick: 1000,
+};
 const PERSISTENT_FILE_BYTES: usize = 10_000;
 /// Loads measured (each of the whole tree), and commits of 10 files.
-const PERSISTENT_LOADS: usize = 3;
-const PERSISTENT_COMMITS: usize = 20;
+const PERSISTENT_LOADS: Count = Count { full: 3, quick: 1 };
+const PERSISTENT_COMMITS: Count = Count { full: 20, quick: 2 };
 
 /// A persistent directory of 10,000 files (100 MB): its load into a checkout, beside a
 /// plain copy of the same files; a commit of 10 changed files in it, beside what finding
@@ -774,7 +891,7 @@ const PERSISTENT_COMMITS: usize = 20;
 async fn persistent_rows(base: &Path) -> Result<Vec<Row>> {
     use hookhost::persistent::{Backing, OnConflict, Room};
     let tree = base.join("store");
-    for n in 0..PERSISTENT_FILES {
+    for n in 0..PERSISTENT_FILES.get() {
         let dir = tree.join(format!("d{}", n / 100));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(
@@ -786,7 +903,7 @@ async fn persistent_rows(base: &Path) -> Result<Vec<Row>> {
     let (mut loads, mut copies) = (Vec::new(), Vec::new());
     let checkout = base.join("checkout");
     let mut manifest = None;
-    for round in 0..PERSISTENT_LOADS {
+    for round in 0..PERSISTENT_LOADS.get() {
         let _ = std::fs::remove_dir_all(&checkout);
         let started = Instant::now();
         manifest = Some(backing.load(&checkout)?.0);
@@ -810,7 +927,7 @@ async fn persistent_rows(base: &Path) -> Result<Vec<Row>> {
     }];
 
     let (mut commits, mut natives) = (Vec::new(), Vec::new());
-    for round in 0..PERSISTENT_COMMITS {
+    for round in 0..PERSISTENT_COMMITS.get() {
         let changed: Vec<PathBuf> = (0..10)
             .map(|i| PathBuf::from(format!("d{i}/{}.txt", i * 100 + round)))
             .collect();
@@ -853,8 +970,8 @@ async fn persistent_rows(base: &Path) -> Result<Vec<Row>> {
         + "\n[persistent.\"/persistent/notes\"]\nbacking = \"{data}/tenants/{tenant}/notes\"\n";
     let declared = Config::parse(&declared, "<bench config>")?.plan;
     let declared = runtime(&base.join("declared"), &declared).await?;
-    let without = latency(&plain, "noop", CALLS).await?;
-    let with = latency(&declared, "noop", CALLS).await?;
+    let without = latency(&plain, "noop", CALLS.get()).await?;
+    let with = latency(&declared, "noop", CALLS.get()).await?;
     rows.push(Row::latency(
         "call touching no persistent directory: one declared / none (median)",
         with,
@@ -919,8 +1036,8 @@ async fn run(
     if wanted("fresh") {
         let data = scratch.path().join("fresh");
         let fresh = runtime(&data, &config(10_000, false, 1_000)?).await?;
-        let hh = latency(&fresh, "noop", CALLS).await?;
-        let nat = native_latency(&native, "noop", &small, CALLS)?;
+        let hh = latency(&fresh, "noop", CALLS.get()).await?;
+        let nat = native_latency(&native, "noop", &small, CALLS.get())?;
         rows.push(Row::latency(
             "call, 3-hook chain, 100 B, fresh instances (median)",
             hh,
@@ -928,8 +1045,8 @@ async fn run(
             "≤ 4× native",
         ));
 
-        let hh = latency(&fresh, "big", CALLS / 10).await?;
-        let nat = native_latency(&native, "big", &large, CALLS / 10)?;
+        let hh = latency(&fresh, "big", CALLS.get() / 10).await?;
+        let nat = native_latency(&native, "big", &large, CALLS.get() / 10)?;
         rows.push(Row::latency(
             "call, 1 MiB output, offloaded (median)",
             hh,
@@ -939,11 +1056,11 @@ async fn run(
 
         let throughput = sessions_throughput(&Arc::new(fresh)).await?;
         let chain = Arc::new(NativeChain::new(&native_dir, 10_000));
-        let native_throughput = calls_per_second(SESSIONS, CALLS_PER_SESSION, |s| {
+        let native_throughput = calls_per_second(SESSIONS.get(), CALLS_PER_SESSION.get(), |s| {
             let chain = chain.clone();
             let small = small.clone();
             tokio::task::spawn_blocking(move || {
-                for _ in 0..CALLS_PER_SESSION {
+                for _ in 0..CALLS_PER_SESSION.get() {
                     chain.call(&s.to_string(), "noop", &small)?;
                 }
                 Ok(())
@@ -962,8 +1079,8 @@ async fn run(
     if wanted("passthrough") {
         let data = scratch.path().join("passthrough");
         let passthrough = runtime(&data, &config(2 * MIB, false, 1_000)?).await?;
-        let hh = latency(&passthrough, "big", CALLS / 10).await?;
-        let nat = native_latency(&native_passthrough, "big", &large, CALLS / 10)?;
+        let hh = latency(&passthrough, "big", CALLS.get() / 10).await?;
+        let nat = native_latency(&native_passthrough, "big", &large, CALLS.get() / 10)?;
         rows.push(Row::latency(
             "call, 1 MiB output through 3 hooks, not offloaded (median)",
             hh,
@@ -1012,14 +1129,17 @@ async fn run(
         rows.push(Row {
             what: "system call (`getppid`) under the sandbox's seccomp filter (mean of 10^6)"
                 .into(),
-            hookhost: format!("{:.1} ns", filtered.as_nanos() as f64 / SYSCALLS as f64),
+            hookhost: format!(
+                "{:.1} ns",
+                filtered.as_nanos() as f64 / SYSCALLS.get() as f64
+            ),
             native: format!(
                 "{:.1} ns unfiltered",
-                unfiltered.as_nanos() as f64 / SYSCALLS as f64
+                unfiltered.as_nanos() as f64 / SYSCALLS.get() as f64
             ),
             ratio: ratio(
-                SYSCALLS as f64 / unfiltered.as_secs_f64(),
-                SYSCALLS as f64 / filtered.as_secs_f64(),
+                SYSCALLS.get() as f64 / unfiltered.as_secs_f64(),
+                SYSCALLS.get() as f64 / filtered.as_secs_f64(),
             ),
             goal: "—",
         });
@@ -1028,9 +1148,9 @@ async fn run(
     if wanted("per-session") {
         let data = scratch.path().join("per-session");
         let kept = runtime(&data, &config(10_000, true, 4_096)?).await?;
-        let hh = latency(&kept, "noop", CALLS).await?;
+        let hh = latency(&kept, "noop", CALLS.get()).await?;
         let native_kept = NativeChain::kept_open(&native_dir, 10_000)?;
-        let nat = native_latency(&native_kept, "noop", &small, CALLS)?;
+        let nat = native_latency(&native_kept, "noop", &small, CALLS.get())?;
         rows.push(Row::latency(
             "call, 3-hook chain, 100 B, per-session instances (median)",
             hh,
@@ -1039,8 +1159,8 @@ async fn run(
         ));
 
         let before = rss_bytes();
-        let mut idle = Vec::with_capacity(IDLE_SESSIONS);
-        for _ in 0..IDLE_SESSIONS {
+        let mut idle = Vec::with_capacity(IDLE_SESSIONS.get());
+        for _ in 0..IDLE_SESSIONS.get() {
             let session = kept
                 .sessions()
                 .create(TenantId::default_tenant(), None, None)
@@ -1079,14 +1199,14 @@ async fn run(
             .with_context(|| format!("the heavy hook {}", heavy.display()))?
             .len();
         let mut heap = vec![1u8; HEAVY_HEAP_BYTES];
-        let nat = median_time(CALLS / 10, || {
+        let nat = median_time(CALLS.get() / 10, || {
             native_heavy(&mut heap);
             Ok(())
         })?;
         for (per_session, instance) in [(false, "fresh instance"), (true, "per-session instance")] {
             let data = scratch.path().join(format!("heavy-{per_session}"));
             let runtime = runtime(&data, &one_hook_config(&heavy, per_session)?).await?;
-            let hh = latency(&runtime, "noop", CALLS / 10).await?;
+            let hh = latency(&runtime, "noop", CALLS.get() / 10).await?;
             rows.push(Row {
                 what: format!(
                     "call, one heavy hook ({heavy_name}, {:.1} MB), {instance} (median)",
@@ -1205,27 +1325,29 @@ async fn run(
         )?;
         // The same through a warm daemon: `serve --http`'s `POST /hooks/…`, one kept-alive
         // connection.
-        let mut server = std::process::Command::new(exe)
-            .args([
-                "--data",
-                data_arg.as_str(),
-                "serve",
-                "--http",
-                "127.0.0.1:0",
-            ])
-            .arg("--unauthenticated-bash")
-            .stderr(std::process::Stdio::piped())
-            .spawn()?;
+        let mut server = Killed(
+            std::process::Command::new(exe)
+                .args([
+                    "--data",
+                    data_arg.as_str(),
+                    "serve",
+                    "--http",
+                    "127.0.0.1:0",
+                ])
+                .arg("--unauthenticated-bash")
+                .stderr(std::process::Stdio::piped())
+                .spawn()?,
+        );
         let served = async {
-            let url = announced(&mut server)?;
+            let url = announced(&mut server.0)?;
             let client = reqwest::Client::new();
             let hook = hookhost::agents::hook_url(
                 &url,
                 hookhost::agents::Agent::ClaudeCode,
                 hookhost::agents::Event::PreTool,
             );
-            let mut took = Vec::with_capacity(CALLS);
-            for i in 0..CALLS + 10 {
+            let mut took = Vec::with_capacity(CALLS.get());
+            for i in 0..CALLS.get() + 10 {
                 let start = Instant::now();
                 let response = client.post(&hook).body(input.to_vec()).send().await?;
                 anyhow::ensure!(response.status().is_success(), "{}", response.status());
@@ -1237,8 +1359,7 @@ async fn run(
             Ok::<_, anyhow::Error>(median(took))
         }
         .await;
-        let _ = server.kill();
-        let _ = server.wait();
+        drop(server);
         let daemon = served?;
         rows.push(Row::latency(
             "agent hook through the daemon: `POST /hooks/claude-code/pre-tool`, kept-alive (median)",
@@ -1250,10 +1371,12 @@ async fn run(
         // (another directory: the sessions above are the killed server's).
         let socket_data = scratch.path().join("agent-hook-socket");
         let socket_arg = socket_data.to_string_lossy().into_owned();
-        let mut hooks_daemon = std::process::Command::new(exe)
-            .args(["--data", socket_arg.as_str(), "serve", "--hooks"])
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
+        let hooks_daemon = Killed(
+            std::process::Command::new(exe)
+                .args(["--data", socket_arg.as_str(), "serve", "--hooks"])
+                .stderr(std::process::Stdio::null())
+                .spawn()?,
+        );
         let socket = hookhost::agents::daemon::socket_path(&socket_data);
         for _ in 0..600 {
             if socket.exists() {
@@ -1273,8 +1396,7 @@ async fn run(
         let forwarder = Path::new(env!("CARGO_BIN_EXE_hookhost-agent"));
         let forwarded = run_once(forwarder, &forward, input)
             .and_then(|_| Ok((runs(forwarder, &forward)?, runs(exe, &forward)?)));
-        let _ = hooks_daemon.kill();
-        let _ = hooks_daemon.wait();
+        drop(hooks_daemon);
         let (forwarded, by_hookhost) = forwarded?;
         rows.push(Row {
             what: "agent hook: one `hookhost-agent … hook claude-code pre-tool` process forwarded to `serve --hooks` (median)".into(),
@@ -1314,7 +1436,8 @@ async fn run(
         let data = scratch.path().join("trace");
         let text = "[bash]\nenabled = false\n\n[[hooks]]\nname = \"offload\"\ncomponent = \"builtin:offload\"\ngrants = { \"/artifacts\" = \"rw\" }\n\n[tenants.traced]\n\n[tenants.untraced]\ntrace = false\n";
         let traced = runtime(&data, &Config::parse(text, "<bench trace config>")?.plan).await?;
-        for files in TRACED_FILES {
+        // A quick run skips the 10,000 files.
+        for files in TRACED_FILES.into_iter().filter(|f| !quick() || *f <= 100) {
             let mut medians = Vec::new();
             for tenant in ["traced", "untraced"] {
                 let session = traced
@@ -1327,7 +1450,11 @@ async fn run(
                     std::fs::create_dir_all(&dir)?;
                     std::fs::write(dir.join(format!("f{i}")), "z".repeat(100))?;
                 }
-                let calls = if files > 1_000 { CALLS / 10 } else { CALLS };
+                let calls = if files > 1_000 {
+                    CALLS.get() / 10
+                } else {
+                    CALLS.get()
+                };
                 medians.push(latency_in(&traced, &session, "noop", calls).await?);
             }
             rows.push(Row {
@@ -1373,8 +1500,8 @@ async fn run(
             let untraced = make(name, per_session, false).await?;
             let (mut on, mut off) = (Vec::new(), Vec::new());
             for _ in 0..ROUNDS {
-                on.push(latency(&traced, "noop", CALLS).await?.as_secs_f64());
-                off.push(latency(&untraced, "noop", CALLS).await?.as_secs_f64());
+                on.push(latency(&traced, "noop", CALLS.get()).await?.as_secs_f64());
+                off.push(latency(&untraced, "noop", CALLS.get()).await?.as_secs_f64());
             }
             let (on, off) = (median_f64(on), median_f64(off));
             rows.push(Row {
@@ -1435,7 +1562,10 @@ async fn run(
                 .find("[[hooks]]")
                 .context("the built-in config has hooks")?],
         )?;
-        const E2E_CALLS: usize = 500;
+        const E2E_CALLS: Count = Count {
+            full: 500,
+            quick: 10,
+        };
         let read_here = serde_json::json!({ "path": "/workspace/f.txt" });
         let read_python = serde_json::json!({ "path": project.join("f.txt") });
         let bash = serde_json::json!({ "command": "true" });
@@ -1489,7 +1619,10 @@ async fn run(
                         if tool == "bash" { &bash } else { &read_python },
                     ),
                 ] {
-                    figures.push(peer.round_trips(tool, arguments.clone(), E2E_CALLS).await?);
+                    figures.push(
+                        peer.round_trips(tool, arguments.clone(), E2E_CALLS.get())
+                            .await?,
+                    );
                 }
                 let [(chain, chain99), (bare, bare99), (py, py99)] = figures[..] else {
                     unreachable!("three servers")
@@ -1516,6 +1649,29 @@ async fn run(
                 });
             }
         }
+        // The same call in a request of MCP 2026-07-28 (stateless: its hookhost session
+        // named in a header) beside a 2025-11-25 session's, on one server.
+        let mut peer = hookhost(None, "eras", true)?;
+        let (old, old99) = peer
+            .round_trips("read_file", read_here.clone(), E2E_CALLS.get())
+            .await?;
+        let (new, new99) = peer
+            .modern_round_trips("read_file", read_here.clone(), E2E_CALLS.get())
+            .await?;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        rows.push(Row {
+            what: "`tools/call` round trip, 100-byte `read_file`, HTTP kept alive, built-in chain: an MCP 2026-07-28 request / a 2025-11-25 session's (p50; p99)".into(),
+            hookhost: format!(
+                "{:.2} / {:.2} ms; {:.2} / {:.2} ms",
+                ms(new),
+                ms(old),
+                ms(new99),
+                ms(old99)
+            ),
+            native: String::new(),
+            ratio: format!("{} p50; {} p99", ratio(ms(new), ms(old)), ratio(ms(new99), ms(old99))),
+            goal: "≤ 1.0× (no slower)",
+        });
     }
 
     println!("| measure | hookhost | native | ratio | goal |");

@@ -8,26 +8,16 @@
 //! forms alternate within each round, so that the machine's drift is shared; each figure
 //! is the median of the rounds. Skipped (no rows) when the CLI is not installed.
 
-use super::{Row, median, ratio};
+use super::{Count, Killed, Row, median, ratio};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs of each form.
-const ROUNDS: usize = 9;
+const ROUNDS: Count = Count { full: 9, quick: 1 };
 /// How long one turn may take before the bench gives up on it.
 const TURN_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// A child process killed (by its pid) when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The hooks of one form: the project's `.claude/settings.json` (none without hooks).
 struct Form {
@@ -142,7 +132,8 @@ pub fn rows(scratch: &Path) -> Result<Vec<Row>> {
 
     let mut took: Vec<Vec<Duration>> = vec![Vec::new(); forms.len()];
     // A first turn of each form, unmeasured: caches filled, sessions' tables made.
-    for round in 0..=ROUNDS {
+    let rounds = ROUNDS.get();
+    for round in 0..=rounds {
         for (form, took) in forms.iter().zip(took.iter_mut()) {
             let turn = run_turn(&claude, &project, &home, &model_url, form)
                 .with_context(|| format!("a turn with the {} hooks", form.name))?;
@@ -167,7 +158,7 @@ pub fn rows(scratch: &Path) -> Result<Vec<Row>> {
     Ok((1..forms.len())
         .map(|i| Row {
             what: format!(
-                "agent turn: `claude -p`, 20 tool calls (43 hook events), {} (median of {ROUNDS})",
+                "agent turn: `claude -p`, 20 tool calls (43 hook events), {} (median of {rounds})",
                 what[i]
             ),
             hookhost: seconds(medians[i]),

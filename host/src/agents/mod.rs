@@ -360,13 +360,12 @@ pub async fn handle(
     };
     // Another subject's session is none of this one's: not ended, not committed (a
     // tool's event is refused by `open_or_create`).
-    if matches!(event, Event::SessionEnd | Event::TurnEnd)
-        && sessions
-            .record(&settings.tenant, &id)
-            .await
-            .is_ok_and(|record| !principal.may_use(&record))
-    {
-        return Ok(nothing());
+    if matches!(event, Event::SessionEnd | Event::TurnEnd) {
+        match sessions.record(&settings.tenant, &id).await {
+            Ok(record) if !principal.may_use(&record) => return Ok(nothing()),
+            Ok(_) | Err(crate::sessions::SessionError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     if event == Event::SessionEnd {
         // A conversation the user cleared is gone; any other end may be resumed

@@ -56,12 +56,12 @@ pub async fn call(args: CallArgs, plan: Plan, data: &Path) -> Result<ExitCode> {
         .collect();
     let runtime = start(plan, data, OneShot::Calls).await?;
     if session_id.is_some() && !kept.is_empty() {
-        eprintln!(
-            "hookhost: note: {} kept per session start afresh in each `hookhost call`; \
+        hookhost::announce::note(&format!(
+            "note: {} kept per session start afresh in each `hookhost call`; \
              a session's instance (and what it holds in memory) lives in a serving \
              process, `hookhost serve`",
             kept.join(", ")
-        );
+        ));
     }
     let session = match &session_id {
         Some(id) => runtime.sessions().open(&tenant, id).await?,
@@ -74,7 +74,7 @@ pub async fn call(args: CallArgs, plan: Plan, data: &Path) -> Result<ExitCode> {
     };
     let result = runtime.call(&session, &tool, &arguments).await?;
     if session_id.is_none() {
-        eprintln!("hookhost: session {}", session.id);
+        hookhost::announce::note(&format!("session {}", session.id));
     }
     let mut out = std::io::stdout().lock();
     if json {

@@ -158,21 +158,21 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
         println!("  {line}");
     }
     for upstream in shared_stateful_upstreams(&plan) {
-        eprintln!(
-            "hookhost: warning: {name}: upstreams.{upstream} looks stateful (a memory, files, a \
+        hookhost::announce::warning(&format!(
+            "{name}: upstreams.{upstream} looks stateful (a memory, files, a \
              database) and its one instance serves every tenant: one tenant's data reaches \
              another; give it `scope = \"tenant\"` or `\"session\"`"
-        );
+        ));
     }
     if let Some(Err(unavailable)) = runtime.bash_readiness().await {
-        eprintln!("hookhost: error: {name}: {unavailable}");
+        hookhost::announce::error(&format!("{name}: {unavailable}"));
         return Ok(ExitCode::FAILURE);
     }
     if !down.is_empty() {
-        eprintln!(
-            "hookhost: error: {name}: upstreams did not start: {} (see the log above)",
+        hookhost::announce::error(&format!(
+            "{name}: upstreams did not start: {} (see the log above)",
             down.join(", ")
-        );
+        ));
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

@@ -280,23 +280,23 @@ fn install_hooks(
             std::fs::create_dir_all(dir)?;
         }
         std::fs::write(&file, merged).with_context(|| format!("writing {}", file.display()))?;
-        eprintln!(
-            "hookhost: {} {}",
+        hookhost::announce::note(&format!(
+            "{} {}",
             if uninstall {
                 "removed hookhost's hooks from"
             } else {
                 "installed hookhost's hooks in"
             },
             file.display()
-        );
+        ));
     }
     if !uninstall && project_dir.is_some() && !words.machine.is_empty() {
-        eprintln!(
-            "hookhost: note: {} names paths of this machine ({}); a teammate needs the same, \
+        hookhost::announce::note(&format!(
+            "note: {} names paths of this machine ({}); a teammate needs the same, \
              or hookhost on PATH and the config in the project",
             file.display(),
             words.machine.join(", ")
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,8 +13,9 @@
 //!
 //! Security: every API request presents the admin token as a bearer token (compared in
 //! constant time; a tenant's token never is one, see the config's checks). Every action
-//! (a request that is not a `GET`) and every refused request is written, as one JSON line
-//! (time, source address, method, path, status, the refusal's reason), to the audit log
+//! (a request that is not a `GET`) and every request refused a wrong token (which the
+//! throttle bounds per source) is written, as one JSON line (time, source address,
+//! method, path, status, the refusal's reason), to the audit log
 //! [`AUDIT_FILE`] in the data directory, and logged at `info`. `[serve] admin_listen` puts
 //! the page and API on an address of their own, which a firewall can keep from clients. The page is
 //! served with a content security policy that allows only its own script and style, and
@@ -42,6 +43,9 @@ use std::sync::Arc;
 /// The admin API's audit log, in the data directory: one JSON object a line, only ever
 /// appended to, readable by the server's user alone.
 pub const AUDIT_FILE: &str = "admin-audit.jsonl";
+
+/// The most of a request's path an audit line keeps.
+const AUDIT_PATH_CHARS: usize = 256;
 
 /// What the admin routes need.
 pub(super) struct Admin {
@@ -136,10 +140,16 @@ async fn audited(State(admin): State<Arc<Admin>>, request: Request, next: Next) 
     let source = super::http::source_of(&request);
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
     let response = next.run(request).await;
-    let refused = response.extensions().get::<Refusal>().map(Refusal::reason);
-    if method == axum::http::Method::GET && refused.is_none() {
+    // A request without a token guesses nothing (and is not throttled): not written
+    // down, so that it cannot fill the disk.
+    let refusal = response.extensions().get::<Refusal>();
+    if refusal.is_some_and(|r| !r.guessed())
+        || (method == axum::http::Method::GET && refusal.is_none())
+    {
         return response;
     }
+    let refused = refusal.map(Refusal::reason);
+    let path: String = path.chars().take(AUDIT_PATH_CHARS).collect();
     let status = response.status().as_u16();
     tracing::info!(?source, %method, path, status, refused, "admin API request");
     let line = json!({

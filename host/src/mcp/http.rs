@@ -499,7 +499,13 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
                 parts.extensions.insert(Arc::new(opened));
             }
             Err(SessionError::NotFound { .. }) => {
-                if gate.opened().get(id.as_str()) == Some(&tenant) {
+                // Gone, its MCP session closed with it; not another subject's, which goes on.
+                if gate.opened().get(id.as_str()) == Some(&tenant)
+                    && matches!(
+                        gate.runtime.sessions().record(&tenant, id).await,
+                        Err(SessionError::NotFound { .. })
+                    )
+                {
                     gate.forget(&SessionKey::new(&tenant, id));
                 }
                 return answer_unread((StatusCode::NOT_FOUND, "session not found or ended\n"));
@@ -955,7 +961,14 @@ fn prepare_reload(
     tls: Option<tls::Current>,
 ) -> super::reload::Prepare {
     let unauthenticated_bash = http.unauthenticated_bash;
+    let admin_listen = http.admin_listen.clone();
     Box::new(move |plan| {
+        if plan.admin_listen != admin_listen {
+            tracing::warn!(
+                now = ?admin_listen,
+                "[serve] admin_listen changed: only a restart moves the admin page"
+            );
+        }
         let has_tokens = plan.tenants.values().any(|t| t.token.is_some()) || plan.jwt.is_some();
         if let Some(why) =
             unsafe_to_serve(addr, has_tokens, plan.bash.is_some(), unauthenticated_bash)

@@ -148,10 +148,14 @@ impl Backing {
         if !conflicts.is_empty() {
             // The store's versions, for the session to merge from (none of a file the store
             // deleted).
+            // A copy that cannot be made (the session made `.hookhost` unwritable, the disk
+            // is full) is missing; the conflict is said all the same.
             for relative in &conflicts {
                 let theirs = self.root.join(relative);
-                if theirs.is_file() {
-                    checkout.put(&format!("{THEIRS_DIR}/{relative}"), &theirs)?;
+                if theirs.is_file()
+                    && let Err(e) = checkout.put(&format!("{THEIRS_DIR}/{relative}"), &theirs)
+                {
+                    tracing::warn!(file = relative, error = %e, "cannot leave the store's version of a conflicting file in the checkout");
                 }
             }
             return Err(PersistentError::Conflict(conflicts));

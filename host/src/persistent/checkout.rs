@@ -135,7 +135,13 @@ impl Checkout {
         let (host, theirs) = THEIRS_DIR.split_once('/').unwrap_or_default();
         let dir = match beneath::open_dir(&self.dir, host) {
             Ok(dir) => dir,
-            Err(e) if e.kind() == io::ErrorKind::NotFound || beneath::crosses(&e) => {
+            // None, or the session made it something else: nothing of the host's to clear.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                ) || beneath::crosses(&e) =>
+            {
                 return Ok(());
             }
             Err(e) => return Err(self.failed(host)(e)),

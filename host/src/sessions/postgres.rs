@@ -47,7 +47,6 @@ const SCHEMA: &str = "
         subject     TEXT,
         PRIMARY KEY (tenant, id)
     );
-    ALTER TABLE hookhost_sessions ADD COLUMN IF NOT EXISTS subject TEXT;
     CREATE INDEX IF NOT EXISTS hookhost_sessions_last_active
         ON hookhost_sessions (last_active);
     CREATE TABLE IF NOT EXISTS hookhost_mcp_sessions (
@@ -311,6 +310,22 @@ impl PgTable {
             .execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
             .await?;
         schema.batch_execute(SCHEMA).await?;
+        // Tables made before sessions recorded their subject. Looked up first: an ALTER
+        // TABLE, even one that changes nothing, locks the table and needs its owner.
+        let has_subject = schema
+            .query_opt(
+                "SELECT 1 FROM information_schema.columns
+                 WHERE table_schema = current_schema()
+                   AND table_name = 'hookhost_sessions' AND column_name = 'subject'",
+                &[],
+            )
+            .await?
+            .is_some();
+        if !has_subject {
+            schema
+                .batch_execute("ALTER TABLE hookhost_sessions ADD COLUMN subject TEXT")
+                .await?;
+        }
         schema.commit().await?;
         Ok(table)
     }
