@@ -1722,16 +1722,53 @@ fn modern(args: &[&str]) {
     );
 }
 
-/// Where `.ci/run` installed the TypeScript SDK v2 (`@modelcontextprotocol/server`), for
+/// Where `.ci/run` installed the TypeScript SDK v2 (`@modelcontextprotocol/server` and
+/// `client`), for
 /// `NODE_PATH`; or `HOOKHOST_TEST_NODE_MODULES`.
 fn node_modules() -> PathBuf {
     let modules = peer("HOOKHOST_TEST_NODE_MODULES", "target/ci-node/node_modules");
     assert!(
-        modules.join("@modelcontextprotocol/server").exists(),
+        modules.join("@modelcontextprotocol/server").exists()
+            && modules.join("@modelcontextprotocol/client").exists(),
         "the TypeScript SDK v2 is missing from {}: run `bash .ci/run` once",
         modules.display()
     );
     modules
+}
+
+/// The TypeScript SDK v2's client (tests/mcp/modern_client.cjs), pinned to MCP 2026-07-28
+/// and in `auto` mode, negotiates 2026-07-28 with hookhost over HTTP and over stdio, lists
+/// its tools, and keeps a file in the hookhost session it asked for by its id (over HTTP a
+/// request naming none runs in an ephemeral session; over stdio the connection is one).
+#[test]
+fn the_typescript_sdk_v2_client_speaks_mcp_2026_with_hookhost_over_http_and_stdio() {
+    let data = tempfile::tempdir().unwrap();
+    let config = builtin_config_with(data.path(), "");
+    let server = serve_unauthenticated(data.path(), &config);
+    let stdio_data = data.path().join("stdio");
+    let hookhost = env!("CARGO_BIN_EXE_hookhost");
+    for args in [
+        vec!["http", server.url.as_str()],
+        vec![
+            "stdio",
+            hookhost,
+            stdio_data.to_str().unwrap(),
+            config.to_str().unwrap(),
+        ],
+    ] {
+        let out = Command::new("node")
+            .arg(workspace().join("tests/mcp/modern_client.cjs"))
+            .args(&args)
+            .env("NODE_PATH", node_modules())
+            .output()
+            .expect("node runs");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("modern client ok"),
+            "modern_client.cjs {args:?}: {said}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// tests/mcp/modern_upstream.cjs (the TypeScript SDK v2, MCP 2026-07-28 only), to run.
