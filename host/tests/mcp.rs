@@ -1460,6 +1460,7 @@ fn an_upstreams_resources_prompts_logs_and_requests_reach_the_client_through_hoo
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("progress ok: 300 calls"), "{stdout}");
+    assert!(stdout.contains("2026 logs ok"), "{stdout}");
 }
 
 #[test]

@@ -230,8 +230,42 @@ async def progress_in_order(url, token, calls):
     print(f"progress ok: {calls} calls", flush=True)
 
 
+async def modern_logs(url, token):
+    """Requests of MCP 2026-07-28 (no MCP session) calling the upstream's tool that logs
+    three `info` lines: a request whose `_meta` names no `logLevel` gets none of them, one
+    that asks for `info` gets the three on its response stream before the result, one that
+    asks for `error` none."""
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": P + "test_tool_with_logging",
+    }
+    async with httpx2.AsyncClient(timeout=60) as http:
+        for n, (level, expected) in enumerate([(None, 0), ("info", 3), ("error", 0)]):
+            meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}
+            if level:
+                meta["io.modelcontextprotocol/logLevel"] = level
+            call = {"jsonrpc": "2.0", "id": n + 1, "method": "tools/call",
+                    "params": {"name": P + "test_tool_with_logging", "arguments": {}, "_meta": meta}}
+            response = await http.post(url, headers=headers, json=call)
+            assert response.status_code == 200, response.text
+            messages = [json.loads(line[5:]) for line in response.text.splitlines()
+                        if line.startswith("data:") and line[5:].strip()]
+            if not messages:
+                messages = [response.json()]
+            logs = [m for m in messages if m.get("method") == "notifications/message"]
+            assert len(logs) == expected, (level, messages)
+            assert messages[-1].get("result", {}).get("content"), messages
+    print("2026 logs ok", flush=True)
+
+
 if __name__ == "__main__":
     url, token_a, token_b, audit_dir, workdir = sys.argv[1:6]
     asyncio.run(resources_and_prompts(url, token_a, token_b, audit_dir))
     asyncio.run(server_requests(url, token_a, token_b, workdir))
     asyncio.run(progress_in_order(url, token_a, 300))
+    asyncio.run(modern_logs(url, token_a))

@@ -300,6 +300,10 @@ impl McpServer {
             progress: context.meta.get_progress_token(),
             workdir: session.workdir.clone(),
             asks: !super::is_2026(context),
+            logs_from: match super::is_2026(context) {
+                true => context.meta.log_level(),
+                false => Some(rmcp::model::LoggingLevel::Debug),
+            },
         };
         CLIENT.scope(Some(client), work).await
     }

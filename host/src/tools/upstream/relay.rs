@@ -41,7 +41,7 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ErrorCode, GetExtensions, Implementation, InputRequest, InputRequests,
-    InputResponses, JsonRpcMessage, ListRootsResult, LoggingMessageNotificationParam,
+    InputResponses, JsonRpcMessage, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, Root, ServerNotification,
     ServerRequest, ServerResult,
 };
@@ -72,6 +72,12 @@ pub struct Client {
     /// Whether it can be sent requests: a 2025-era session's client can; a request of MCP
     /// 2026-07-28 has no stream for them.
     pub asks: bool,
+    /// The least severe of an upstream's log lines it gets: `Debug` (all) for a 2025-era
+    /// session's client, which set its level with `logging/setLevel` (sent upstream); for
+    /// a request of MCP 2026-07-28, the level its `_meta` names
+    /// (`io.modelcontextprotocol/logLevel`), and none when it names none, as that
+    /// revision requires.
+    pub logs_from: Option<LoggingLevel>,
 }
 
 tokio::task_local! {
@@ -356,7 +362,12 @@ async fn forward(
                 }
             }
             Relayed::Log(params) => {
-                let _ = client.peer.notify_logging_message(params).await;
+                if client
+                    .logs_from
+                    .is_some_and(|least| params.level as u8 >= least as u8)
+                {
+                    let _ = client.peer.notify_logging_message(params).await;
+                }
             }
         }
         unsent.send_modify(|n| *n -= 1);
