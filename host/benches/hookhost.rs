@@ -51,38 +51,30 @@ fn quick() -> bool {
 }
 
 impl Count {
+    const fn new(full: usize, quick: usize) -> Count {
+        Count { full, quick }
+    }
+
     fn get(self) -> usize {
         if quick() { self.quick } else { self.full }
     }
 }
 
 /// Calls measured per latency figure (after as many warm-up calls as a tenth of it).
-const CALLS: Count = Count {
-    full: 2_000,
-    quick: 20,
-};
+const CALLS: Count = Count::new(2_000, 20);
 /// Sessions calling at once for the throughput figure, and calls each.
-const SESSIONS: Count = Count { full: 64, quick: 4 };
-const CALLS_PER_SESSION: Count = Count {
-    full: 200,
-    quick: 5,
-};
+const SESSIONS: Count = Count::new(64, 4);
+const CALLS_PER_SESSION: Count = Count::new(200, 5);
 /// Idle sessions for the memory figure.
-const IDLE_SESSIONS: Count = Count {
-    full: 1_000,
-    quick: 10,
-};
+const IDLE_SESSIONS: Count = Count::new(1_000, 10);
 /// Process starts timed for the start-up figure.
-const STARTS: Count = Count { full: 10, quick: 2 };
+const STARTS: Count = Count::new(10, 2);
 /// Sandboxes started one after another for the sandbox-start row.
-const SANDBOX_STARTS: Count = Count {
-    full: 200,
-    quick: 3,
-};
+const SANDBOX_STARTS: Count = Count::new(200, 3);
 
 /// Sessions calling `bash` at once for the bash figure, and calls each.
-const BASH_SESSIONS: Count = Count { full: 4, quick: 2 };
-const BASH_CALLS_PER_SESSION: Count = Count { full: 50, quick: 3 };
+const BASH_SESSIONS: Count = Count::new(4, 2);
+const BASH_CALLS_PER_SESSION: Count = Count::new(50, 3);
 const MIB: usize = 1024 * 1024;
 /// The heavy hook's heap, and the page it touches once per call (see its source).
 const HEAVY_HEAP_BYTES: usize = 10 * MIB;
@@ -356,10 +348,7 @@ async fn sandbox_start(data: &Path, network: bool) -> Result<(Duration, Duration
 }
 
 /// System calls timed for the seccomp row.
-const SYSCALLS: Count = Count {
-    full: 1_000_000,
-    quick: 1000,
-};
+const SYSCALLS: Count = Count::new(1_000_000, 1000);
 
 /// What the sandbox's system-call filter costs: [`SYSCALLS`] `getppid` calls in a child
 /// process, without the filter and then with it (the filter cannot be removed, hence the
@@ -730,16 +719,12 @@ impl Peer {
             }
             let reply = reply_in(&response.text().await?, &id)?;
             let elapsed = start.elapsed();
-            anyhow::ensure!(
-                reply["result"]["isError"] != true && reply.get("error").is_none(),
-                "{tool} failed: {reply}"
-            );
+            succeeded(tool, &reply)?;
             if i > calls / 10 {
                 took.push(elapsed);
             }
         }
-        took.sort();
-        Ok((took[took.len() / 2], took[took.len() * 99 / 100]))
+        Ok(p50_p99(took))
     }
 
     /// Initialises the session, then times `calls` calls of `tool` with `arguments`
@@ -766,17 +751,28 @@ impl Peer {
             let start = Instant::now();
             let reply = self.send(call).await?.context("no response")?;
             let elapsed = start.elapsed();
-            anyhow::ensure!(
-                reply["result"]["isError"] != true && reply.get("error").is_none(),
-                "{tool} failed: {reply}"
-            );
+            succeeded(tool, &reply)?;
             if i >= calls / 10 {
                 took.push(elapsed);
             }
         }
-        took.sort();
-        Ok((took[took.len() / 2], took[took.len() * 99 / 100]))
+        Ok(p50_p99(took))
     }
+}
+
+/// Whether `reply`, an answer to a call of `tool`, is a result that is not an error.
+fn succeeded(tool: &str, reply: &serde_json::Value) -> Result<()> {
+    anyhow::ensure!(
+        reply["result"]["isError"] != true && reply.get("error").is_none(),
+        "{tool} failed: {reply}"
+    );
+    Ok(())
+}
+
+/// The median and 99th percentile of `took`.
+fn p50_p99(mut took: Vec<Duration>) -> (Duration, Duration) {
+    took.sort();
+    (took[took.len() / 2], took[took.len() * 99 / 100])
 }
 
 /// The response to `id` in an HTTP answer's body: JSON, or server-sent events of which one
@@ -874,14 +870,11 @@ async fn main() -> Result<()> {
 }
 
 /// Files and bytes per file of the persistent directory measured.
-const PERSISTENT_FILES: Count = Count {
-    full: 10_000,
-    quick: 1000,
-};
+const PERSISTENT_FILES: Count = Count::new(10_000, 1000);
 const PERSISTENT_FILE_BYTES: usize = 10_000;
 /// Loads measured (each of the whole tree), and commits of 10 files.
-const PERSISTENT_LOADS: Count = Count { full: 3, quick: 1 };
-const PERSISTENT_COMMITS: Count = Count { full: 20, quick: 2 };
+const PERSISTENT_LOADS: Count = Count::new(3, 1);
+const PERSISTENT_COMMITS: Count = Count::new(20, 2);
 
 /// A persistent directory of 10,000 files (100 MB): its load into a checkout, beside a
 /// plain copy of the same files; a commit of 10 changed files in it, beside what finding
@@ -1562,10 +1555,7 @@ async fn run(
                 .find("[[hooks]]")
                 .context("the built-in config has hooks")?],
         )?;
-        const E2E_CALLS: Count = Count {
-            full: 500,
-            quick: 10,
-        };
+        const E2E_CALLS: Count = Count::new(500, 10);
         let read_here = serde_json::json!({ "path": "/workspace/f.txt" });
         let read_python = serde_json::json!({ "path": project.join("f.txt") });
         let bash = serde_json::json!({ "command": "true" });

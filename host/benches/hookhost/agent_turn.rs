@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs of each form.
-const ROUNDS: Count = Count { full: 9, quick: 1 };
+const ROUNDS: Count = Count::new(9, 1);
 /// How long one turn may take before the bench gives up on it.
 const TURN_TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -359,15 +359,13 @@ pub async fn handle(
         subject: settings.subject.clone(),
     };
     // Another subject's session is none of this one's: not ended, not committed (a
-    // tool's event is refused by `open_or_create`).
-    if matches!(event, Event::SessionEnd | Event::TurnEnd) {
+    // turn's end and a tool's event find it by `open_for`, which refuses it).
+    if event == Event::SessionEnd {
         match sessions.record(&settings.tenant, &id).await {
             Ok(record) if !principal.may_use(&record) => return Ok(nothing()),
             Ok(_) | Err(crate::sessions::SessionError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-    }
-    if event == Event::SessionEnd {
         // A conversation the user cleared is gone; any other end may be resumed
         // (`claude --resume`), so the session's files are kept for it (see
         // `Sessions::close`).
@@ -385,7 +383,7 @@ pub async fn handle(
         // The turn's changes to persistent directories are published; one that cannot be
         // (a conflict) is the agent's non-blocking error, which the user sees, and stays in
         // the session's checkout.
-        let session = match sessions.open(&settings.tenant, &id).await {
+        let session = match sessions.open_for(&principal, &id).await {
             Ok(session) => session,
             Err(crate::sessions::SessionError::NotFound { .. }) => return Ok(nothing()),
             Err(e) => return Err(e.into()),

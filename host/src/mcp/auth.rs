@@ -114,15 +114,13 @@ impl Throttle {
                 sources.remove(&oldest);
             }
         }
-        let window = sources.entry(source).or_insert(Window {
+        let fresh = || Window {
             began: Instant::now(),
             failures: 0,
-        });
+        };
+        let window = sources.entry(source).or_insert_with(fresh);
         if window.began.elapsed() >= AUTH_FAILURE_WINDOW {
-            *window = Window {
-                began: Instant::now(),
-                failures: 0,
-            };
+            *window = fresh();
         }
         window.failures += 1;
     }

@@ -853,7 +853,7 @@ pub async fn serve_http(
         let tick = (http.idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
         tended.sessions().tend(tick, collect).await;
     });
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let scheme = gate.scheme;
     tracing::info!(%local, scheme, "serving MCP over HTTP");
     // Cancelled once drained: no new connection is accepted from then on.
     let accepting = CancellationToken::new();
