@@ -639,6 +639,17 @@ pub const UPSTREAM_INPUT_ROUNDS: usize = 8;
 /// nothing (only its state): the upstream is still working, and is polled at this pace.
 pub const UPSTREAM_STATE_ONLY_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long a request of an MCP 2026-07-28 client that was answered `input_required` (an
+/// upstream asked it something) waits for the client to send it again with the answers:
+/// the call is held, its hooks mid-chain, until then, and dropped after (as a cancelled
+/// one is; the retry is then told its `requestState` is unknown). Elicitation waits on a
+/// person, so minutes, not seconds.
+pub const INPUT_WAIT: Duration = Duration::from_secs(600);
+
+/// How many requests of one tenant may wait on their client's input at once (see
+/// [`INPUT_WAIT`]); one more is answered with an error instead of waiting.
+pub const INPUT_WAITING_PER_TENANT: usize = 64;
+
 /// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
 pub const UPSTREAM_HEALTHY_AFTER: Duration = Duration::from_secs(30);
 

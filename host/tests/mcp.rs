@@ -1661,7 +1661,8 @@ fn the_official_conformance_suite_passes_through_hookhost() {
 }
 
 /// MCP 2026-07-28, the suite's `--requirements 2026-07-28` server scenarios: against the
-/// built-in config and through hookhost fronting tests/mcp/everything.py, each with the
+/// built-in config and through hookhost fronting tests/mcp/everything.py and the
+/// multi-round-trip fixtures of tests/mcp/modern_upstream.cjs, each with the
 /// baseline of what cannot pass yet (the files say why), which the suite checks both
 /// ways; then the official Python SDK pinned to 2026-07-28 (tests/mcp/modern.py: hookhost
 /// sessions named, made, ephemeral, refused across tenants and ended, and a 2025 client
@@ -1669,12 +1670,15 @@ fn the_official_conformance_suite_passes_through_hookhost() {
 #[test]
 fn mcp_2026_clients_are_served_beside_the_2025_era() {
     let data = tempfile::tempdir().unwrap();
+    // The 2025-era everything.py and the 2026 fixtures of modern_upstream.cjs, both unprefixed.
+    let fronted = format!(
+        "{}{}prefix = \"\"\n",
+        everything_py_upstream(Some("")),
+        modern_upstream_stdio("modern", None)
+    );
     for (upstream, baseline) in [
         (String::new(), "builtin-2026-expected-failures.yml"),
-        (
-            everything_py_upstream(Some("")),
-            "2026-expected-failures.yml",
-        ),
+        (fronted, "2026-expected-failures.yml"),
     ] {
         let config = builtin_config_with(data.path(), &upstream);
         let server = serve_unauthenticated(data.path(), &config);
@@ -1704,6 +1708,37 @@ fn mcp_2026_clients_are_served_beside_the_2025_era() {
         "beta-token-0123456789abcdefgh",
         "--data",
         data,
+    ]);
+}
+
+/// An upstream's question for a client of MCP 2026-07-28 is asked in the answer to the
+/// client's request (`input_required`), whichever era the upstream speaks, and the call
+/// goes on when the client sends the request again with the answers: through the Python
+/// SDK's own driver and callbacks, in a named session and an ephemeral one, the hooks
+/// seeing one call each; by hand, the state is bound to its tenant and request, single
+/// use, and refused tampered; an undeclared capability fails the request with -32021
+/// (tests/mcp/modern.py --asks).
+#[test]
+fn an_upstreams_questions_are_asked_of_a_2026_client_in_the_answer() {
+    let data = tempfile::tempdir().unwrap();
+    let config = builtin_config_with(
+        data.path(),
+        &format!(
+            "{}{}\n[tenants.alpha]\ntoken = \"alpha-token-0123456789abcdef\"\n\
+             [tenants.beta]\ntoken = \"beta-token-0123456789abcdefgh\"\n",
+            everything_py_upstream(None),
+            modern_upstream_stdio("modern", None),
+        ),
+    );
+    let server = serve_http(data.path(), &config, &[]);
+    modern(&[
+        &server.url,
+        "alpha-token-0123456789abcdef",
+        "--asks",
+        "--other-token",
+        "beta-token-0123456789abcdefgh",
+        "--data",
+        data.path().to_str().unwrap(),
     ]);
 }
 

@@ -3,8 +3,12 @@ conformance suite (npm `@modelcontextprotocol/conformance`) expects of the serve
 its tools (`test_simple_text`, `test_tool_with_progress`, `test_sampling`,
 `test_elicitation`…), resources (`test://static-text`, the template
 `test://template/{id}/data`, the subscribable `test://watched-resource`), prompts,
-completions and logging. Written with the official Python SDK's low-level server, so every
-answer is the one the suite checks. hookhost fronts it in tests/mcp/gateway.py and in the
+completions and logging; and the diagnostic tools of its MCP 2026-07-28 `server-stateless`
+scenario (`test_streaming_elicitation`, `test_logging_tool`, `test_missing_capability`,
+`test_trigger_tool_change`, `test_trigger_prompt_change`), which ask the client, log, need
+sampling and change the lists as a 2025-era server does, so that the suite
+sees what hookhost makes of that for a 2026 client. Written with the official Python SDK's
+low-level server, so every answer is the one the suite checks. hookhost fronts it in tests/mcp/gateway.py and in the
 conformance runs of .ci/conformance.
 
     everything.py                 on stdio
@@ -78,6 +82,11 @@ TOOLS = [
             "additionalProperties": False,
         },
     ),
+    tool("test_streaming_elicitation", "Asks the client for a response (an elicitation), MCP 2025's way"),
+    tool("test_logging_tool", "Sends log messages while it runs"),
+    tool("test_missing_capability", "Needs sampling: asks the client for a completion"),
+    tool("test_trigger_tool_change", "Adds or removes the tool test_dynamic_tool, and says the tools changed"),
+    tool("test_trigger_prompt_change", "Adds or removes the prompt test_dynamic_prompt, and says the prompts changed"),
     tool("touch_watched", "Tells the subscribers of test://watched-resource that it changed"),
     tool("whoami", "The server's process id"),
     tool("progress_burst", "Reports progress 1 to 5 at once, then answers"),
@@ -195,7 +204,7 @@ async def call_tool(ctx, params):
                 embedded("test://mixed-content-resource", "application/json", data),
             ]
         )
-    if name == "test_tool_with_logging":
+    if name in ("test_tool_with_logging", "test_logging_tool"):
         for line in ["Tool execution started", "Tool processing data", "Tool execution completed"]:
             await session.send_log_message("info", line, related_request_id=request)
             await asyncio.sleep(0.05)
@@ -238,7 +247,10 @@ async def call_tool(ctx, params):
             return text(f"Sampling not supported or error: {e}")
         reply = answer.content.text if isinstance(answer.content, types.TextContent) else "No response"
         return text(f"LLM response: {reply}")
-    if name == "test_elicitation":
+    if name == "test_missing_capability":
+        # Needs sampling: a 2026 client that did not declare it gets -32021 from hookhost.
+        return await call_tool(ctx, types.CallToolRequestParams(name="test_sampling", arguments={"prompt": "Hi"}))
+    if name in ("test_elicitation", "test_streaming_elicitation"):
         schema = {
             "type": "object",
             "properties": {"response": {"type": "string", "description": "User's response"}},
@@ -251,6 +263,22 @@ async def call_tool(ctx, params):
         return await elicit(ctx, "Please select options from the enum fields", SEP1330, "Elicitation completed")
     if name == "json_schema_2020_12_tool":
         return text(f"JSON Schema 2020-12 tool called with: {json.dumps(args, separators=(',', ':'))}")
+    if name == "test_trigger_tool_change":
+        dynamic = [t for t in TOOLS if t.name == "test_dynamic_tool"]
+        if dynamic:
+            TOOLS.remove(dynamic[0])
+        else:
+            TOOLS.append(tool("test_dynamic_tool", "Comes and goes with test_trigger_tool_change"))
+        await session.send_tool_list_changed()
+        return text("tools changed")
+    if name == "test_trigger_prompt_change":
+        dynamic = [p for p in PROMPTS if p.name == "test_dynamic_prompt"]
+        if dynamic:
+            PROMPTS.remove(dynamic[0])
+        else:
+            PROMPTS.append(types.Prompt(name="test_dynamic_prompt", description="Comes and goes"))
+        await session.send_prompt_list_changed()
+        return text("prompts changed")
     if name == "touch_watched":
         uri = "test://watched-resource"
         for subscriber in list(subscribers.get(uri, {}).values()):

@@ -5,6 +5,7 @@ with the reason; success prints one JSON line of what was seen.
 
     modern.py URL [TOKEN] [--other-token OTHER] [--data DATA]
     modern.py URL [TOKEN] --fleet URL2
+    modern.py URL TOKEN --asks --other-token OTHER --data DATA
 
 TOKEN is a tenant's bearer token (none for `--unauthenticated-bash`); OTHER, another
 tenant's, which must not reach TOKEN's sessions; with DATA, the server's data directory,
@@ -28,6 +29,22 @@ What it checks:
             alternating, then ended on the second and unknown on the first;
   legacy    a 2025-era client (mode="legacy": initialize, Mcp-Session-Id) still works,
             and mode="auto" negotiates 2026-07-28.
+
+With --asks (alone; hookhost fronting tests/mcp/everything.py as `everything`, a 2025-era
+server, and tests/mcp/modern_upstream.cjs as `modern`, of 2026-07-28), the questions of
+upstreams asked in the answer, as MCP 2026-07-28 asks (`input_required`):
+  sdk       the SDK's own multi-round-trip driver, with its elicitation and sampling
+            callbacks: everything's test_elicitation and test_sampling (asked as requests
+            by the upstream, in the answer by hookhost) and modern's confirm (asked in its
+            answer by the upstream) complete, in a named session and in an ephemeral one;
+  once      the tenant's audit log (DATA) has one call per call made: the hooks saw one,
+            not one per round;
+  bound     by hand: the requestState hookhost gives is refused (-32602) to another tenant
+            (OTHER), to the owner naming another tool, tampered with, and once used; the
+            owner's retry completes;
+  missing   a retry without the asked key is asked again, under a new state;
+  undeclared a client that did not declare sampling gets -32021 (HTTP 400) when the
+            upstream asks for it.
 """
 
 import argparse
@@ -306,16 +323,139 @@ async def fleet(urls, token):
     return {"session": session, "reads": 6}
 
 
+def raw_headers(token, method, name=None):
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    if name:
+        headers["Mcp-Name"] = name
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+async def raw_call(http, url, token, name, arguments, capabilities, **extra):
+    """A 2026 `tools/call` by hand: its HTTP status and JSON-RPC message."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": capabilities}
+    request = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": "tools/call",
+               "params": {"name": name, "arguments": arguments, "_meta": meta, **extra}}
+    response = await http.post(url, headers=raw_headers(token, "tools/call", name), json=request)
+    body = response.text
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        body = next(line[5:] for line in body.splitlines() if line.startswith("data:") and line[5:].strip())
+    return response.status_code, json.loads(body)
+
+
+async def asks(url, token, other_token, data):
+    from mcp_types import CreateMessageResult, ElicitResult, TextContent
+
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(("elicitation", params.message))
+        return ElicitResult(action="accept", content={"response": "yes", "confirm": True})
+
+    async def sample(context, params):
+        asked.append(("sampling", params.messages[0].content.text))
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="Paris"),
+                                   model="scripted", stop_reason="endTurn")
+
+    results = {}
+    calls = {}
+    http = Http(token)
+    client = Client(streamable_http_client(url, http_client=http.client()), mode=MODERN,
+                    elicitation_callback=elicit, sampling_callback=sample)
+    async with client:
+        for named in ("new", None):
+            meta = {SESSION_META: named} if named else None
+            said = text(await client.call_tool("everything__test_elicitation", {"message": "Deploy?"}, meta=meta))
+            check(said.startswith('User response: action=accept, content={"response":"yes"'), said)
+            said = text(await client.call_tool("everything__test_sampling", {"prompt": "Capital of France?"}, meta=meta))
+            check(said == "LLM response: Paris", said)
+            said = text(await client.call_tool("modern__confirm", {"action": "deploy"}, meta=meta))
+            check(said == "confirmed deploy", said)
+            for tool in ("everything__test_elicitation", "everything__test_sampling", "modern__confirm"):
+                calls[tool] = calls.get(tool, 0) + 1
+        check(asked == [("elicitation", "Deploy?"), ("sampling", "Capital of France?"),
+                        ("elicitation", "Really deploy?")] * 2, f"asked {asked}")
+        results["sdk"] = asked[:3]
+
+    async with httpx2.AsyncClient(timeout=60) as raw:
+        declared = {"elicitation": {}, "sampling": {}}
+        tool = "everything__test_elicitation"
+        status, first = await raw_call(raw, url, token, tool, {"message": "Stop?"}, declared)
+        result = first.get("result", {})
+        check(status == 200 and result.get("resultType") == "input_required", f"{status} {first}")
+        requests = result.get("inputRequests", {})
+        check(list(requests) == ["elicitation"] and requests["elicitation"]["method"] == "elicitation/create"
+              and requests["elicitation"]["params"]["message"] == "Stop?", f"asked {requests}")
+        state = result.get("requestState")
+        check(isinstance(state, str) and state, f"no requestState: {result}")
+        answer = {"elicitation": {"action": "accept", "content": {"response": "no"}}}
+        refusals = {}
+        for who, (as_token, name, sent) in {
+            "other tenant": (other_token, tool, state),
+            "other tool": (token, "everything__test_sampling", state),
+            "tampered": (token, tool, state[:-1] + ("0" if state[-1] != "0" else "1")),
+        }.items():
+            status, refused = await raw_call(raw, url, as_token, name, {"message": "Stop?"}, declared,
+                                             inputResponses=answer, requestState=sent)
+            check(refused.get("error", {}).get("code") == -32602, f"{who}: {status} {refused}")
+            refusals[who] = refused["error"]["code"]
+        # Missing the key: asked again, under a new state.
+        status, again = await raw_call(raw, url, token, tool, {"message": "Stop?"}, declared,
+                                       inputResponses={"other": answer["elicitation"]}, requestState=state)
+        again = again.get("result", {})
+        check(again.get("resultType") == "input_required" and list(again.get("inputRequests", {})) == ["elicitation"]
+              and again.get("requestState") not in (None, state), f"a retry without the key: {again}")
+        status, done = await raw_call(raw, url, token, tool, {"message": "Stop?"}, declared,
+                                      inputResponses=answer, requestState=again["requestState"])
+        said = "".join(block.get("text", "") for block in done.get("result", {}).get("content", []))
+        check(said.startswith('User response: action=accept, content={"response":"no"}'), f"{status} {done}")
+        status, used = await raw_call(raw, url, token, tool, {"message": "Stop?"}, declared,
+                                      inputResponses=answer, requestState=again["requestState"])
+        check(used.get("error", {}).get("code") == -32602, f"a used state: {status} {used}")
+        refusals["used"] = used["error"]["code"]
+        calls[tool] += 1
+        results["bound"] = refusals
+
+        # A client that did not declare sampling: the call fails with -32021, HTTP 400.
+        status, undeclared = await raw_call(raw, url, token, "everything__test_sampling", {"prompt": "Hi"},
+                                            {"elicitation": {}})
+        error = undeclared.get("error", {})
+        check(status == 400 and error.get("code") == -32021
+              and "sampling" in (error.get("data") or {}).get("requiredCapabilities", {}),
+              f"undeclared sampling: {status} {undeclared}")
+        calls["everything__test_sampling"] += 1
+        results["undeclared"] = {"status": status, "code": error["code"]}
+
+    # The hooks saw each call once, whatever its rounds (the audit hook's log).
+    tenant_dirs = glob.glob(f"{data}/tenants/*/audit/audit.jsonl")
+    audit = [json.loads(line) for path in tenant_dirs for line in open(path)]
+    started = {}
+    for line in audit:
+        if line.get("event") == "start" and line.get("tool") in calls:
+            started[line["tool"]] = started.get(line["tool"], 0) + 1
+    check(started == calls, f"audited starts {started}, calls made {calls}")
+    results["once"] = started
+    return results
+
+
 async def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("url")
     parser.add_argument("token", nargs="?")
     parser.add_argument("--other-token", help="another tenant's token, refused this tenant's sessions")
     parser.add_argument("--data", help="the server's data directory, to look for ephemeral files on disk")
+    parser.add_argument("--asks", action="store_true", help="run the checks of upstreams' questions alone")
     parser.add_argument("--fleet", metavar="URL", help="a second host on the same session table: "
                         "run the fleet checks alone, alternating hosts per request")
     args = parser.parse_args()
     started = time.monotonic()
+    if args.asks:
+        results = await asks(args.url, args.token, args.other_token, args.data)
+        print(json.dumps(results), flush=True)
+        return
     if args.fleet:
         results = await fleet([args.url, args.fleet], args.token)
         print(json.dumps(results), flush=True)

@@ -14,6 +14,14 @@
 //                    the action; the retry must carry both back, and is answered
 //                    "confirmed ACTION" or "declined ACTION" (an error when the state
 //                    does not match the action: it was tampered with).
+//
+// And the fixtures of the conformance suite's `input-required-result-*` scenarios
+// (`@modelcontextprotocol/conformance` 0.2.0, `--requirements 2026-07-28`), which the
+// suite runs against hookhost fronting this server: the tools
+// `test_input_required_result_{elicitation,sampling,list_roots,request_state,
+// multiple_inputs,multi_round,tampered_state,capabilities}` and the prompt
+// `test_input_required_result_prompt`, each asking what the suite's descriptions say
+// under the keys they name, and answering once given the answers.
 
 'use strict';
 
@@ -29,7 +37,7 @@ const { z } = require('zod');
 function server() {
   const mcp = new McpServer(
     { name: 'modern-upstream', version: '1.0.0' },
-    { capabilities: { tools: {} } },
+    { capabilities: { tools: {}, prompts: {} } },
   );
   mcp.registerTool(
     'echo',
@@ -71,7 +79,164 @@ function server() {
       return { content: [{ type: 'text', text: `${verdict} ${action}` }] };
     },
   );
+  conformanceFixtures(mcp);
   return mcp;
+}
+
+// What the conformance suite's multi-round-trip scenarios ask for.
+const NAME_SCHEMA = {
+  type: 'object',
+  properties: { name: { type: 'string' } },
+  required: ['name'],
+};
+const askName = (message) => inputRequired.elicit({ message, requestedSchema: NAME_SCHEMA });
+const sample = (text, maxTokens) =>
+  inputRequired.createMessage({
+    messages: [{ role: 'user', content: { type: 'text', text } }],
+    maxTokens,
+  });
+const said = (text) => ({ content: [{ type: 'text', text }] });
+const EMPTY = { description: 'A conformance fixture (SEP-2322)', inputSchema: z.object({}) };
+
+// The keys of `asked` that `responses` does not answer.
+function missing(responses, asked) {
+  return Object.keys(asked).filter((key) => !responses || !(key in responses));
+}
+
+// A tool that asks `asked` (by key) until every key is answered, then answers `done`.
+function asking(mcp, name, asked, done, state) {
+  mcp.registerTool(name, EMPTY, async (_args, ctx) => {
+    const responses = ctx.mcpReq.inputResponses;
+    const left = missing(responses, asked);
+    if (left.length > 0) {
+      const inputRequests = Object.fromEntries(left.map((key) => [key, asked[key]]));
+      return inputRequired(state ? { inputRequests, requestState: state } : { inputRequests });
+    }
+    return done(responses, ctx.mcpReq.requestState());
+  });
+}
+
+function conformanceFixtures(mcp) {
+  asking(
+    mcp,
+    'test_input_required_result_elicitation',
+    { user_name: askName('What is your name?') },
+    (r) => said(`Hello, ${acceptedContent(r, 'user_name')?.name ?? 'stranger'}!`),
+  );
+  asking(
+    mcp,
+    'test_input_required_result_sampling',
+    { capital_question: sample('What is the capital of France?', 100) },
+    (r) => said(`LLM said: ${r.capital_question?.content?.text ?? ''}`),
+  );
+  asking(
+    mcp,
+    'test_input_required_result_list_roots',
+    { client_roots: inputRequired.listRoots() },
+    (r) => said(`roots: ${(r.client_roots?.roots ?? []).map((root) => root.uri).join(', ')}`),
+  );
+  asking(
+    mcp,
+    'test_input_required_result_request_state',
+    {
+      confirm: inputRequired.elicit({
+        message: 'Please confirm',
+        requestedSchema: {
+          type: 'object',
+          properties: { ok: { type: 'boolean' } },
+          required: ['ok'],
+        },
+      }),
+    },
+    (_r, state) => said(state === 'round-1' ? 'state-ok' : `state-bad: ${state}`),
+    'round-1',
+  );
+  asking(
+    mcp,
+    'test_input_required_result_multiple_inputs',
+    {
+      user_name: askName('What is your name?'),
+      greeting: sample('Generate a greeting', 50),
+      client_roots: inputRequired.listRoots(),
+    },
+    (r) => said(`Hello, ${acceptedContent(r, 'user_name')?.name ?? 'stranger'}!`),
+    'multiple',
+  );
+  asking(
+    mcp,
+    'test_input_required_result_tampered_state',
+    { confirm: askName('Who are you?') },
+    (_r, state) => (state === 'signed' ? said('state-ok') : { ...said('tampered'), isError: true }),
+    'signed',
+  );
+  mcp.registerTool('test_input_required_result_multi_round', EMPTY, async (_args, ctx) => {
+    const responses = ctx.mcpReq.inputResponses ?? {};
+    const state = ctx.mcpReq.requestState();
+    if (state === 'round-2' && responses.step2) {
+      const color = acceptedContent(responses, 'step2')?.color;
+      return said(`favourite colour: ${color}`);
+    }
+    if (state === 'round-1' && responses.step1) {
+      return inputRequired({
+        inputRequests: {
+          step2: inputRequired.elicit({
+            message: 'Step 2: What is your favorite color?',
+            requestedSchema: {
+              type: 'object',
+              properties: { color: { type: 'string' } },
+              required: ['color'],
+            },
+          }),
+        },
+        requestState: 'round-2',
+      });
+    }
+    return inputRequired({
+      inputRequests: { step1: askName('Step 1: What is your name?') },
+      requestState: 'round-1',
+    });
+  });
+  // Asks only what the request's client declared it handles.
+  mcp.registerTool('test_input_required_result_capabilities', EMPTY, async (_args, ctx) => {
+    const envelope = ctx.mcpReq.envelope ?? {};
+    const declared =
+      envelope['io.modelcontextprotocol/clientCapabilities'] ?? envelope.clientCapabilities ?? {};
+    const asked = {};
+    if (declared.elicitation) asked.user_name = askName('What is your name?');
+    if (declared.sampling) asked.greeting = sample('Generate a greeting', 50);
+    const left = missing(ctx.mcpReq.inputResponses, asked);
+    if (left.length > 0) {
+      return inputRequired({
+        inputRequests: Object.fromEntries(left.map((key) => [key, asked[key]])),
+      });
+    }
+    return said(`asked: ${Object.keys(asked).join(', ') || 'nothing'}`);
+  });
+  mcp.registerPrompt(
+    'test_input_required_result_prompt',
+    { description: 'A prompt that asks for its context (SEP-2322)' },
+    async (ctx) => {
+      const responses = ctx.mcpReq.inputResponses;
+      if (!responses || !responses.user_context) {
+        return inputRequired({
+          inputRequests: {
+            user_context: inputRequired.elicit({
+              message: 'What context should the prompt use?',
+              requestedSchema: {
+                type: 'object',
+                properties: { context: { type: 'string' } },
+                required: ['context'],
+              },
+            }),
+          },
+        });
+      }
+      const context = acceptedContent(responses, 'user_context')?.context;
+      return {
+        messages: [{ role: 'user', content: { type: 'text', text: `Context: ${context}` } }],
+      };
+    },
+  );
 }
 
 // node:http in front of the SDK's web-standard handler: the request as a fetch

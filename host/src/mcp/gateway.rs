@@ -29,18 +29,20 @@
 #![allow(deprecated)]
 
 use super::McpServer;
+use super::waiting::{Owner, Waited};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::failure::Failure;
 use crate::runtime::CallError;
 use crate::sessions::Action;
-use crate::sessions::{Caller, Session, SessionHolder};
+use crate::sessions::{Caller, Principal, Session, SessionHolder};
 use crate::tools::upstream::{CLIENT, Client, Running};
 use crate::tools::{Callee, Tool};
 use rmcp::model::{
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock,
-    GetPromptRequest, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, PromptMessage, ReadResourceRequest,
-    ReadResourceRequestParams, ReadResourceResult, Reference, ResourceContents, ResultType, Role,
+    GetPromptRequest, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, PromptMessage, ReadResourceRequest, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Reference, ResourceContents, ResultType, Role,
     ServerCapabilities, ServerResult, SetLevelRequest, SetLevelRequestParams,
 };
 use rmcp::service::RequestContext;
@@ -243,6 +245,45 @@ impl Callee for Forwarded {
 
 impl Tool for Forwarded {}
 
+/// The answer to a forwarded resource read or prompt get: the question asked of the
+/// client; or the upstream's answer, passed on whole (`pick` takes it out and marks it
+/// `resultType: complete`, which rmcp takes off for a 2025 client), whatever era the
+/// upstream speaks; or, when a hook changed it, the hooks' output as `made` makes it.
+fn settled<R, A: From<R> + From<InputRequiredResult>>(
+    ran: Waited<Result<Result<ServerResult, String>, McpError>>,
+    pick: impl FnOnce(ServerResult) -> Option<R>,
+    made: impl FnOnce(String) -> R,
+) -> Result<A, McpError> {
+    match ran {
+        Waited::Asks(asks) => Ok(asks.into()),
+        Waited::Done(ran) => match ran? {
+            Ok(answer) => pick(answer).map(A::from).ok_or_else(|| {
+                McpError::internal_error("the upstream answered something else", None)
+            }),
+            Err(output) => Ok(made(output).into()),
+        },
+    }
+}
+
+/// The client of `context`'s request, in `session`.
+fn client_of(session: &Session, context: &RequestContext<RoleServer>) -> Client {
+    let modern = super::is_2026(context);
+    Client {
+        peer: context.peer.clone(),
+        tenant: session.tenant.to_string(),
+        request: context.id.clone(),
+        progress: context.meta.get_progress_token(),
+        workdir: session.workdir.clone(),
+        asks: !modern,
+        asker: None,
+        capabilities: context.client_capabilities().unwrap_or_default(),
+        logs_from: match modern {
+            true => context.meta.log_level(),
+            false => Some(rmcp::model::LoggingLevel::Debug),
+        },
+    }
+}
+
 /// A resource's contents as hooks see them: text as it is, binary named by a line.
 fn contents_text(contents: &[ResourceContents]) -> String {
     contents
@@ -286,26 +327,102 @@ fn prompt_text(messages: &[PromptMessage]) -> String {
 
 impl McpServer {
     /// Runs `work` as the request of `context`'s client: what an upstream sends that
-    /// client meanwhile reaches it.
+    /// client meanwhile reaches it; an upstream's question for a client of MCP 2026-07-28
+    /// is answered with an error (see [`asking_client`](Self::asking_client)).
     pub(super) async fn as_client<T>(
         &self,
         session: &Session,
         context: &RequestContext<RoleServer>,
         work: impl Future<Output = T>,
     ) -> T {
-        let client = Client {
-            peer: context.peer.clone(),
-            tenant: session.tenant.to_string(),
-            request: context.id.clone(),
-            progress: context.meta.get_progress_token(),
-            workdir: session.workdir.clone(),
-            asks: !super::is_2026(context),
-            logs_from: match super::is_2026(context) {
-                true => context.meta.log_level(),
-                false => Some(rmcp::model::LoggingLevel::Debug),
-            },
+        CLIENT.scope(Some(client_of(session, context)), work).await
+    }
+
+    /// Runs `work` (a tool call, a resource read or a prompt get, named by `request`) as
+    /// [`as_client`](Self::as_client) does, until the client cancels its request; but a
+    /// client of MCP 2026-07-28 is asked an upstream's questions in the answer to its
+    /// request (the ones its `responses` do not answer already), and `work` waits
+    /// meanwhile for the retry that brings the answers (see [`super::waiting`] and
+    /// [`resumed`](Self::resumed)).
+    pub(super) async fn asking_client<T: Send + 'static>(
+        &self,
+        session: &Arc<Session>,
+        context: &RequestContext<RoleServer>,
+        request: String,
+        responses: Option<InputResponses>,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<Waited<T>, McpError> {
+        let stopped = self.stopped(context, request.clone());
+        let client = client_of(session, context);
+        if client.asks {
+            return tokio::select! {
+                done = CLIENT.scope(Some(client), work) => Ok(Waited::Done(done)),
+                () = stopped => Err(McpError::internal_error("the call was cancelled", None)),
+            };
+        }
+        let keep = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(super::http::ephemeral)
+            .map(|keep| Box::new(keep) as Box<dyn std::any::Any + Send>);
+        let begin = move |asker| {
+            let client = Client {
+                asker: Some(asker),
+                ..client
+            };
+            Box::pin(CLIENT.scope(Some(client), work)) as _
         };
-        CLIENT.scope(Some(client), work).await
+        let owner = self.owner(context, request);
+        self.waiting
+            .begin(owner, session.id.clone(), responses, begin, keep, stopped)
+            .await
+    }
+
+    /// The retry of a request of MCP 2026-07-28 (named `request`) that was answered
+    /// `input_required`: its call, held under `state`, goes on with the answers.
+    pub(super) async fn resumed<T: Send + 'static>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        request: String,
+        state: &str,
+        responses: Option<InputResponses>,
+    ) -> Result<Waited<T>, McpError> {
+        let stopped = self.stopped(context, request.clone());
+        // The session the retry names by its id, if any (one that names none, or `new`,
+        // is given none: see `http/stateless.rs`).
+        let named = self.session_for(context).ok().map(|s| s.id.clone());
+        let owner = self.owner(context, request);
+        self.waiting
+            .resume(owner, named.as_ref(), state, responses, stopped)
+            .await
+    }
+
+    /// Whoever sends `context`'s request (named `request`): its tenant, and the subject
+    /// of its JWT.
+    fn owner(&self, context: &RequestContext<RoleServer>, request: String) -> Owner {
+        let principal = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>().cloned())
+            .unwrap_or_else(|| Principal::tenant(self.tenant_of(context)));
+        Owner { principal, request }
+    }
+
+    /// `forwarded` run through `session`'s chain with `arguments` (the request `what` of
+    /// `context`'s client, who may be asked: see [`asking_client`](Self::asking_client)).
+    async fn forward_asking(
+        &self,
+        forwarded: Forwarded,
+        session: &Arc<Session>,
+        arguments: serde_json::Value,
+        context: &RequestContext<RoleServer>,
+        what: String,
+        responses: Option<InputResponses>,
+    ) -> Result<Waited<Result<Result<ServerResult, String>, McpError>>, McpError> {
+        let (server, owned) = (self.clone(), session.clone());
+        let work = async move { forwarded.run(&server, &owned, arguments).await };
+        self.asking_client(session, context, what, responses, work)
+            .await
     }
 
     /// The upstreams `session` uses that serve `capability`.
@@ -409,43 +526,42 @@ impl McpServer {
 
     pub(super) async fn read_upstream_resource(
         &self,
-        request: ReadResourceRequestParams,
+        mut request: ReadResourceRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResult, McpError> {
-        let session = self.session_for(context)?;
+    ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri.clone();
-        if !self
-            .runtime
-            .tenants()
-            .authorize(&session.tenant, Action::Read(&uri))
-        {
-            return Err(not_found(&uri));
-        }
-        let upstream = self.resource_upstream(&session, &uri).await?;
-        let forwarded = Forwarded::new(
-            READ_RESOURCE,
-            upstream,
-            ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
-        );
-        let arguments = serde_json::json!({ "uri": uri });
-        let ran = self
-            .as_client(&session, context, forwarded.run(self, &session, arguments))
-            .await?;
-        match ran {
-            // Passed on whole: `resultType: complete` for a 2026 client (rmcp takes it
-            // off for a 2025 one), whatever era the upstream speaks.
-            Ok(ServerResult::ReadResourceResult(mut read)) => {
-                read.result_type = Some(ResultType::COMPLETE);
-                Ok(read)
+        let what = format!("resources/read {uri}");
+        let responses = request.input_responses.take();
+        let ran = match request.request_state.take() {
+            Some(state) => self.resumed(context, what, &state, responses).await?,
+            None => {
+                let session = self.session_for(context)?;
+                if !self
+                    .runtime
+                    .tenants()
+                    .authorize(&session.tenant, Action::Read(&uri))
+                {
+                    return Err(not_found(&uri));
+                }
+                let upstream = self.resource_upstream(&session, &uri).await?;
+                let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request));
+                let forwarded = Forwarded::new(READ_RESOURCE, upstream, request);
+                let arguments = serde_json::json!({ "uri": uri });
+                self.forward_asking(forwarded, &session, arguments, context, what, responses)
+                    .await?
             }
-            Ok(_) => Err(McpError::internal_error(
-                "the upstream answered something else",
-                None,
-            )),
-            Err(output) => Ok(ReadResourceResult::new(vec![ResourceContents::text(
-                output, uri,
-            )])),
-        }
+        };
+        settled(
+            ran,
+            |answer| match answer {
+                ServerResult::ReadResourceResult(mut read) => {
+                    read.result_type = Some(ResultType::COMPLETE);
+                    Some(read)
+                }
+                _ => None,
+            },
+            |output| ReadResourceResult::new(vec![ResourceContents::text(output, uri)]),
+        )
     }
 
     pub(super) async fn subscribe_upstream(
@@ -530,47 +646,47 @@ impl McpServer {
         &self,
         mut request: GetPromptRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<GetPromptResult, McpError> {
-        let session = self.session_for(context)?;
+    ) -> Result<GetPromptResponse, McpError> {
         let served = request.name.clone();
-        let unknown = || McpError::invalid_params(format!("unknown prompt {served:?}"), None);
-        if !self
-            .runtime
-            .tenants()
-            .authorize(&session.tenant, Action::Prompt(&served))
-        {
-            return Err(unknown());
-        }
-        let (upstream, remote) = self
-            .prompt_upstream(&session, &served)
-            .await?
-            .ok_or_else(unknown)?;
-        request.name = remote;
-        let arguments = serde_json::json!({ "name": served, "arguments": request.arguments });
-        let forwarded = Forwarded::new(
-            GET_PROMPT,
-            upstream,
-            ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
-        );
-        let ran = self
-            .as_client(&session, context, forwarded.run(self, &session, arguments))
-            .await?;
-        match ran {
-            // Passed on whole: `resultType: complete` for a 2026 client (rmcp takes it
-            // off for a 2025 one), whatever era the upstream speaks.
-            Ok(ServerResult::GetPromptResult(mut prompt)) => {
-                prompt.result_type = Some(ResultType::COMPLETE);
-                Ok(prompt)
+        let what = format!("prompts/get {served}");
+        let responses = request.input_responses.take();
+        let ran = match request.request_state.take() {
+            Some(state) => self.resumed(context, what, &state, responses).await?,
+            None => {
+                let session = self.session_for(context)?;
+                let unknown =
+                    || McpError::invalid_params(format!("unknown prompt {served:?}"), None);
+                if !self
+                    .runtime
+                    .tenants()
+                    .authorize(&session.tenant, Action::Prompt(&served))
+                {
+                    return Err(unknown());
+                }
+                let (upstream, remote) = self
+                    .prompt_upstream(&session, &served)
+                    .await?
+                    .ok_or_else(unknown)?;
+                request.name = remote;
+                let arguments =
+                    serde_json::json!({ "name": served, "arguments": request.arguments });
+                let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(request));
+                let forwarded = Forwarded::new(GET_PROMPT, upstream, request);
+                self.forward_asking(forwarded, &session, arguments, context, what, responses)
+                    .await?
             }
-            Ok(_) => Err(McpError::internal_error(
-                "the upstream answered something else",
-                None,
-            )),
-            Err(output) => Ok(GetPromptResult::new(vec![PromptMessage::new_text(
-                Role::User,
-                output,
-            )])),
-        }
+        };
+        settled(
+            ran,
+            |answer| match answer {
+                ServerResult::GetPromptResult(mut prompt) => {
+                    prompt.result_type = Some(ResultType::COMPLETE);
+                    Some(prompt)
+                }
+                _ => None,
+            },
+            |output| GetPromptResult::new(vec![PromptMessage::new_text(Role::User, output)]),
+        )
     }
 
     pub(super) async fn complete_upstream(

@@ -34,7 +34,12 @@ pub use stateless::{EPHEMERAL_NOTE, NEW_SESSION, SESSION_HEADER, SESSION_META};
 /// Whether an MCP request runs in an ephemeral session: one of MCP 2026-07-28 that named
 /// no hookhost session, whose session is deleted once it is answered (see [`stateless`]).
 pub(super) fn is_ephemeral(parts: &axum::http::request::Parts) -> bool {
-    parts.extensions.get::<stateless::Ephemeral>().is_some()
+    ephemeral(parts).is_some()
+}
+
+/// The end of a request's ephemeral session, to hold it back (see [`is_ephemeral`]).
+pub(super) fn ephemeral(parts: &axum::http::request::Parts) -> Option<stateless::Ephemeral> {
+    parts.extensions.get::<stateless::Ephemeral>().cloned()
 }
 
 /// Who may call the HTTP endpoint (the tenants' bearer tokens), and the sessions this
@@ -451,6 +456,7 @@ async fn guard(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
     let tenant = principal.tenant.clone();
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(tenant.clone());
+    parts.extensions.insert(principal.clone());
     // A POST's body is read, and parsed, once.
     let mut message = serde_json::Value::Null;
     let body = if parts.method == Method::POST {
@@ -1061,6 +1067,7 @@ fn router(
         config = config.disable_allowed_hosts();
     }
     let factory_runtime = runtime.clone();
+    let waiting = Arc::new(super::waiting::Waiting::default());
     let service = StreamableHttpService::new(
         move || {
             Ok(McpServer {
@@ -1071,6 +1078,7 @@ fn router(
                 gone: CancellationToken::new(),
                 subscriptions: Default::default(),
                 declared: Default::default(),
+                waiting: waiting.clone(),
             })
         },
         sessions,

@@ -69,6 +69,7 @@ mod listing;
 pub mod reload;
 mod stdio;
 pub mod tls;
+mod waiting;
 
 /// The JSON-RPC error code of a call its tenant's rate limits refused (in the range
 /// JSON-RPC leaves to implementations; MCP defines none). Its `data` says which limit
@@ -152,6 +153,9 @@ pub struct McpServer {
     /// told to it (a reload that adds an upstream's prompts tells nobody who was not
     /// told it serves prompts).
     declared: Arc<std::sync::OnceLock<rmcp::model::ServerCapabilities>>,
+    /// The requests of MCP 2026-07-28 clients waiting for their input, the server's
+    /// (over HTTP, one for every request).
+    waiting: Arc<waiting::Waiting>,
 }
 
 /// The HTTP request behind an MCP request, with the tenant the gate authenticated.
@@ -356,7 +360,7 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        Ok(self.read_upstream_resource(request, &context).await?.into())
+        self.read_upstream_resource(request, &context).await
     }
 
     #[allow(
@@ -396,7 +400,7 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        Ok(self.get_upstream_prompt(request, &context).await?.into())
+        self.get_upstream_prompt(request, &context).await
     }
 
     async fn complete(
@@ -470,67 +474,116 @@ impl ServerHandler for McpServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let session = self.session_for(&context)?;
-        let arguments =
-            serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
-        // What an upstream sends meanwhile (progress, logs, elicitation) goes to this
-        // client.
-        let call = self.as_client(
-            &session,
-            &context,
-            self.runtime
-                .call_with_extras(&session, &request.name, &arguments),
-        );
-        // A cancelled request drops its call: hooks stop, a command's process group dies.
-        let called = tokio::select! {
-            called = call => called,
-            () = context.ct.cancelled() => {
-                tracing::info!(session = %session.id, tool = %request.name, "call cancelled by the client");
-                return Err(McpError::internal_error("the call was cancelled", None));
-            }
-            () = self.gone.cancelled() => {
-                tracing::info!(session = %session.id, tool = %request.name, "call stopped: the client is gone");
-                return Err(McpError::internal_error("the client is gone", None));
-            }
-        };
-        let (result, extras) = match called {
-            Ok(called) => called,
-            Err(e @ (CallError::UnknownTool { .. } | CallError::NoTools { .. })) => {
-                return Err(McpError::invalid_params(e.to_string(), None));
-            }
-            Err(e @ CallError::RateLimited(_)) => return Err(refused(e)),
-            Err(e @ (CallError::BadArguments { .. } | CallError::Session(_))) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into());
+        let what = format!("tools/call {}", request.name);
+        let responses = request.input_responses.take();
+        let called = match request.request_state.take() {
+            Some(state) => self.resumed(&context, what, &state, responses).await?,
+            None => {
+                let session = self.session_for(&context)?;
+                let arguments =
+                    serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
+                // A 2026 client has no MCP session: the result names the hookhost session
+                // it ran in, for the client to name again; or, when it named none, says
+                // that the files the result names are already gone.
+                let ephemeral =
+                    http_tenant(&context).is_some_and(|(parts, _)| http::is_ephemeral(parts));
+                let named = match ephemeral {
+                    true => Named::Gone,
+                    false if is_2026(&context) => Named::Session,
+                    false => Named::Not,
+                };
+                let (runtime, called, name) = (self.runtime.clone(), session.clone(), request.name);
+                let call = async move {
+                    let result = runtime.call_with_extras(&called, &name, &arguments).await;
+                    answer(&called, result, named)
+                };
+                // What an upstream sends meanwhile (progress, logs, questions) goes to this
+                // client; a cancelled request drops its call: hooks stop, a command's
+                // process group dies.
+                self.asking_client(&session, &context, what, responses, call)
+                    .await?
             }
         };
-        let extras = extras.unwrap_or_default();
-        let mut content = vec![ContentBlock::text(result.output)];
-        content.extend(extras.blocks);
-        let mut answer = if result.is_error {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
-        };
-        answer.structured_content = extras.structured;
-        // A 2026 client has no MCP session: the result names the hookhost session it ran
-        // in, for the client to name again; or, when it named none, says that the files
-        // the result names are already gone.
-        if http_tenant(&context).is_some_and(|(parts, _)| http::is_ephemeral(parts)) {
-            if names_a_file(&session, &answer) {
-                answer
-                    .content
-                    .push(ContentBlock::text(http::EPHEMERAL_NOTE));
-            }
-        } else if is_2026(&context) {
+        match called {
+            waiting::Waited::Done(answer) => answer.map(Into::into),
+            waiting::Waited::Asks(asks) => Ok(asks.into()),
+        }
+    }
+}
+
+/// What a tool result says of the hookhost session it ran in (see `call_tool`).
+#[derive(Clone, Copy)]
+enum Named {
+    /// Nothing: a 2025-era session's client knows it.
+    Not,
+    /// Its id, in the result's `_meta`, for a 2026 client to name again.
+    Session,
+    /// That it is gone with the files it made, when the result names one.
+    Gone,
+}
+
+/// The answer to a tool call, from what the call returned.
+fn answer(
+    session: &Session,
+    called: Result<(crate::abi::ToolResult, Option<crate::tools::Extras>), CallError>,
+    named: Named,
+) -> Result<CallToolResult, McpError> {
+    let (result, extras) = match called {
+        Ok(called) => called,
+        Err(e @ (CallError::UnknownTool { .. } | CallError::NoTools { .. })) => {
+            return Err(McpError::invalid_params(e.to_string(), None));
+        }
+        Err(e @ CallError::RateLimited(_)) => return Err(refused(e)),
+        Err(e @ (CallError::BadArguments { .. } | CallError::Session(_))) => {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                e.to_string(),
+            )]));
+        }
+    };
+    let extras = extras.unwrap_or_default();
+    let mut content = vec![ContentBlock::text(result.output)];
+    content.extend(extras.blocks);
+    let mut answer = if result.is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    answer.structured_content = extras.structured;
+    match named {
+        Named::Gone if names_a_file(session, &answer) => {
+            answer
+                .content
+                .push(ContentBlock::text(http::EPHEMERAL_NOTE));
+        }
+        Named::Session => {
             let mut meta = rmcp::model::MetaObject::default();
             meta.0
                 .insert(SESSION_META.into(), session.id.as_str().into());
             answer.meta = Some(meta);
         }
-        Ok(answer.into())
+        Named::Gone | Named::Not => {}
+    }
+    Ok(answer)
+}
+
+impl McpServer {
+    /// Resolves when the request of `context` (`what`) is cancelled by its client, or the
+    /// client is gone.
+    fn stopped(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: String,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let (cancelled, gone) = (context.ct.clone(), self.gone.clone());
+        async move {
+            tokio::select! {
+                () = cancelled.cancelled() => tracing::info!(request = %what, "cancelled by the client"),
+                () = gone.cancelled() => tracing::info!(request = %what, "stopped: the client is gone"),
+            }
+        }
     }
 }
 

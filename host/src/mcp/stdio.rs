@@ -42,6 +42,7 @@ pub async fn serve_stdio(
         gone: gone.clone(),
         subscriptions: Default::default(),
         declared: Default::default(),
+        waiting: Default::default(),
     };
     let served = async {
         let stdin = UntilEnd {

@@ -46,9 +46,11 @@ pub const NEW_SESSION: &str = "new";
 /// its files.
 pub const EPHEMERAL_NOTE: &str = "[hookhost: this request named no hookhost session, so the files it made, any named above included, were deleted once it was answered: to see more of an output, run the command again with less of it (through head, tail or grep). A client keeps a session's files by sending `\"dev.hookhost/session\": \"new\"` in a request's _meta (or the header `Hookhost-Session: new`), then the id the answer names.]";
 
-/// Marks a request's session as ephemeral: deleted once the request is answered.
-#[derive(Clone, Copy)]
-pub struct Ephemeral;
+/// Marks a request's session as ephemeral: deleted once the request is answered and
+/// every clone of this is dropped (a call held for its client's input keeps one; see
+/// `mcp::waiting`).
+#[derive(Clone)]
+pub struct Ephemeral(#[allow(dead_code, reason = "held for its drop")] Arc<Ended>);
 
 /// The `_meta` key of a request's protocol version.
 const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
@@ -136,7 +138,13 @@ pub(super) async fn serve(
     };
     // Sessions are made only for the requests that run in one: `new` on `server/discover`,
     // `tools/list`, `ping`, `subscriptions/listen` or a notification makes none.
-    let needs = needs_session(message);
+    // A retry of a request that waited for its client's input goes on in the session of
+    // its call: one that names none, or `new`, is given none (see `mcp::waiting`).
+    let retry = message
+        .pointer("/params/requestState")
+        .and_then(Value::as_str)
+        .is_some_and(|state| state.starts_with(super::super::waiting::STATE_PREFIX));
+    let needs = needs_session(message) && !retry;
     let ephemeral = named.is_none() && needs;
     let opened = match named {
         Some(Named::Session(id)) => gate.runtime.sessions().open_for(&principal, &id).await,
@@ -174,8 +182,13 @@ pub(super) async fn serve(
     // An ephemeral session ends when this guard is dropped: with the answer's body once
     // it is sent, or here, when the client leaves before the handler answers.
     let ends = ephemeral.then(|| {
-        parts.extensions.insert(Ephemeral);
-        Ended(Some((gate.clone(), tenant.clone(), id.clone())))
+        let ends = Ephemeral(Arc::new(Ended(Some((
+            gate.clone(),
+            tenant.clone(),
+            id.clone(),
+        )))));
+        parts.extensions.insert(ends.clone());
+        ends
     });
     let mut response = next.run(Request::from_parts(parts, body)).await;
     if let Some(ends) = ends {

@@ -32,7 +32,7 @@ mod pool;
 mod relay;
 
 pub use pool::Pool;
-pub use relay::{CLIENT, Client, Notice};
+pub use relay::{Asker, CLIENT, Client, Notice, Question};
 
 use super::{Callee, Extras, Tool};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
@@ -322,7 +322,13 @@ impl Upstream {
             .map_err(|_| {
                 self.fail(format!("did not start within {} s", self.timeout.as_secs()))
             })??;
-        let listed = tokio::time::timeout(self.timeout, started.list_all_tools())
+        let tools = self.list(started.peer()).await?;
+        Ok((started, tools))
+    }
+
+    /// Its tools, named as served, within the timeout.
+    async fn list(&self, peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, UpstreamError> {
+        let listed = tokio::time::timeout(self.timeout, peer.list_all_tools())
             .await
             .map_err(|_| self.fail("did not list its tools in time".into()))?
             .map_err(|e| self.fail(format!("cannot list its tools: {e}")))?;
@@ -336,7 +342,21 @@ impl Upstream {
             tool.name = exposed.into();
             tools.push(tool);
         }
-        Ok((started, tools))
+        Ok(tools)
+    }
+
+    /// Lists its tools again (it said they changed), and takes them as listed.
+    async fn relist(&self) {
+        let Some(peer) = self.current() else {
+            return;
+        };
+        match self.list(&peer).await {
+            Ok(tools) => {
+                tracing::info!(upstream = %self.name, tools = tools.len(), "upstream's tools listed again, as it said they changed");
+                self.listed(tools);
+            }
+            Err(e) => tracing::warn!(error = %e, "listing an upstream's changed tools failed"),
+        }
     }
 
     /// Connects as `protocol` says (see the module's doc): `auto` begins with the 2025
@@ -466,13 +486,19 @@ impl Upstream {
     /// [`Upstream::changes`] when they are not the tools it listed before.
     fn came_up(&self, connection: &Connection, tools: Vec<McpTool>) {
         self.reached.store(true, Ordering::Relaxed);
+        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(connection.peer().clone());
+        self.listed(tools);
+    }
+
+    /// Takes `tools` as its tools: ticks [`Upstream::changes`] when they are not the ones
+    /// it listed before.
+    fn listed(&self, tools: Vec<McpTool>) {
         let changed = {
             let mut known = self.tools.write().unwrap_or_else(|e| e.into_inner());
             let changed = *known != tools;
             *known = tools;
             changed
         };
-        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(connection.peer().clone());
         if changed {
             self.changes.send_modify(|n| *n += 1);
         }
@@ -486,9 +512,14 @@ impl Upstream {
         loop {
             if let Some(up) = connection.take() {
                 let up_since = Instant::now();
-                let reason = tokio::select! {
-                    reason = up.waiting() => reason,
-                    () = self.stop.cancelled() => return,
+                let waiting = up.waiting();
+                tokio::pin!(waiting);
+                let reason = loop {
+                    tokio::select! {
+                        reason = &mut waiting => break reason,
+                        () = self.relay.relist.notified() => self.relist().await,
+                        () = self.stop.cancelled() => return,
+                    }
                 };
                 *self.peer.write().unwrap_or_else(|e| e.into_inner()) = None;
                 if up_since.elapsed() >= UPSTREAM_HEALTHY_AFTER {

@@ -25,9 +25,16 @@
 //! request): a `tools/call`, `prompts/get` or `resources/read` answered `input_required`
 //! has each of its input requests asked of the client as above, and is sent again with the
 //! answers and the upstream's `requestState`, at most [`UPSTREAM_INPUT_ROUNDS`] times;
-//! the client sees the requests, the hooks see one call with its final answer. A client
-//! whose own request is of MCP 2026-07-28 cannot be sent requests (that era has no stream
-//! for them): the upstream's question is answered with an error saying so.
+//! the client sees the requests, the hooks see one call with its final answer.
+//!
+//! A client whose own request is of MCP 2026-07-28 cannot be sent requests (that era has
+//! no stream for them): it is asked as that era asks, in an `input_required` answer to its
+//! own request, and answers by sending the request again. The questions, an upstream's of
+//! either era, go to its [`Asker`]; `mcp::waiting` holds the call meanwhile, answers the
+//! request, and hands the answers back when the client retries. The capabilities sent with
+//! a request to an upstream of MCP 2026-07-28 are the client's (elicitation and sampling as
+//! it declared them; roots as the operator allows), so that such an upstream asks only
+//! what the client can answer.
 
 // hookhost serves 2025-era clients, where logging, sampling and roots are current; rmcp
 // marks them deprecated by 2026-07-28.
@@ -42,8 +49,8 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ErrorCode, GetExtensions, Implementation, InputRequest, InputRequests,
     InputResponses, JsonRpcMessage, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, Root, ServerNotification,
-    ServerRequest, ServerResult,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject, Root,
+    ServerNotification, ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -53,7 +60,7 @@ use rmcp::transport::Transport;
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer, ServiceError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// The MCP client a request forwarded upstream came from.
 #[derive(Clone)]
@@ -70,8 +77,13 @@ pub struct Client {
     /// Its session's working directory: its root, for an upstream allowed to ask.
     pub workdir: Option<std::path::PathBuf>,
     /// Whether it can be sent requests: a 2025-era session's client can; a request of MCP
-    /// 2026-07-28 has no stream for them.
+    /// 2026-07-28 has no stream for them, and is asked through its `asker`.
     pub asks: bool,
+    /// Where the questions for a client of MCP 2026-07-28 go (see the module's doc); none
+    /// where its request cannot wait for them.
+    pub asker: Option<Asker>,
+    /// What it declared it handles: in its `initialize` (2025), or its request's `_meta`.
+    pub capabilities: ClientCapabilities,
     /// The least severe of an upstream's log lines it gets: `Debug` (all) for a 2025-era
     /// session's client, which set its level with `logging/setLevel` (sent upstream); for
     /// a request of MCP 2026-07-28, the level its `_meta` names
@@ -90,6 +102,42 @@ pub fn current_client() -> Option<Client> {
     CLIENT.try_with(Clone::clone).ok().flatten()
 }
 
+/// Questions for a client of MCP 2026-07-28, asked in the answer to its request: sent by
+/// the relay, received by whatever holds the request (`mcp::waiting`).
+#[derive(Clone)]
+pub struct Asker(mpsc::Sender<Question>);
+
+/// What a call asks of a client of MCP 2026-07-28.
+pub enum Question {
+    /// Input requests, by the keys the client answers them by, and where the answers go.
+    Input {
+        requests: InputRequests,
+        answers: oneshot::Sender<InputResponses>,
+    },
+    /// What the upstream asked needs a capability the client did not declare: its request
+    /// fails with MCP's -32021, naming it.
+    Undeclared(ClientCapabilities),
+}
+
+impl Asker {
+    /// An asker, and the receiving end of its questions.
+    pub fn new() -> (Asker, mpsc::Receiver<Question>) {
+        let (sender, receiver) = mpsc::channel(1);
+        (Asker(sender), receiver)
+    }
+
+    /// The client's answers to `requests`.
+    async fn ask(&self, requests: InputRequests) -> Result<InputResponses, McpError> {
+        let gone = || McpError::internal_error("the client's request is no longer waiting", None);
+        let (answers, answered) = oneshot::channel();
+        self.0
+            .send(Question::Input { requests, answers })
+            .await
+            .map_err(|_| gone())?;
+        answered.await.map_err(|_| gone())
+    }
+}
+
 /// What an upstream tells every client, not one request's: a resource changed, or its
 /// lists of resources or prompts did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +154,8 @@ pub(super) struct Relay {
     notices: tokio::sync::broadcast::Sender<Notice>,
     /// Whether the upstream may ask for the client's roots (`roots = true`).
     roots: bool,
+    /// Told when the upstream says its tools changed: they are listed again.
+    pub(super) relist: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Default)]
@@ -176,6 +226,7 @@ impl Relay {
             routes: Arc::default(),
             notices,
             roots,
+            relist: Arc::default(),
         }
     }
 
@@ -239,6 +290,7 @@ impl Relay {
             ServerNotification::PromptListChangedNotification(_) => {
                 let _ = self.notices.send(Notice::PromptsChanged);
             }
+            ServerNotification::ToolListChangedNotification(_) => self.relist.notify_one(),
             _ => {}
         }
     }
@@ -249,9 +301,8 @@ impl Relay {
         &self,
         context: &RequestContext<RoleClient>,
         what: &str,
-        declared: impl Fn(&ClientCapabilities) -> bool,
     ) -> Result<Client, McpError> {
-        declaring(self.client_for(context)?, what, declared)
+        declaring(self.client_for(context)?, what)
     }
 
     /// The session's working directory, as its one root, when the operator allows the
@@ -270,7 +321,8 @@ impl Relay {
     }
 
     /// The answers of `client` to the input requests of an `input_required` answer, by
-    /// their keys.
+    /// their keys: roots answered here; the others asked of a 2025-era session's client one
+    /// by one, or of a 2026 client all at once, under the upstream's keys.
     async fn fulfil(
         &self,
         client: Option<Client>,
@@ -283,24 +335,21 @@ impl Relay {
             )
         })?;
         let mut responses = InputResponses::new();
+        let mut asked = InputRequests::new();
         for (key, request) in requests {
-            let answer = match request {
-                InputRequest::Elicitation(request) => {
-                    let client =
-                        declaring(client.clone(), "elicitation", |c| c.elicitation.is_some())?;
-                    match ask(client, ServerRequest::ElicitRequest(request)).await? {
-                        ClientResult::ElicitResult(result) => serde_json::to_value(result),
-                        _ => return Err(answered_otherwise()),
-                    }
+            let (what, asked_now) = match &request {
+                InputRequest::ListRoots(_) => {
+                    let roots = serde_json::to_value(self.roots_of(&client)?);
+                    let roots = roots.map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                    responses.insert(key, roots);
+                    continue;
                 }
-                InputRequest::CreateMessage(request) => {
-                    let client = declaring(client.clone(), "sampling", |c| c.sampling.is_some())?;
-                    match ask(client, ServerRequest::CreateMessageRequest(request)).await? {
-                        ClientResult::CreateMessageResult(result) => serde_json::to_value(result),
-                        _ => return Err(answered_otherwise()),
-                    }
+                InputRequest::Elicitation(r) => {
+                    ("elicitation", ServerRequest::ElicitRequest(r.clone()))
                 }
-                InputRequest::ListRoots(_) => serde_json::to_value(self.roots_of(&client)?),
+                InputRequest::CreateMessage(r) => {
+                    ("sampling", ServerRequest::CreateMessageRequest(r.clone()))
+                }
                 _ => {
                     return Err(McpError::invalid_params(
                         "the upstream asks for input of a kind hookhost does not know",
@@ -308,8 +357,17 @@ impl Relay {
                     ));
                 }
             };
-            let answer = answer.map_err(|e| McpError::internal_error(e.to_string(), None))?;
-            responses.insert(key, answer);
+            let client = declaring(client.clone(), what)?;
+            if client.asks {
+                let answer = serde_json::to_value(ask(client, asked_now).await?)
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                responses.insert(key, answer);
+            } else {
+                asked.insert(key, request);
+            }
+        }
+        if let (false, Some(asker)) = (asked.is_empty(), &client.asker) {
+            responses.extend(asker.ask(asked).await?);
         }
         Ok(responses)
     }
@@ -460,15 +518,11 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Routed<T> {
     }
 }
 
-/// `client`, when it declared the capability `what` (`declared` of its capabilities) and
-/// can be asked; else MCP's error for an undeclared capability, or one saying it cannot be
+/// `client`, when it declared the capability `what` (`elicitation` or `sampling`) and can
+/// be asked; else MCP's error for an undeclared capability, or one saying it cannot be
 /// asked.
-fn declaring(
-    client: Client,
-    what: &str,
-    declared: impl Fn(&ClientCapabilities) -> bool,
-) -> Result<Client, McpError> {
-    if !client.asks {
+fn declaring(client: Client, what: &str) -> Result<Client, McpError> {
+    if !client.asks && client.asker.is_none() {
         return Err(McpError::new(
             ErrorCode::METHOD_NOT_FOUND,
             format!(
@@ -478,11 +532,38 @@ fn declaring(
             None,
         ));
     }
-    let info = client.peer.peer_info();
-    if !info.is_some_and(|info| declared(&info.capabilities)) {
+    let mut needed = ClientCapabilities::default();
+    let declared = match what {
+        "elicitation" => {
+            needed.elicitation = Some(Default::default());
+            client.capabilities.elicitation.is_some()
+        }
+        _ => {
+            needed.sampling = Some(Default::default());
+            client.capabilities.sampling.is_some()
+        }
+    };
+    if !declared {
+        // A 2026 request fails for it (the upstream's question goes unanswered anyway).
+        if let Some(asker) = &client.asker {
+            let _ = asker.0.try_send(Question::Undeclared(needed));
+        }
         return Err(undeclared(what));
     }
     Ok(client)
+}
+
+/// The capabilities sent upstream with a request of `client`'s, to an upstream of MCP
+/// 2026-07-28: elicitation and sampling as the client declared them, roots when the
+/// operator lets the upstream ask.
+fn narrowed(client: &Client, roots: bool) -> ClientCapabilities {
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = client.capabilities.elicitation.clone();
+    capabilities.sampling = client.capabilities.sampling.clone();
+    if roots {
+        capabilities.roots = Some(Default::default());
+    }
+    capabilities
 }
 
 /// The client's answer was not of the kind asked for.
@@ -499,10 +580,14 @@ fn undeclared(what: &str) -> McpError {
     )
 }
 
-/// Sends `request` to `client` on the stream of its request, and returns its answer.
+/// Sends `request` to `client` on the stream of its request, and returns its answer; a
+/// client of MCP 2026-07-28 is asked in its request's answer instead (see [`Asker`]).
 /// Runs in a task of its own: rmcp marks a request sent from a task that serves a request
 /// with that request's id, and this task serves the upstream's, not the client's.
 async fn ask(client: Client, mut request: ServerRequest) -> Result<ClientResult, McpError> {
+    if !client.asks {
+        return ask_in_answer(&client, request).await;
+    }
     request
         .extensions_mut()
         .insert(OriginatingRequestId(client.request.clone()));
@@ -519,6 +604,33 @@ async fn ask(client: Client, mut request: ServerRequest) -> Result<ClientResult,
         Ok(Err(e)) => Err(McpError::internal_error(format!("the client: {e}"), None)),
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
     }
+}
+
+/// A 2025-era upstream's request, asked of a client of MCP 2026-07-28 as the one input
+/// request of its request's answer, under the key `elicitation` or `sampling`.
+async fn ask_in_answer(client: &Client, request: ServerRequest) -> Result<ClientResult, McpError> {
+    let asker = client.asker.as_ref().ok_or_else(|| {
+        McpError::internal_error("the client's request cannot wait for input", None)
+    })?;
+    let (key, input) = match request {
+        ServerRequest::ElicitRequest(r) => ("elicitation", InputRequest::Elicitation(r)),
+        ServerRequest::CreateMessageRequest(r) => ("sampling", InputRequest::CreateMessage(r)),
+        _ => return Err(undeclared("this kind of request")),
+    };
+    let mut answers = asker
+        .ask(InputRequests::from([(key.into(), input)]))
+        .await?;
+    let answer = answers
+        .remove(key)
+        .ok_or_else(|| McpError::internal_error("the client's answer is missing", None))?;
+    let bad =
+        |e: serde_json::Error| McpError::invalid_params(format!("the client's answer: {e}"), None);
+    Ok(match key {
+        "elicitation" => ClientResult::ElicitResult(serde_json::from_value(answer).map_err(bad)?),
+        _ => ClientResult::CreateMessageResult(Box::new(
+            serde_json::from_value(answer).map_err(bad)?,
+        )),
+    })
 }
 
 /// hookhost as an upstream's client: it names itself, offers `initialize` the newest
@@ -546,7 +658,7 @@ impl ClientHandler for Relay {
         params: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        let client = self.client_declaring(&context, "elicitation", |c| c.elicitation.is_some())?;
+        let client = self.client_declaring(&context, "elicitation")?;
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match ask(client, request).await? {
             ClientResult::ElicitResult(result) => Ok(result),
@@ -559,7 +671,7 @@ impl ClientHandler for Relay {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        let client = self.client_declaring(&context, "sampling", |c| c.sampling.is_some())?;
+        let client = self.client_declaring(&context, "sampling")?;
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match ask(client, request).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
@@ -648,10 +760,19 @@ async fn request_once(
     relay: &Relay,
     request: ClientRequest,
 ) -> Result<ServerResult, ServiceError> {
-    let mut routing = current_client().map(|client| relay.route(client));
-    let handle = peer
-        .send_request_with_option(request, PeerRequestOptions::no_options())
-        .await?;
+    let client = current_client();
+    let mut options = PeerRequestOptions::no_options();
+    if let Some(client) = &client
+        && peer.peer_info().is_some_and(|info| {
+            info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+        })
+    {
+        let mut meta = RequestMetaObject::default();
+        meta.set_client_capabilities(narrowed(client, relay.roots));
+        options = options.with_meta(meta);
+    }
+    let mut routing = client.map(|client| relay.route(client));
+    let handle = peer.send_request_with_option(request, options).await?;
     if let Some(routing) = &mut routing {
         routing.bind(handle.id.clone(), handle.progress_token.clone());
     }
