@@ -650,6 +650,12 @@ pub const INPUT_WAIT: Duration = Duration::from_secs(600);
 /// [`INPUT_WAIT`]); one more is answered with an error instead of waiting.
 pub const INPUT_WAITING_PER_TENANT: usize = 64;
 
+/// The shortest time hookhost keeps an upstream's list of tools that came with a time to
+/// live (MCP 2026-07-28's `ttlMs` cache hint) before it lists them again: a `ttlMs` of 0
+/// would have it list them without pause. A list without one is kept until the upstream
+/// says it changed, or reconnects.
+pub const UPSTREAM_RELIST_MIN: Duration = Duration::from_secs(5);
+
 /// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
 pub const UPSTREAM_HEALTHY_AFTER: Duration = Duration::from_secs(30);
 

@@ -12,20 +12,28 @@ For each PREFIX (what an upstream's tools are served with in front):
   elicit    the 2025 client, which declared elicitation, is asked the upstream's question
             ("Really deploy?", from its `input_required` answer) and the answer reaches the
             upstream with its requestState: "confirmed deploy"; declining: "declined stop";
-  unasked   a 2025 client that did not declare elicitation: an error naming the
-            capability, and nobody asked;
-  2026      the pinned client's PREFIXconfirm is an error saying why (its request has no
-            stream for the upstream's question).
+  unasked   a 2025 client that did not declare elicitation: the upstream, sent that
+            client's capabilities, refuses with -32021 naming it, and nobody is asked;
+  2026      the pinned client, which declared elicitation, is asked the upstream's question
+            in the answer to its request (`input_required`, through hookhost's requestState)
+            and its retry completes the call: "confirmed deploy"; one that did not declare
+            it gets -32021 naming the capability;
+  grown     PREFIXgrow adds a tool without telling anyone (a 2026 upstream's list changes
+            reach no one hookhost does not listen to): hookhost lists the tools again when
+            the list's ttlMs (0, the SDK's default, held to UPSTREAM_RELIST_MIN) is over,
+            and PREFIXgrown is listed within 30 s.
 """
 
 import asyncio
 import contextlib
 import sys
+import time
 
 import httpx2
 import mcp_types as types
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 MODERN = "2026-07-28"
 
@@ -67,7 +75,8 @@ async def through(url, prefix):
     async with legacy(url) as s:
         unasked = await s.call_tool(prefix + "confirm", {"action": "deploy"})
         assert unasked.is_error, text(unasked)
-        assert "did not declare the elicitation capability" in text(unasked), text(unasked)
+        # The upstream was told the client cannot answer, and says so (MCP's -32021).
+        assert "-32021" in text(unasked) and "elicitation" in text(unasked), text(unasked)
     assert len(asked) == 2, asked
 
     async with httpx2.AsyncClient(timeout=120) as http:
@@ -77,10 +86,25 @@ async def through(url, prefix):
             assert {prefix + "echo", prefix + "confirm"} <= tools, sorted(tools)
             echoed = await c.call_tool(prefix + "echo", {"text": "hello, 2026"})
             assert text(echoed) == "hello, 2026", text(echoed)
-            refused = await c.call_tool(prefix + "confirm", {"action": "deploy"})
-            assert refused.is_error, text(refused)
-            assert "no stream for a server's requests" in text(refused), text(refused)
-    print(f"{prefix}: listed, echo, elicit, unasked, 2026 ok", flush=True)
+            try:
+                refused = await c.call_tool(prefix + "confirm", {"action": "deploy"})
+                raise AssertionError(f"an undeclared elicitation was not refused: {text(refused)}")
+            except MCPError as e:
+                assert e.error.code == -32021, e.error
+                assert "elicitation" in (e.error.data or {}).get("requiredCapabilities", {}), e.error
+        async with Client(streamable_http_client(url, http_client=http), mode=MODERN,
+                          elicitation_callback=on_elicit) as c:
+            confirmed = await c.call_tool(prefix + "confirm", {"action": "deploy"})
+            assert not confirmed.is_error and text(confirmed) == "confirmed deploy", text(confirmed)
+            assert asked == ["Really deploy?", "Really stop?", "Really deploy?"], asked
+
+            grew = await c.call_tool(prefix + "grow", {})
+            assert text(grew) == "grown", text(grew)
+            deadline = time.monotonic() + 30
+            while prefix + "grown" not in {t.name for t in (await c.list_tools()).tools}:
+                assert time.monotonic() < deadline, f"{prefix}grown never listed"
+                await asyncio.sleep(0.5)
+    print(f"{prefix}: listed, echo, elicit, unasked, 2026, grown ok", flush=True)
 
 
 async def main():

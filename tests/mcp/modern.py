@@ -44,7 +44,9 @@ upstreams asked in the answer, as MCP 2026-07-28 asks (`input_required`):
             owner's retry completes;
   missing   a retry without the asked key is asked again, under a new state;
   undeclared a client that did not declare sampling gets -32021 (HTTP 400) when the
-            upstream asks for it.
+            upstream asks for it;
+  follows   `subscriptions/listen` naming test://watched-resource is told its update
+            (everything's touch_watched, called meanwhile), tagged with the request's id.
 """
 
 import argparse
@@ -429,6 +431,9 @@ async def asks(url, token, other_token, data):
         calls["everything__test_sampling"] += 1
         results["undeclared"] = {"status": status, "code": error["code"]}
 
+    results["follows"] = await follows(url, token)
+    calls["everything__touch_watched"] = 1
+
     # The hooks saw each call once, whatever its rounds (the audit hook's log).
     tenant_dirs = glob.glob(f"{data}/tenants/*/audit/audit.jsonl")
     audit = [json.loads(line) for path in tenant_dirs for line in open(path)]
@@ -439,6 +444,38 @@ async def asks(url, token, other_token, data):
     check(started == calls, f"audited starts {started}, calls made {calls}")
     results["once"] = started
     return results
+
+
+async def follows(url, token):
+    """A listener that names a resource is told of its update."""
+    uri = "test://watched-resource"
+    request = {"jsonrpc": "2.0", "id": "follow-1", "method": "subscriptions/listen", "params": {
+        "notifications": {"resourceSubscriptions": [uri]},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with http.stream("POST", url, headers=raw_headers(token, "subscriptions/listen"),
+                               json=request) as response:
+            check(response.status_code == 200, f"subscriptions/listen: HTTP {response.status_code}")
+            lines = response.aiter_lines()
+            async for line in lines:
+                if line.startswith("data:") and line[5:].strip():
+                    acknowledged = json.loads(line[5:])
+                    break
+            accepted = acknowledged.get("params", {}).get("notifications", {})
+            check(accepted.get("resourceSubscriptions") == [uri], f"accepted {acknowledged}")
+            status, touched = await raw_call(http, url, token, "everything__touch_watched", {}, {})
+            check(status == 200 and "result" in touched, f"touch_watched: {status} {touched}")
+            async for line in lines:
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue
+                message = json.loads(line[5:])
+                if message.get("method") == "notifications/resources/updated":
+                    check(message["params"]["uri"] == uri, f"updated {message}")
+                    tagged = message["params"].get("_meta", {}).get("io.modelcontextprotocol/subscriptionId")
+                    check(tagged == "follow-1", f"the update is tagged {tagged!r}")
+                    return {"uri": uri, "tagged": tagged}
+    raise Failed("the listener was not told of the resource's update")
 
 
 async def main():

@@ -14,6 +14,9 @@
 //                    the action; the retry must carry both back, and is answered
 //                    "confirmed ACTION" or "declined ACTION" (an error when the state
 //                    does not match the action: it was tampered with).
+//   grow             adds the tool `grown` without telling anyone (a 2026 server's list
+//                    changes reach only its listeners): a client sees it when it lists the
+//                    tools again.
 //
 // And the fixtures of the conformance suite's `input-required-result-*` scenarios
 // (`@modelcontextprotocol/conformance` 0.2.0, `--requirements 2026-07-28`), which the
@@ -79,8 +82,25 @@ function server() {
       return { content: [{ type: 'text', text: `${verdict} ${action}` }] };
     },
   );
+  mcp.registerTool('grow', { description: 'Adds the tool grown', inputSchema: z.object({}) }, async () => {
+    if (!grown) {
+      grown = true;
+      addGrown(mcp);
+    }
+    return { content: [{ type: 'text', text: 'grown' }] };
+  });
+  if (grown) addGrown(mcp);
   conformanceFixtures(mcp);
   return mcp;
+}
+
+// Whether `grow` was called: the server may be made again for each request.
+let grown = false;
+
+function addGrown(mcp) {
+  mcp.registerTool('grown', { description: 'Added by grow', inputSchema: z.object({}) }, async () => ({
+    content: [{ type: 'text', text: 'here' }],
+  }));
 }
 
 // What the conformance suite's multi-round-trip scenarios ask for.

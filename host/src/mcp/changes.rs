@@ -5,9 +5,9 @@
 //! (from `initialized` on), a 2026 client for as long as its `subscriptions/listen` request
 //! lasts, each notification then tagged with the request's id by rmcp's sink, which drops
 //! what the accepted filter does not name (rmcp narrows it to the capabilities hookhost
-//! declares). A 2026 listener is offered the list changes; updates of single resources
-//! stay with 2025 sessions (`resources/subscribe`, which subscribes the upstream), so an
-//! accepted filter never names resources.
+//! declares). A 2026 listener that names resources has each subscribed upstream while it
+//! listens (in a session of its own, as a 2025 session's `resources/subscribe`) and is
+//! told their updates.
 
 use crate::runtime::Runtime;
 use crate::tools::upstream::Notice;

@@ -564,8 +564,22 @@ impl McpServer {
         )
     }
 
+    /// `resources/subscribe` (or unsubscribe) of a 2025 session's client.
     pub(super) async fn subscribe_upstream(
         &self,
+        uri: String,
+        subscribe: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_in(&self.subscriptions, uri, subscribe, context)
+            .await
+    }
+
+    /// Subscribes `uri` upstream for `context`'s client, kept in `subscriptions` (which
+    /// unsubscribes what is left when dropped); or unsubscribes it.
+    pub(super) async fn subscribe_in(
+        &self,
+        subscriptions: &Subscriptions,
         uri: String,
         subscribe: bool,
         context: &RequestContext<RoleServer>,
@@ -580,12 +594,12 @@ impl McpServer {
         }
         let upstream = self.resource_upstream(&session, &uri).await?;
         let changed = if subscribe {
-            self.subscriptions
+            subscriptions
                 .map()
                 .insert(uri.clone(), upstream.clone())
                 .is_none()
         } else {
-            self.subscriptions.map().remove(&uri).is_some()
+            subscriptions.map().remove(&uri).is_some()
         };
         if changed {
             self.as_client(&session, context, upstream.subscription(&uri, subscribe))

@@ -289,19 +289,33 @@ impl ServerHandler for McpServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // rmcp narrows it to the capabilities declared; resources are not followed one by
-        // one for a listener (see `changes`).
-        let mut accepted = requested.clone();
-        accepted.resource_subscriptions = None;
-        Some(accepted)
+        // rmcp narrows it to the capabilities declared (resources only when an upstream
+        // offers `resources.subscribe`).
+        Some(requested.clone())
     }
 
-    /// A 2026 client's `subscriptions/listen`: the list changes it asked for, as long as
-    /// its request lasts.
+    /// A 2026 client's `subscriptions/listen`: the list changes it asked for, and the
+    /// updates of the resources it named (each subscribed upstream while it listens, as a
+    /// 2025 session's `resources/subscribe` is; one it may not read, or no upstream
+    /// serves, is left out and logged), as long as its request lasts.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let followed = Arc::new(gateway::Subscriptions::default());
+        let request = context.request_context();
+        for uri in context.accepted().resource_subscriptions.iter().flatten() {
+            if let Err(e) = self
+                .subscribe_in(&followed, uri.clone(), true, request)
+                .await
+            {
+                tracing::info!(%uri, error = %e.message, "a listener's resource not followed");
+            }
+        }
         let sink = context.sink().clone();
         let tell = move |change| {
-            let sink = sink.clone();
+            let (sink, followed) = (sink.clone(), followed.clone());
+            #[allow(
+                deprecated,
+                reason = "the resource's update is what the listener asked"
+            )]
             async move {
                 let notification = match change {
                     Change::Tools => {
@@ -312,6 +326,13 @@ impl ServerHandler for McpServer {
                     }
                     Change::Resources => {
                         ServerNotification::ResourceListChangedNotification(Default::default())
+                    }
+                    Change::ResourceUpdated(uri) if followed.contains(&uri) => {
+                        ServerNotification::ResourceUpdatedNotification(
+                            rmcp::model::ResourceUpdatedNotification::new(
+                                rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                            ),
+                        )
                     }
                     Change::ResourceUpdated(_) => return true,
                 };

@@ -154,11 +154,17 @@ impl Waiting {
         tokio::pin!(cancelled);
         loop {
             // Questions first: a call that asked what its client did not declare fails,
-            // whatever the upstream then made of the refusal.
+            // whatever the upstream then made of the refusal (even when the call ended in
+            // the same poll that asked).
             let question = tokio::select! {
                 biased;
                 Some(question) = running.questions.recv() => question,
-                done = &mut running.call => return Ok(Waited::Done(done)),
+                done = &mut running.call => match running.questions.try_recv() {
+                    Ok(Question::Undeclared(needed)) => {
+                        return Err(McpError::missing_required_client_capability(needed));
+                    }
+                    _ => return Ok(Waited::Done(done)),
+                },
                 () = &mut cancelled => {
                     return Err(McpError::internal_error("the call was cancelled", None));
                 }

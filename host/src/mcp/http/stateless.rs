@@ -17,6 +17,9 @@
 //! - **Tenant binding**: a session is looked up among the tenant's whose token the request
 //!   presents, and is the JWT subject's that made it (see [`Principal`]); another
 //!   tenant's or subject's, or an ended one, is unknown (404), as for MCP sessions.
+//! - **Retries**: a request that carries a `requestState` of hookhost's (it was answered
+//!   `input_required`, see `mcp::waiting`) and names no session, or `new`, is given none:
+//!   the call it goes on with has its own.
 //! - **Lifetime**: as any session `serve --http` made: ended by `DELETE` with the header,
 //!   or collected once idle for `--idle`. In a fleet any host answers any request, since
 //!   the session table is shared.
@@ -217,10 +220,17 @@ impl Drop for Ended {
 }
 
 /// Whether the request needs a session: a request (not a notification) of a method that
-/// works in one.
+/// works in one; `subscriptions/listen` when it follows resources (they are subscribed
+/// upstream in a session, which lasts as long as the listener).
 fn needs_session(message: &Value) -> bool {
     let method = message.get("method").and_then(Value::as_str);
-    message.get("id").is_some() && method.is_some_and(|m| !SESSIONLESS.contains(&m))
+    let follows = message
+        .pointer("/params/notifications/resourceSubscriptions")
+        .and_then(Value::as_array)
+        .is_some_and(|uris| !uris.is_empty());
+    message.get("id").is_some()
+        && method
+            .is_some_and(|m| !SESSIONLESS.contains(&m) || (m == "subscriptions/listen" && follows))
 }
 
 /// A new session of `principal`, for a request that named none.

@@ -38,7 +38,9 @@ use super::{Callee, Extras, Tool};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, UpstreamProtocol, is_tool_name};
 use crate::failure::Failure;
-use crate::limits::{DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER};
+use crate::limits::{
+    DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER, UPSTREAM_RELIST_MIN,
+};
 use crate::secret::{Secret, expand};
 use crate::sessions::{Caller, SessionHolder};
 use axum::http::{HeaderName, HeaderValue};
@@ -87,6 +89,8 @@ pub struct Upstream {
     reached: AtomicBool,
     /// Its tools as served (`NAME__TOOL`), as last listed.
     tools: RwLock<Vec<McpTool>>,
+    /// How long that list may be kept, when the upstream said (`ttlMs`).
+    tools_ttl: Mutex<Option<Duration>>,
     /// Ticks each time the tools listed change.
     changes: watch::Sender<u64>,
     relay: Relay,
@@ -326,14 +330,18 @@ impl Upstream {
         Ok((started, tools))
     }
 
-    /// Its tools, named as served, within the timeout.
+    /// Its tools, named as served, within the timeout; notes how long the list may be
+    /// kept, when the upstream says (MCP 2026-07-28's `ttlMs`).
     async fn list(&self, peer: &Peer<RoleClient>) -> Result<Vec<McpTool>, UpstreamError> {
-        let listed = tokio::time::timeout(self.timeout, peer.list_all_tools())
+        let listed = tokio::time::timeout(self.timeout, peer.list_all_tools_with_cache_hint())
             .await
             .map_err(|_| self.fail("did not list its tools in time".into()))?
             .map_err(|e| self.fail(format!("cannot list its tools: {e}")))?;
+        *self.tools_ttl.lock().unwrap_or_else(|e| e.into_inner()) = listed
+            .ttl_ms
+            .map(|ms| Duration::from_millis(ms).max(UPSTREAM_RELIST_MIN));
         let mut tools = Vec::new();
-        for mut tool in listed {
+        for mut tool in listed.items {
             let exposed = format!("{}{}", self.prefix(), tool.name);
             if !is_tool_name(&exposed) {
                 tracing::warn!(upstream = %self.name, tool = %tool.name, "skipping a tool whose name cannot be served");
@@ -515,9 +523,19 @@ impl Upstream {
                 let waiting = up.waiting();
                 tokio::pin!(waiting);
                 let reason = loop {
+                    // Listed again when the upstream says its tools changed, or when the
+                    // list's time to live is over.
+                    let ttl = *self.tools_ttl.lock().unwrap_or_else(|e| e.into_inner());
+                    let expired = async {
+                        match ttl {
+                            Some(ttl) => tokio::time::sleep(ttl).await,
+                            None => std::future::pending().await,
+                        }
+                    };
                     tokio::select! {
                         reason = &mut waiting => break reason,
                         () = self.relay.relist.notified() => self.relist().await,
+                        () = expired => self.relist().await,
                         () = self.stop.cancelled() => return,
                     }
                 };
@@ -631,6 +649,7 @@ impl Upstream {
             peer: RwLock::new(None),
             reached: AtomicBool::new(false),
             tools: RwLock::new(Vec::new()),
+            tools_ttl: Mutex::default(),
             changes: watch::channel(0).0,
             relay: Relay::new(notices.clone(), spec.roots),
             subscribed: Mutex::default(),

@@ -702,7 +702,11 @@ pub(super) async fn request(
 ) -> Result<ServerResult, ServiceError> {
     let mut asked_rounds = 0;
     loop {
-        let answer = request_once(peer, relay, request.clone()).await?;
+        let answer = match request_once(peer, relay, request.clone()).await {
+            Ok(answer) => answer,
+            Err(ServiceError::McpError(e)) => return Err(ServiceError::McpError(refused(e))),
+            Err(e) => return Err(e),
+        };
         let ServerResult::InputRequiredResult(asked) = answer else {
             return Ok(answer);
         };
@@ -728,6 +732,24 @@ pub(super) async fn request(
         };
         request = retried(request, responses, asked.request_state)?;
     }
+}
+
+/// An upstream's error, passed on: one saying the client lacks a capability (which the
+/// upstream knows from the capabilities hookhost sent for it) fails a 2026 client's
+/// request with the same error, as a question hookhost could not ask would.
+fn refused(e: McpError) -> McpError {
+    if e.code == ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        && let Some(asker) = current_client().and_then(|client| client.asker)
+    {
+        let needed = e
+            .data
+            .as_ref()
+            .and_then(|data| data.get("requiredCapabilities"))
+            .and_then(|needed| serde_json::from_value(needed.clone()).ok())
+            .unwrap_or_default();
+        let _ = asker.0.try_send(Question::Undeclared(needed));
+    }
+    e
 }
 
 /// `request` again, with the client's answers and the upstream's state of its
