@@ -52,7 +52,12 @@ enum Command {
     #[command(subcommand)]
     Persistent(cli::persistent::PersistentCommand),
     /// List the configured tools.
-    Tools,
+    Tools {
+        /// One JSON object a line, with each tool's input schema as the model sees it:
+        /// `{"name", "description", "inputSchema"}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// The configuration.
     #[command(subcommand)]
     Config(cli::config::ConfigCommand),
@@ -208,7 +213,7 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
             cli::persistent::run(command, plan, &data).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tools => cli::call::tools(plan, &data).await,
+        Command::Tools { json } => cli::call::tools(plan, &data, json).await,
         Command::Config(_) => unreachable!("answered above"),
         Command::Component(cli::component::ComponentCommand::Check(args)) => {
             cli::component::check(args, &data).await

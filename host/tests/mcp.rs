@@ -1509,11 +1509,16 @@ fn conformance(args: &[&str], env: &[(&str, &str)]) {
 /// The suite of MCP 2026-07-28 (0.2.0, installed by `.ci/run` beside 0.1.16), as
 /// [`conformance`].
 fn conformance_2026(args: &[&str]) {
+    conformance_2026_with(args, &[]);
+}
+
+/// [`conformance_2026`] with `env`.
+fn conformance_2026_with(args: &[&str], env: &[(&str, &str)]) {
     let installed = peer(
         "HOOKHOST_TEST_CONFORMANCE_2026",
         "target/ci-conformance-2026",
     );
-    conformance_of(&installed, args, &[]);
+    conformance_of(&installed, args, env);
 }
 
 fn conformance_of(installed: &Path, args: &[&str], env: &[(&str, &str)]) {
@@ -1664,7 +1669,8 @@ fn the_official_conformance_suite_passes_through_hookhost() {
 /// built-in config and through hookhost fronting tests/mcp/everything.py and the
 /// multi-round-trip fixtures of tests/mcp/modern_upstream.cjs, each with the
 /// baseline of what cannot pass yet (the files say why), which the suite checks both
-/// ways; then the official Python SDK pinned to 2026-07-28 (tests/mcp/modern.py: hookhost
+/// ways; the suite's 2026 client scenarios that need no person, with hookhost as the
+/// client; then the official Python SDK pinned to 2026-07-28 (tests/mcp/modern.py: hookhost
 /// sessions named, made, ephemeral, refused across tenants and ended, and a 2025 client
 /// beside it), over HTTP with two tenants.
 #[test]
@@ -1692,6 +1698,36 @@ fn mcp_2026_clients_are_served_beside_the_2025_era() {
             "--expected-failures",
             baseline.to_str().unwrap(),
         ]);
+    }
+
+    // hookhost as the client of the suite's 2026 test servers (its upstream pinned to
+    // 2026-07-28): metadata and headers on every request, the parameters a tool marks
+    // mirrored into headers, an invalid tool left out, schemas passed on whole.
+    let client = workspace().join("tests/conformance/client.sh");
+    for scenario in [
+        "tools_call",
+        "request-metadata",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+        "json-schema-2020-12-preservation",
+    ] {
+        conformance_2026_with(
+            &[
+                "client",
+                "--command",
+                client.to_str().unwrap(),
+                "--scenario",
+                scenario,
+                "--spec-version",
+                "2026-07-28",
+            ],
+            &[
+                ("HOOKHOST", env!("CARGO_BIN_EXE_hookhost")),
+                ("HOOKHOST_UPSTREAM_PROTOCOL", "2026-07-28"),
+            ],
+        );
     }
 
     let config = builtin_config_with(

@@ -94,10 +94,21 @@ pub async fn call(args: CallArgs, plan: Plan, data: &Path) -> Result<ExitCode> {
 }
 
 /// Prints the tools the config serves: name and description.
-pub async fn tools(plan: Plan, data: &Path) -> Result<ExitCode> {
+pub async fn tools(plan: Plan, data: &Path, json: bool) -> Result<ExitCode> {
     let runtime = start(plan, data, OneShot::Calls).await?;
     for tool in runtime.tools() {
-        println!("{}\t{}", tool.name, tool.description);
+        if json {
+            let schema = serde_json::from_str::<serde_json::Value>(&tool.input_schema)
+                .unwrap_or(serde_json::Value::String(tool.input_schema.clone()));
+            let line = serde_json::json!({
+                "name": tool.name,
+                "description": tool.description,
+                "inputSchema": schema,
+            });
+            println!("{line}");
+        } else {
+            println!("{}\t{}", tool.name, tool.description);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
