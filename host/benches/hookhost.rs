@@ -133,6 +133,33 @@ struct Row {
 
 impl Row {
     /// A row of two median latencies and their ratio.
+    /// A row comparing the eras of MCP: 2026-07-28's p50 and p99 against 2025-11-25's.
+    fn eras(
+        what: &str,
+        (new, new99): (Duration, Duration),
+        (old, old99): (Duration, Duration),
+        goal: &'static str,
+    ) -> Row {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Row {
+            what: what.into(),
+            hookhost: format!(
+                "{:.2} / {:.2} ms; {:.2} / {:.2} ms",
+                ms(new),
+                ms(old),
+                ms(new99),
+                ms(old99)
+            ),
+            native: String::new(),
+            ratio: format!(
+                "{} p50; {} p99",
+                ratio(ms(new), ms(old)),
+                ratio(ms(new99), ms(old99))
+            ),
+            goal,
+        }
+    }
+
     fn latency(what: &str, hookhost: Duration, native: Duration, goal: &'static str) -> Row {
         Row {
             what: what.into(),
@@ -1648,20 +1675,58 @@ async fn run(
         let (new, new99) = peer
             .modern_round_trips("read_file", read_here.clone(), E2E_CALLS.get())
             .await?;
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        rows.push(Row {
-            what: "`tools/call` round trip, 100-byte `read_file`, HTTP kept alive, built-in chain: an MCP 2026-07-28 request / a 2025-11-25 session's (p50; p99)".into(),
-            hookhost: format!(
-                "{:.2} / {:.2} ms; {:.2} / {:.2} ms",
-                ms(new),
-                ms(old),
-                ms(new99),
-                ms(old99)
+        rows.push(Row::eras(
+            "`tools/call` round trip, 100-byte `read_file`, HTTP kept alive, built-in chain: an MCP 2026-07-28 request / a 2025-11-25 session's (p50; p99)",
+            (new, new99),
+            (old, old99),
+            "≤ 1.0× (no slower)",
+        ));
+
+        // The same upstream (the TypeScript SDK v2's `echo`, tests/mcp/modern_upstream.cjs)
+        // reached by hookhost without hooks in either era: discovered, every request
+        // carrying its `_meta`, or through an `initialize`d session.
+        let node_modules =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-node/node_modules");
+        anyhow::ensure!(
+            node_modules.exists(),
+            "{} is missing: `.ci/run` installs the TypeScript SDK v2 there",
+            node_modules.display()
+        );
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp/modern_upstream.cjs");
+        let upstream = |name: &str, args: &str, protocol: &str| {
+            format!(
+                "\n[upstreams.{name}]\ncommand = \"node\"\nargs = [{script:?}, {args}]\n\
+                 env = {{ NODE_PATH = {node_modules:?} }}\nprotocol = {protocol:?}\n"
+            )
+        };
+        let eras = base.join("upstream-eras.toml");
+        std::fs::write(
+            &eras,
+            format!(
+                "{}{}{}",
+                std::fs::read_to_string(&unhooked)?,
+                upstream("new", "\"stdio\"", "2026-07-28"),
+                upstream("old", "\"stdio\", \"both\"", "2025-11-25"),
             ),
-            native: String::new(),
-            ratio: format!("{} p50; {} p99", ratio(ms(new), ms(old)), ratio(ms(new99), ms(old99))),
-            goal: "≤ 1.0× (no slower)",
-        });
+        )?;
+        let echo = serde_json::json!({ "text": "z".repeat(100) });
+        let mut figures = Vec::new();
+        for tool in ["new__echo", "old__echo"] {
+            let mut peer = hookhost(Some(&eras), tool, false)?;
+            figures.push(
+                peer.round_trips(tool, echo.clone(), E2E_CALLS.get())
+                    .await?,
+            );
+        }
+        let [(new, new99), (old, old99)] = figures[..] else {
+            unreachable!("two upstreams")
+        };
+        rows.push(Row::eras(
+            "`tools/call` round trip, stdio, no hooks, to a stdio upstream's `echo` (TypeScript SDK v2): spoken to in MCP 2026-07-28 / in 2025-11-25 (p50; p99)",
+            (new, new99),
+            (old, old99),
+            "≤ 1.1× (`_meta` on each request costs little)",
+        ));
     }
 
     println!("| measure | hookhost | native | ratio | goal |");

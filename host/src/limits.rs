@@ -639,22 +639,32 @@ pub const UPSTREAM_INPUT_ROUNDS: usize = 8;
 /// nothing (only its state): the upstream is still working, and is polled at this pace.
 pub const UPSTREAM_STATE_ONLY_PAUSE: Duration = Duration::from_millis(100);
 
-/// How long a request of an MCP 2026-07-28 client that was answered `input_required` (an
-/// upstream asked it something) waits for the client to send it again with the answers:
-/// the call is held, its hooks mid-chain, until then, and dropped after (as a cancelled
-/// one is; the retry is then told its `requestState` is unknown). Elicitation waits on a
-/// person, so minutes, not seconds.
+/// How long a call of an MCP 2026-07-28 client that was answered `input_required` (an
+/// upstream asked it something) may wait, from its start, for the client to send the
+/// request again with the answers: the call is held, its hooks mid-chain, until then, and
+/// dropped after (as a cancelled one is; the retry is then told its `requestState` is
+/// unknown). Elicitation waits on a person, so minutes, not seconds. The time the client
+/// takes does not count against the upstream's timeout.
 pub const INPUT_WAIT: Duration = Duration::from_secs(600);
 
 /// How many requests of one tenant may wait on their client's input at once (see
 /// [`INPUT_WAIT`]); one more is answered with an error instead of waiting.
 pub const INPUT_WAITING_PER_TENANT: usize = 64;
 
+/// How many of those may be one JWT subject's (or the tenant token's), so that one
+/// subject cannot take all of its tenant's.
+pub const INPUT_WAITING_PER_SUBJECT: usize = 16;
+
 /// The shortest time hookhost keeps an upstream's list of tools that came with a time to
 /// live (MCP 2026-07-28's `ttlMs` cache hint) before it lists them again: a `ttlMs` of 0
 /// would have it list them without pause. A list without one is kept until the upstream
 /// says it changed, or reconnects.
 pub const UPSTREAM_RELIST_MIN: Duration = Duration::from_secs(5);
+
+/// How long hookhost waits before it opens its listener (`subscriptions/listen`) to an
+/// upstream of MCP 2026-07-28 again, once one ended or failed, or the resources it
+/// follows changed.
+pub const UPSTREAM_RELISTEN_PAUSE: Duration = Duration::from_millis(100);
 
 /// An upstream that stayed up this long is healthy again: its next restart waits 1 s.
 pub const UPSTREAM_HEALTHY_AFTER: Duration = Duration::from_secs(30);

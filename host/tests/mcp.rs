@@ -1752,8 +1752,10 @@ fn mcp_2026_clients_are_served_beside_the_2025_era() {
 /// goes on when the client sends the request again with the answers: through the Python
 /// SDK's own driver and callbacks, in a named session and an ephemeral one, the hooks
 /// seeing one call each; by hand, the state is bound to its tenant and request, single
-/// use, and refused tampered; an undeclared capability fails the request with -32021
-/// (tests/mcp/modern.py --asks).
+/// use, and refused tampered; a call that asks twice is asked both, another tenant's
+/// call on the same upstream not at all; an answer slower than the upstream's timeout
+/// completes; a retry in an ended session is refused; an undeclared capability fails the
+/// request with -32021 (tests/mcp/modern.py --asks).
 #[test]
 fn an_upstreams_questions_are_asked_of_a_2026_client_in_the_answer() {
     let data = tempfile::tempdir().unwrap();
@@ -1762,7 +1764,8 @@ fn an_upstreams_questions_are_asked_of_a_2026_client_in_the_answer() {
         &format!(
             "{}{}\n[tenants.alpha]\ntoken = \"alpha-token-0123456789abcdef\"\n\
              [tenants.beta]\ntoken = \"beta-token-0123456789abcdefgh\"\n",
-            everything_py_upstream(None),
+            // A short timeout, which an answer given later must not break.
+            everything_py_upstream(None).replace("timeout_secs = 60", "timeout_secs = 3"),
             modern_upstream_stdio("modern", None),
         ),
     );

@@ -17,7 +17,7 @@ conformance runs of .ci/conformance.
 Beside what the suite asks, for the gateway tests: `big_resource` (a 2 MB text resource,
 `test://big`), the tool `touch_watched` (sends `notifications/resources/updated` for
 `test://watched-resource` to the sessions subscribed to it), `progress_burst` (progress 1 to
-5 sent back to back, then the answer), `whoami` (the server's process
+5 sent back to back, then the answer), `ask_twice` (two elicitations in one call), `whoami` (the server's process
 id, so a test tells one instance from another), `remember`/`recall` (a memory, per process:
 what a stateful upstream would keep) and `roots` (what the client answers to `roots/list`).
 """
@@ -87,6 +87,11 @@ TOOLS = [
     tool("test_missing_capability", "Needs sampling: asks the client for a completion"),
     tool("test_trigger_tool_change", "Adds or removes the tool test_dynamic_tool, and says the tools changed"),
     tool("test_trigger_prompt_change", "Adds or removes the prompt test_dynamic_prompt, and says the prompts changed"),
+    tool(
+        "ask_twice",
+        "Asks the client twice in one call (elicitations `first:MESSAGE`, then `second:MESSAGE`)",
+        {"type": "object", "properties": {"message": {"type": "string"}}},
+    ),
     tool("touch_watched", "Tells the subscribers of test://watched-resource that it changed"),
     tool("whoami", "The server's process id"),
     tool("progress_burst", "Reports progress 1 to 5 at once, then answers"),
@@ -279,6 +284,11 @@ async def call_tool(ctx, params):
             PROMPTS.append(types.Prompt(name="test_dynamic_prompt", description="Comes and goes"))
         await session.send_prompt_list_changed()
         return text("prompts changed")
+    if name == "ask_twice":
+        schema = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"]}
+        one = await elicit(ctx, "first:" + args.get("message", ""), schema, "first")
+        two = await elicit(ctx, "second:" + args.get("message", ""), schema, "second")
+        return text(one.content[0].text + " | " + two.content[0].text)
     if name == "touch_watched":
         uri = "test://watched-resource"
         for subscriber in list(subscribers.get(uri, {}).values()):

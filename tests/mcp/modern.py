@@ -43,6 +43,13 @@ upstreams asked in the answer, as MCP 2026-07-28 asks (`input_required`):
             (OTHER), to the owner naming another tool, tampered with, and once used; the
             owner's retry completes;
   missing   a retry without the asked key is asked again, under a new state;
+  twice     a call that asks twice (everything's ask_twice) is asked the second question
+            after the first retry, and completes with both answers; while another tenant's
+            call runs on the same stdio upstream, whose questions name no request, the
+            question is asked of neither;
+  slow      an answer given after the upstream's timeout (3 s here) still completes the
+            call: the client's time is not the upstream's;
+  ended     a call held in a session that is then deleted: its retry is refused;
   undeclared a client that did not declare sampling gets -32021 (HTTP 400) when the
             upstream asks for it;
   follows   `subscriptions/listen` naming test://watched-resource is told its update
@@ -335,17 +342,23 @@ def raw_headers(token, method, name=None):
     return headers
 
 
-async def raw_call(http, url, token, name, arguments, capabilities, **extra):
-    """A 2026 `tools/call` by hand: its HTTP status and JSON-RPC message."""
+async def raw_call(http, url, token, name, arguments, capabilities, _meta_session=None, **extra):
+    """A 2026 `tools/call` by hand: its HTTP status and JSON-RPC message (with the session
+    the answer names as `_session` in its result, when `_meta_session` names one)."""
     meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": capabilities}
+    if _meta_session:
+        meta[SESSION_META] = _meta_session
     request = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": "tools/call",
                "params": {"name": name, "arguments": arguments, "_meta": meta, **extra}}
     response = await http.post(url, headers=raw_headers(token, "tools/call", name), json=request)
     body = response.text
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         body = next(line[5:] for line in body.splitlines() if line.startswith("data:") and line[5:].strip())
-    return response.status_code, json.loads(body)
+    message = json.loads(body)
+    if _meta_session and "result" in message:
+        message["result"]["_session"] = response.headers.get("hookhost-session")
+    return response.status_code, message
 
 
 async def asks(url, token, other_token, data):
@@ -420,6 +433,57 @@ async def asks(url, token, other_token, data):
         refusals["used"] = used["error"]["code"]
         calls[tool] += 1
         results["bound"] = refusals
+
+        # Two questions in one call: the second asked after the first retry.
+        status, first = await raw_call(raw, url, token, "everything__ask_twice", {"message": "m"}, declared)
+        asked_first = first["result"]["inputRequests"]["elicitation"]["params"]["message"]
+        one = {"elicitation": {"action": "accept", "content": {"response": "r1"}}}
+        status, second = await raw_call(raw, url, token, "everything__ask_twice", {"message": "m"}, declared,
+                                        inputResponses=one, requestState=first["result"]["requestState"])
+        second = second.get("result", {})
+        check(second.get("resultType") == "input_required", f"the second question: {second}")
+        asked_second = second["inputRequests"]["elicitation"]["params"]["message"]
+        two = {"elicitation": {"action": "accept", "content": {"response": "r2"}}}
+        status, done = await raw_call(raw, url, token, "everything__ask_twice", {"message": "m"}, declared,
+                                      inputResponses=two, requestState=second["requestState"])
+        said = "".join(block.get("text", "") for block in done.get("result", {}).get("content", []))
+        check((asked_first, asked_second) == ("first:m", "second:m") and '"r1"' in said and '"r2"' in said,
+              f"asked {asked_first!r}, {asked_second!r}: {said}")
+        # Another tenant's call running on the same (shared, stdio) upstream, whose
+        # questions carry no request of their own: the question is asked of nobody.
+        other = asyncio.create_task(raw_call(raw, url, other_token, "everything__wait", {"secs": 2}, declared))
+        await asyncio.sleep(0.5)
+        status, mixed = await raw_call(raw, url, token, "everything__ask_twice", {"message": "x"}, declared)
+        said_mixed = "".join(block.get("text", "") for block in mixed.get("result", {}).get("content", []))
+        check(mixed.get("result", {}).get("resultType") == "complete" and "cannot tell which" in said_mixed,
+              f"a question among two tenants' calls: {mixed}")
+        status, waited = await other
+        check(waited.get("result", {}).get("resultType") == "complete", f"the other tenant was asked: {waited}")
+        calls["everything__ask_twice"] = 2
+        results["twice"] = said
+
+        # An answer slower than the upstream's timeout (3 s).
+        status, slow = await raw_call(raw, url, token, tool, {"message": "Slow?"}, declared)
+        await asyncio.sleep(4)
+        status, done = await raw_call(raw, url, token, tool, {"message": "Slow?"}, declared,
+                                      inputResponses=answer, requestState=slow["result"]["requestState"])
+        said = "".join(block.get("text", "") for block in done.get("result", {}).get("content", []))
+        check(said.startswith("User response: action=accept"), f"a slow answer: {status} {done}")
+        calls[tool] += 1
+        results["slow"] = said
+
+        # A call held in a session that ends: its retry is refused.
+        status, held = await raw_call(raw, url, token, tool, {"message": "Ended?"}, declared,
+                                      _meta_session="new")
+        session = held["result"]["_session"]
+        ended = await raw.delete(url, headers={**raw_headers(token, "DELETE"), SESSION_HEADER: session})
+        check(ended.status_code == 200, f"DELETE: {ended.status_code}")
+        status, refused = await raw_call(raw, url, token, tool, {"message": "Ended?"}, declared,
+                                         inputResponses=answer, requestState=held["result"]["requestState"])
+        check(refused.get("error", {}).get("code") == -32602 and "ended" in refused["error"]["message"],
+              f"a retry in an ended session: {status} {refused}")
+        calls[tool] += 1
+        results["ended"] = refused["error"]["code"]
 
         # A client that did not declare sampling: the call fails with -32021, HTTP 400.
         status, undeclared = await raw_call(raw, url, token, "everything__test_sampling", {"prompt": "Hi"},

@@ -5,6 +5,7 @@
 // version it speaks. hookhost's upstream tests use it as a modern-only upstream.
 //
 //     node modern_upstream.cjs stdio
+//     node modern_upstream.cjs stdio both   (the 2025 era's `initialize` served too)
 //     node modern_upstream.cjs http   (prints "listening http://127.0.0.1:PORT/mcp")
 //
 // Tools:
@@ -299,5 +300,6 @@ function serveHttp() {
 if (process.argv[2] === 'http') {
   serveHttp();
 } else {
-  serveStdio(server, { legacy: 'reject' });
+  // `stdio both`: the 2025 era served too (the benchmark compares the eras on one server).
+  serveStdio(server, { legacy: process.argv[3] === 'both' ? 'serve' : 'reject' });
 }

@@ -271,6 +271,11 @@ fn client_of(session: &Session, context: &RequestContext<RoleServer>) -> Client 
     Client {
         peer: context.peer.clone(),
         tenant: session.tenant.to_string(),
+        subject: context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .and_then(|principal| principal.subject.clone()),
         request: context.id.clone(),
         progress: context.meta.get_progress_token(),
         workdir: session.workdir.clone(),
@@ -392,8 +397,10 @@ impl McpServer {
         // is given none: see `http/stateless.rs`).
         let named = self.session_for(context).ok().map(|s| s.id.clone());
         let owner = self.owner(context, request);
+        let (runtime, principal) = (self.runtime.clone(), owner.principal.clone());
+        let alive = |id| async move { runtime.sessions().open_for(&principal, &id).await.is_ok() };
         self.waiting
-            .resume(owner, named.as_ref(), state, responses, stopped)
+            .resume(owner, named.as_ref(), state, responses, alive, stopped)
             .await
     }
 

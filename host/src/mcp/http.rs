@@ -62,6 +62,9 @@ struct Gate {
     answering: TaskTracker,
     /// Source addresses that failed to authenticate lately.
     throttle: Throttle,
+    /// The requests of MCP 2026-07-28 clients waiting for their input (every request's
+    /// [`McpServer`] shares it).
+    waiting: Arc<super::waiting::Waiting>,
 }
 
 impl Gate {
@@ -815,6 +818,7 @@ pub async fn serve_http(
         draining: AtomicBool::new(false),
         answering: TaskTracker::new(),
         throttle: Throttle::default(),
+        waiting: Arc::default(),
     });
     // A session deleted by anything in this process, or by another, ends its MCP session.
     runtime
@@ -889,6 +893,10 @@ pub async fn serve_http(
             if tokio::time::timeout(grace, gate.answering.wait()).await.is_err() {
                 tracing::warn!(?grace, "requests still running after the grace are cancelled");
             }
+            // Calls held for their clients' input end with the server, and their
+            // ephemeral sessions with them.
+            gate.waiting.clear();
+            let _ = tokio::time::timeout(SHUTDOWN_CLOSE, gate.answering.wait()).await;
             accepting.cancel();
             stop.cancel();
             if let Some(admin) = &mut admin_server
@@ -1067,7 +1075,7 @@ fn router(
         config = config.disable_allowed_hosts();
     }
     let factory_runtime = runtime.clone();
-    let waiting = Arc::new(super::waiting::Waiting::default());
+    let waiting = gate.waiting.clone();
     let service = StreamableHttpService::new(
         move || {
             Ok(McpServer {

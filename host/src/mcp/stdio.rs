@@ -35,6 +35,7 @@ pub async fn serve_stdio(
     );
     tracing::info!(session = %session.id, workdir = ?workdir, "serving MCP on stdio");
     let gone = CancellationToken::new();
+    let waiting = Arc::new(super::waiting::Waiting::default());
     let server = McpServer {
         runtime: runtime.clone(),
         session: Some(session.clone()),
@@ -42,7 +43,7 @@ pub async fn serve_stdio(
         gone: gone.clone(),
         subscriptions: Default::default(),
         declared: Default::default(),
-        waiting: Default::default(),
+        waiting: waiting.clone(),
     };
     let served = async {
         let stdin = UntilEnd {
@@ -68,6 +69,8 @@ pub async fn serve_stdio(
         anyhow::Ok(())
     };
     let served = served.await;
+    // Calls held for the client's input end with it.
+    waiting.clear();
     if !options.keep_session {
         runtime
             .end_session(&session.tenant, &session.id, false)

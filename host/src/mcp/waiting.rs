@@ -17,8 +17,10 @@
 //! - **Single use**: a state is taken when presented; a call that asks again is held under
 //!   a new one. A retry whose answers miss a key, or whose answer is not of the kind asked,
 //!   is answered `input_required` again for what is missing; keys not asked are ignored.
-//! - **Bounded**: at most [`INPUT_WAITING_PER_TENANT`] held per tenant, each at most
-//!   [`INPUT_WAIT`]; one that expires is dropped as a cancelled call is.
+//! - **Bounded**: at most [`INPUT_WAITING_PER_TENANT`] held per tenant and
+//!   [`INPUT_WAITING_PER_SUBJECT`] per JWT subject, each at most [`INPUT_WAIT`] from its
+//!   start however often it asks; one that expires, or whose session ended, is dropped as
+//!   a cancelled call is; all are dropped when the server stops.
 //! - A first request that carries `inputResponses` already (a client that knows the
 //!   questions) has the questions they answer answered at once.
 //!
@@ -30,7 +32,7 @@
 #![allow(deprecated)]
 
 use crate::ids::SessionId;
-use crate::limits::{INPUT_WAIT, INPUT_WAITING_PER_TENANT};
+use crate::limits::{INPUT_WAIT, INPUT_WAITING_PER_SUBJECT, INPUT_WAITING_PER_TENANT};
 use crate::sessions::Principal;
 use crate::tools::upstream::{Asker, Question};
 use rmcp::ErrorData as McpError;
@@ -72,9 +74,12 @@ pub(super) enum Waited<T> {
 /// session's end, say).
 struct Running<T> {
     call: Pin<Box<dyn Future<Output = T> + Send>>,
-    questions: mpsc::Receiver<Question>,
+    questions: mpsc::UnboundedReceiver<Question>,
     /// The session it runs in.
     session: SessionId,
+    /// When it is dropped if still held: [`INPUT_WAIT`] after it began, however many
+    /// times it was held.
+    expires: tokio::time::Instant,
     _keep: Option<Box<dyn Any + Send>>,
 }
 
@@ -88,6 +93,8 @@ struct Held {
     asked: InputRequests,
     given: InputResponses,
     answers: oneshot::Sender<InputResponses>,
+    /// The task that drops it when it expires, stopped when it is taken.
+    expiry: tokio::task::AbortHandle,
 }
 
 impl Waiting {
@@ -109,6 +116,7 @@ impl Waiting {
             call: begin(asker),
             questions,
             session,
+            expires: tokio::time::Instant::now() + INPUT_WAIT,
             _keep: keep,
         });
         self.drive(owner, running, responses.unwrap_or_default(), cancelled)
@@ -118,15 +126,23 @@ impl Waiting {
     /// Goes on with the call held under `state` for `owner`, given the retry's
     /// `responses`, as [`begin`](Self::begin) does. A retry that names a session by its id
     /// (`named`) must name the call's.
-    pub(super) async fn resume<T: Send + 'static>(
+    pub(super) async fn resume<T: Send + 'static, Alive: Future<Output = bool>>(
         self: &Arc<Self>,
         owner: Owner,
         named: Option<&SessionId>,
         state: &str,
         responses: Option<InputResponses>,
+        alive: impl FnOnce(SessionId) -> Alive,
         cancelled: impl Future<Output = ()>,
     ) -> Result<Waited<T>, McpError> {
         let held = self.take(state, &owner, named)?;
+        // Its session may have ended meanwhile (deleted, collected): the call ends with it.
+        if !alive(held.session.clone()).await {
+            return Err(McpError::invalid_params(
+                "requestState: the session of the request waiting under it has ended",
+                None,
+            ));
+        }
         let running = held
             .running
             .downcast::<Running<T>>()
@@ -201,39 +217,29 @@ impl Waiting {
             .map(|(key, request)| (key.clone(), request.clone()))
             .collect();
         let state = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
-        {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            let tenant = &owner.principal.tenant;
-            let waiting = held
-                .values()
-                .filter(|h| &h.owner.principal.tenant == tenant)
-                .count();
-            if waiting >= INPUT_WAITING_PER_TENANT {
-                tracing::warn!(%tenant, waiting, "a request's question refused: too many waiting for input");
-                return Err(McpError::internal_error(
-                    format!(
-                        "{waiting} requests of this tenant already wait for their client's input"
-                    ),
-                    None,
-                ));
-            }
-            tracing::debug!(%tenant, request = %owner.request, keys = ?missing.keys(), "waiting for the client's input");
-            held.insert(
-                state.clone(),
-                Held {
-                    owner,
-                    session: running.session.clone(),
-                    running,
-                    asked,
-                    given,
-                    answers,
-                },
-            );
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let tenant = &owner.principal.tenant;
+        let (of_tenant, of_subject) = held
+            .values()
+            .filter(|h| &h.owner.principal.tenant == tenant)
+            .fold((0, 0), |(t, s), h| {
+                (t + 1, s + usize::from(h.owner.principal == owner.principal))
+            });
+        if of_tenant >= INPUT_WAITING_PER_TENANT || of_subject >= INPUT_WAITING_PER_SUBJECT {
+            tracing::warn!(%tenant, of_tenant, of_subject, "a request's question refused: too many waiting for input");
+            return Err(McpError::internal_error(
+                format!(
+                    "{of_tenant} requests of this tenant ({of_subject} of its subject) already \
+                     wait for their client's input"
+                ),
+                None,
+            ));
         }
+        tracing::debug!(%tenant, request = %owner.request, keys = ?missing.keys(), "waiting for the client's input");
         let waiting = Arc::downgrade(self);
-        let expiring = state.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(INPUT_WAIT).await;
+        let (expiring, expires) = (state.clone(), running.expires);
+        let expiry = tokio::spawn(async move {
+            tokio::time::sleep_until(expires).await;
             let Some(waiting) = waiting.upgrade() else {
                 return;
             };
@@ -241,11 +247,34 @@ impl Waiting {
             if let Ok(Some(held)) = expired {
                 tracing::info!(tenant = %held.owner.principal.tenant, request = %held.owner.request, "a request waited too long for its client's input: its call is dropped");
             }
-        });
+        })
+        .abort_handle();
+        held.insert(
+            state.clone(),
+            Held {
+                owner,
+                session: running.session.clone(),
+                running,
+                asked,
+                given,
+                answers,
+                expiry,
+            },
+        );
         Ok(Waited::Asks(InputRequiredResult::new(
             Some(missing),
             Some(state),
         )))
+    }
+
+    /// Drops every held call: the server is going, no retry can come (their ephemeral
+    /// sessions end with them).
+    pub(super) fn clear(&self) {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in held.values() {
+            h.expiry.abort();
+        }
+        drop(held);
     }
 
     /// Takes the call held under `state` for `owner` (in the session `named`, when the
@@ -263,7 +292,9 @@ impl Waiting {
             tracing::info!(tenant = %owner.principal.tenant, request = %owner.request, held_for = %h.owner.request, "a requestState presented by another than its owner, or with another request");
             return Err(unknown_state());
         }
-        held.remove(state).ok_or_else(unknown_state)
+        let taken = held.remove(state).ok_or_else(unknown_state)?;
+        taken.expiry.abort();
+        Ok(taken)
     }
 }
 

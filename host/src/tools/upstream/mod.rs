@@ -40,6 +40,7 @@ use crate::config::{UpstreamConfig, UpstreamProtocol, is_tool_name};
 use crate::failure::Failure;
 use crate::limits::{
     DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER, UPSTREAM_RELIST_MIN,
+    UPSTREAM_RELISTEN_PAUSE,
 };
 use crate::secret::{Secret, expand};
 use crate::sessions::{Caller, SessionHolder};
@@ -52,8 +53,8 @@ use relay::Relay;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
     JsonObject, Prompt, ProtocolVersion, Resource, ResourceTemplate, ServerCapabilities,
-    ServerResult, SubscribeRequest, SubscribeRequestParams, Tool as McpTool, UnsubscribeRequest,
-    UnsubscribeRequestParams,
+    ServerResult, SubscribeRequest, SubscribeRequestParams, SubscriptionFilter, Tool as McpTool,
+    UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -65,7 +66,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// Separates an upstream's name from its tool's in the names agents see.
 pub const SEPARATOR: &str = "__";
@@ -96,6 +97,8 @@ pub struct Upstream {
     relay: Relay,
     /// How many clients subscribe to each resource URI (see [`Upstream::subscription`]).
     subscribed: Mutex<HashMap<String, usize>>,
+    /// Told when those change, for an upstream of MCP 2026-07-28's listener.
+    resubscribe: Notify,
     /// Cancelled when no config lists it any more (see [`Running`]): its connection is
     /// closed, its process killed, and it is not restarted.
     stop: tokio_util::sync::CancellationToken,
@@ -140,6 +143,50 @@ impl Upstream {
             "down"
         } else {
             "unavailable"
+        }
+    }
+
+    /// Whether it speaks MCP 2026-07-28 or later, while it is up.
+    fn speaks_2026(&self) -> bool {
+        self.protocol()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+    }
+
+    /// An upstream of MCP 2026-07-28 tells its changes only to a listener: one
+    /// `subscriptions/listen` kept open while it is up, for its list changes and the
+    /// resources hookhost's clients subscribed (opened again when they change, or when
+    /// it ends). What it is told reaches the relay as any notification of the upstream's
+    /// does (the connection's transport sees it), so this only keeps it open.
+    async fn listen(&self, peer: Peer<RoleClient>) {
+        loop {
+            let mut filter = SubscriptionFilter::new();
+            filter.tools_list_changed = Some(true);
+            filter.prompts_list_changed = Some(true);
+            filter.resources_list_changed = Some(true);
+            let uris: Vec<String> = self
+                .subscribed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+                .cloned()
+                .collect();
+            filter.resource_subscriptions = (!uris.is_empty()).then_some(uris);
+            match peer.listen(filter).await {
+                Ok(mut listening) => loop {
+                    tokio::select! {
+                        next = listening.next() => match next {
+                            Ok(Some(_)) => {}
+                            Ok(None) | Err(_) => break,
+                        },
+                        () = self.resubscribe.notified() => break,
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(upstream = %self.name, error = %e, "listening to the upstream failed")
+                }
+            }
+            // Not at once again: an upstream that ends each listener at once is not spun.
+            tokio::time::sleep(UPSTREAM_RELISTEN_PAUSE).await;
         }
     }
 
@@ -241,8 +288,7 @@ impl Upstream {
     /// upstream sends that client meanwhile (progress, logs, elicitation…) reaches it.
     pub async fn forward(&self, request: ClientRequest) -> Result<ServerResult, McpError> {
         let peer = self.up()?;
-        let answer =
-            tokio::time::timeout(self.timeout, relay::request(&peer, &self.relay, request)).await;
+        let answer = relay::within(self.timeout, relay::request(&peer, &self.relay, request)).await;
         self.answered(answer)
     }
 
@@ -289,6 +335,11 @@ impl Upstream {
             (before == 0) != (after == 0)
         };
         if !send {
+            return Ok(());
+        }
+        if self.speaks_2026() {
+            // Its listener is opened again with the resources subscribed now.
+            self.resubscribe.notify_one();
             return Ok(());
         }
         let request = if subscribe {
@@ -353,15 +404,20 @@ impl Upstream {
         Ok(tools)
     }
 
-    /// Lists its tools again (it said they changed), and takes them as listed.
-    async fn relist(&self) {
+    /// Lists its tools again (it said they changed, or the list's time to live is over:
+    /// `why`), and takes them as listed.
+    async fn relist(&self, why: &'static str) {
         let Some(peer) = self.current() else {
             return;
         };
         match self.list(&peer).await {
             Ok(tools) => {
-                tracing::info!(upstream = %self.name, tools = tools.len(), "upstream's tools listed again, as it said they changed");
-                self.listed(tools);
+                let count = tools.len();
+                if self.listed(tools) {
+                    tracing::info!(upstream = %self.name, tools = count, why, "upstream's tools changed");
+                } else {
+                    tracing::debug!(upstream = %self.name, why, "upstream's tools listed again, unchanged");
+                }
             }
             Err(e) => tracing::warn!(error = %e, "listing an upstream's changed tools failed"),
         }
@@ -500,7 +556,7 @@ impl Upstream {
 
     /// Takes `tools` as its tools: ticks [`Upstream::changes`] when they are not the ones
     /// it listed before.
-    fn listed(&self, tools: Vec<McpTool>) {
+    fn listed(&self, tools: Vec<McpTool>) -> bool {
         let changed = {
             let mut known = self.tools.write().unwrap_or_else(|e| e.into_inner());
             let changed = *known != tools;
@@ -510,6 +566,7 @@ impl Upstream {
         if changed {
             self.changes.send_modify(|n| *n += 1);
         }
+        changed
     }
 
     /// Keeps it up: watches the connection while there is one; when it ends, or when there
@@ -520,6 +577,13 @@ impl Upstream {
         loop {
             if let Some(up) = connection.take() {
                 let up_since = Instant::now();
+                let listening = async {
+                    match self.speaks_2026().then(|| self.current()).flatten() {
+                        Some(peer) => self.listen(peer).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::pin!(listening);
                 let waiting = up.waiting();
                 tokio::pin!(waiting);
                 let reason = loop {
@@ -534,8 +598,9 @@ impl Upstream {
                     };
                     tokio::select! {
                         reason = &mut waiting => break reason,
-                        () = self.relay.relist.notified() => self.relist().await,
-                        () = expired => self.relist().await,
+                        () = self.relay.relist.notified() => self.relist("it said they changed").await,
+                        () = expired => self.relist("their ttlMs is over").await,
+                        () = &mut listening => {}
                         () = self.stop.cancelled() => return,
                     }
                 };
@@ -653,6 +718,7 @@ impl Upstream {
             changes: watch::channel(0).0,
             relay: Relay::new(notices.clone(), spec.roots),
             subscribed: Mutex::default(),
+            resubscribe: Notify::new(),
             stop: tokio_util::sync::CancellationToken::new(),
             authorized: Mutex::default(),
         })
@@ -706,7 +772,7 @@ impl Callee for UpstreamTool {
         let timeout = tenant.deadline_ms.map_or(upstream.timeout, |ms| {
             upstream.timeout.min(Duration::from_millis(ms))
         });
-        let answer = tokio::time::timeout(timeout, async {
+        let answer = relay::within(timeout, async {
             match relay::request(&peer, &upstream.relay, request).await? {
                 ServerResult::CallToolResult(result) => Ok(result),
                 _ => Err(rmcp::ServiceError::UnexpectedResponse),

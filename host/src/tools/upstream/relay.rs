@@ -11,9 +11,10 @@
 //! - progress: its token;
 //! - a request over HTTP: the response stream it came on (rmcp marks it), so exact;
 //! - a log line, or a request over stdio, where MCP carries no association: the request
-//!   that began last, when all the requests the upstream is serving are one tenant's (the
-//!   tenant is hookhost's boundary: its sessions share its files, audit and quota). When
-//!   requests of several tenants run at once on one upstream, a log line is dropped
+//!   that began last, when all the requests the upstream is serving are one tenant's and
+//!   one JWT subject's (the tenant is hookhost's boundary: its sessions share its files,
+//!   audit and quota; a call held for a 2026 client's input counts as serving). When
+//!   requests of several run at once on one upstream, a log line is dropped
 //!   (logged at debug) and a request is refused with an error, so that nothing of one
 //!   tenant reaches another; an upstream with `scope = "tenant"` or `"session"` never has
 //!   that ambiguity.
@@ -60,6 +61,7 @@ use rmcp::transport::Transport;
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, RoleServer, ServiceError};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// The MCP client a request forwarded upstream came from.
@@ -67,9 +69,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub struct Client {
     /// Its connection.
     pub peer: Peer<RoleServer>,
-    /// Its hookhost session's tenant: what an upstream sends is never guessed across
-    /// tenants.
+    /// Its hookhost session's tenant, and the subject of its JWT if it came with one:
+    /// what an upstream sends is never guessed across them.
     pub tenant: String,
+    pub subject: Option<String>,
     /// Its request, so that what hookhost sends it rides that request's stream.
     pub request: RequestId,
     /// The progress token it gave, if it asked for progress.
@@ -103,9 +106,34 @@ pub fn current_client() -> Option<Client> {
 }
 
 /// Questions for a client of MCP 2026-07-28, asked in the answer to its request: sent by
-/// the relay, received by whatever holds the request (`mcp::waiting`).
+/// the relay, received by whatever holds the request (`mcp::waiting`). Unbounded, and
+/// never full: each question waits for its answer, and a refusal is one per request.
 #[derive(Clone)]
-pub struct Asker(mpsc::Sender<Question>);
+pub struct Asker {
+    questions: mpsc::UnboundedSender<Question>,
+    /// How long the client took to answer: not counted against the upstream's timeout (see
+    /// [`within`]).
+    waited: Arc<Mutex<Waited>>,
+}
+
+/// The time a client took to answer, in all, and since when it has questions unanswered.
+#[derive(Default)]
+struct Waited {
+    total: Duration,
+    unanswered: usize,
+    since: Option<std::time::Instant>,
+}
+
+impl Waited {
+    fn lock(waited: &Mutex<Waited>) -> std::sync::MutexGuard<'_, Waited> {
+        waited.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The time waited so far, the wait going on included.
+    fn so_far(&self) -> Duration {
+        self.total + self.since.map_or(Duration::ZERO, |since| since.elapsed())
+    }
+}
 
 /// What a call asks of a client of MCP 2026-07-28.
 pub enum Question {
@@ -121,20 +149,65 @@ pub enum Question {
 
 impl Asker {
     /// An asker, and the receiving end of its questions.
-    pub fn new() -> (Asker, mpsc::Receiver<Question>) {
-        let (sender, receiver) = mpsc::channel(1);
-        (Asker(sender), receiver)
+    pub fn new() -> (Asker, mpsc::UnboundedReceiver<Question>) {
+        let (questions, receiver) = mpsc::unbounded_channel();
+        let waited = Arc::default();
+        (Asker { questions, waited }, receiver)
     }
 
     /// The client's answers to `requests`.
     async fn ask(&self, requests: InputRequests) -> Result<InputResponses, McpError> {
         let gone = || McpError::internal_error("the client's request is no longer waiting", None);
         let (answers, answered) = oneshot::channel();
-        self.0
+        self.questions
             .send(Question::Input { requests, answers })
-            .await
             .map_err(|_| gone())?;
-        answered.await.map_err(|_| gone())
+        {
+            let mut waited = Waited::lock(&self.waited);
+            waited.unanswered += 1;
+            waited.since.get_or_insert_with(std::time::Instant::now);
+        }
+        let answers = answered.await.map_err(|_| gone());
+        let mut waited = Waited::lock(&self.waited);
+        waited.unanswered -= 1;
+        if waited.unanswered == 0
+            && let Some(since) = waited.since.take()
+        {
+            waited.total += since.elapsed();
+        }
+        answers
+    }
+
+    /// Fails the client's request for a capability it did not declare.
+    fn refuse(&self, needed: ClientCapabilities) {
+        let _ = self.questions.send(Question::Undeclared(needed));
+    }
+}
+
+/// `work`, given `limit` of time (an upstream's timeout) not counting the time the client of
+/// this task took to answer questions asked in its request's answer: a person may take
+/// minutes to answer, and the call is held meanwhile (`mcp::waiting` bounds that).
+pub(super) async fn within<T>(
+    limit: Duration,
+    work: impl Future<Output = T>,
+) -> Result<T, tokio::time::error::Elapsed> {
+    let waited = current_client()
+        .and_then(|client| client.asker)
+        .map(|asker| asker.waited);
+    let waited = || {
+        waited
+            .as_ref()
+            .map_or(Duration::ZERO, |w| Waited::lock(w).so_far())
+    };
+    let started = tokio::time::Instant::now();
+    tokio::pin!(work);
+    loop {
+        let before = waited();
+        match tokio::time::timeout_at(started + limit + before, &mut work).await {
+            Ok(done) => return Ok(done),
+            Err(elapsed) if waited() == before => return Err(elapsed),
+            Err(_) => {}
+        }
     }
 }
 
@@ -202,14 +275,18 @@ impl Routes {
     /// none, or several tenants at once. A request whose client is gone (its session ended
     /// while the upstream still works on it) counts for none.
     fn only_tenant(&self) -> Option<&Route> {
+        // A call held for its client's input is live though the request that began it was
+        // answered: its questions go through its asker, not that request's stream.
         let mut live = self
             .routed
             .iter()
-            .filter(|(_, r)| !r.client.peer.is_transport_closed());
+            .filter(|(_, r)| r.client.asker.is_some() || !r.client.peer.is_transport_closed());
         let first = live.next()?;
         let mut newest = first;
         for route in live {
-            if route.1.client.tenant != first.1.client.tenant {
+            if (&route.1.client.tenant, &route.1.client.subject)
+                != (&first.1.client.tenant, &first.1.client.subject)
+            {
                 return None;
             }
             if route.0 > newest.0 {
@@ -546,7 +623,7 @@ fn declaring(client: Client, what: &str) -> Result<Client, McpError> {
     if !declared {
         // A 2026 request fails for it (the upstream's question goes unanswered anyway).
         if let Some(asker) = &client.asker {
-            let _ = asker.0.try_send(Question::Undeclared(needed));
+            asker.refuse(needed);
         }
         return Err(undeclared(what));
     }
@@ -747,7 +824,7 @@ fn refused(e: McpError) -> McpError {
             .and_then(|data| data.get("requiredCapabilities"))
             .and_then(|needed| serde_json::from_value(needed.clone()).ok())
             .unwrap_or_default();
-        let _ = asker.0.try_send(Question::Undeclared(needed));
+        asker.refuse(needed);
     }
     e
 }
