@@ -16,12 +16,14 @@ fn a_fork_bomb_stays_bounded_and_nothing_outlives_its_call() {
                 host.bash(
                     "alpha",
                     &alpha,
-                    // Once the bomb holds every process the shell itself cannot fork
-                    // (bash gives up after its retries, exit 254), so what follows it
-                    // forks nothing: the wait was started before it, and its refusals
-                    // (as many as the machine's speed allows, enough to be offloaded)
-                    // go to a file of which the first line is said.
-                    "sleep 3 & waited=$!; :(){ :|:& }; : 2>/tmp/bomb; wait $waited; \
+                    // Once the bomb holds every process a shell cannot fork (bash gives
+                    // up after its retries and exits 254), so the bomb goes off in a
+                    // subshell, forked before it, and the command's own shell forks
+                    // nothing after: it waits for that subshell (which waits for a sleep
+                    // started before the bomb, or dies of it), then reads the first of
+                    // the refusals (as many as the machine's speed allows, enough to be
+                    // offloaded) from the file they went to, and says it.
+                    "( sleep 3 & waited=$!; :(){ :|:& }; :; wait $waited ) 2>/tmp/bomb; \
                      read -r first < /tmp/bomb; echo \"$first\"; echo the-bomb-ran-out",
                 )
             });
