@@ -265,17 +265,21 @@ fn settled<R, A: From<R> + From<InputRequiredResult>>(
     }
 }
 
+/// Who sent `context`'s request over HTTP, as the gate authenticated it (none over stdio).
+fn principal_of(context: &RequestContext<RoleServer>) -> Option<Principal> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>().cloned())
+}
+
 /// The client of `context`'s request, in `session`.
 fn client_of(session: &Session, context: &RequestContext<RoleServer>) -> Client {
     let modern = super::is_2026(context);
     Client {
         peer: context.peer.clone(),
         tenant: session.tenant.to_string(),
-        subject: context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Principal>())
-            .and_then(|principal| principal.subject.clone()),
+        subject: principal_of(context).and_then(|principal| principal.subject),
         request: context.id.clone(),
         progress: context.meta.get_progress_token(),
         workdir: session.workdir.clone(),
@@ -407,11 +411,8 @@ impl McpServer {
     /// Whoever sends `context`'s request (named `request`): its tenant, and the subject
     /// of its JWT.
     fn owner(&self, context: &RequestContext<RoleServer>, request: String) -> Owner {
-        let principal = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Principal>().cloned())
-            .unwrap_or_else(|| Principal::tenant(self.tenant_of(context)));
+        let principal =
+            principal_of(context).unwrap_or_else(|| Principal::tenant(self.tenant_of(context)));
         Owner { principal, request }
     }
 
