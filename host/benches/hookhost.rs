@@ -132,7 +132,6 @@ struct Row {
 }
 
 impl Row {
-    /// A row of two median latencies and their ratio.
     /// A row comparing the eras of MCP: 2026-07-28's p50 and p99 against 2025-11-25's.
     fn eras(
         what: &str,
@@ -160,6 +159,7 @@ impl Row {
         }
     }
 
+    /// A row of two median latencies and their ratio.
     fn latency(what: &str, hookhost: Duration, native: Duration, goal: &'static str) -> Row {
         Row {
             what: what.into(),
@@ -762,6 +762,13 @@ impl Peer {
         arguments: serde_json::Value,
         calls: usize,
     ) -> Result<(Duration, Duration)> {
+        self.initialize().await?;
+        self.timed(tool, &arguments, calls / 10).await?;
+        Ok(p50_p99(self.timed(tool, &arguments, calls).await?.0))
+    }
+
+    /// Opens an MCP session of 2025-11-25.
+    async fn initialize(&mut self) -> Result<()> {
         use serde_json::json;
         self.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -771,19 +778,29 @@ impl Peer {
         .await?;
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await?;
+        Ok(())
+    }
+
+    /// The round trips of `calls` calls of `tool` with `arguments`, one after another, and
+    /// the size of the last answer.
+    async fn timed(
+        &mut self,
+        tool: &str,
+        arguments: &serde_json::Value,
+        calls: usize,
+    ) -> Result<(Vec<Duration>, usize)> {
         let mut took = Vec::with_capacity(calls);
-        for i in 0..calls + calls / 10 {
-            let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+        let mut size = 0;
+        for i in 0..calls {
+            let call = serde_json::json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
                 "params": {"name": tool, "arguments": arguments}});
             let start = Instant::now();
             let reply = self.send(call).await?.context("no response")?;
-            let elapsed = start.elapsed();
+            took.push(start.elapsed());
             succeeded(tool, &reply)?;
-            if i >= calls / 10 {
-                took.push(elapsed);
-            }
+            size = reply["result"].to_string().len();
         }
-        Ok(p50_p99(took))
+        Ok((took, size))
     }
 }
 
@@ -855,6 +872,7 @@ const GROUPS: &[&str] = &[
     "trace-cost",
     "persistent",
     "end-to-end",
+    "gateway",
 ];
 
 /// Measure the hook layer against a native implementation of the same hooks; prints a
@@ -1562,46 +1580,20 @@ async fn run(
         // stdio and over HTTP kept alive, for a 100-byte `read_file` and for `bash true`;
         // hookhost with its built-in chain, hookhost with no hooks, and a minimal Python
         // MCP server exposing the same two tools (no hooks, no sandbox, no trace).
-        let exe = Path::new(env!("CARGO_BIN_EXE_hookhost"));
-        let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-venv/bin/python");
-        anyhow::ensure!(
-            python.exists(),
-            "{} is missing: `.ci/run` installs the Python MCP SDK there",
-            python.display()
-        );
+        let python = ci_python()?;
         let server_py = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/python_server.py");
         let base = scratch.path().join("end-to-end");
         let project = base.join("project");
         std::fs::create_dir_all(&project)?;
         std::fs::write(project.join("f.txt"), "z".repeat(100))?;
-        let builtin = include_str!("../src/config/default.toml");
         let unhooked = base.join("no-hooks.toml");
-        std::fs::write(
-            &unhooked,
-            &builtin[..builtin
-                .find("[[hooks]]")
-                .context("the built-in config has hooks")?],
-        )?;
+        std::fs::write(&unhooked, without_hooks())?;
         const E2E_CALLS: Count = Count::new(500, 10);
         let read_here = serde_json::json!({ "path": "/workspace/f.txt" });
         let read_python = serde_json::json!({ "path": project.join("f.txt") });
         let bash = serde_json::json!({ "command": "true" });
         let hookhost = |config: Option<&Path>, data: &str, http: bool| -> Result<Peer> {
-            let mut command = std::process::Command::new(exe);
-            command.arg("--data").arg(base.join(data));
-            if let Some(config) = config {
-                command.arg("--config").arg(config);
-            }
-            command.args(["serve", "--workdir"]).arg(&project);
-            if !http {
-                return Peer::stdio(command);
-            }
-            let mut child = command
-                .args(["--http", "127.0.0.1:0", "--unauthenticated-bash"])
-                .stderr(std::process::Stdio::piped())
-                .spawn()?;
-            let url = announced(&mut child)?;
-            Ok(Peer::http(child, url))
+            serve(&base.join(data), config, &project, http)
         };
         let yardstick = |http: bool| -> Result<Peer> {
             let mut command = std::process::Command::new(&python);
@@ -1729,6 +1721,10 @@ async fn run(
         ));
     }
 
+    if wanted("gateway") {
+        rows.extend(gateway(&scratch.path().join("gateway")).await?);
+    }
+
     println!("| measure | hookhost | native | ratio | goal |");
     println!("|---|---|---|---|---|");
     for r in rows {
@@ -1738,4 +1734,168 @@ async fn run(
         );
     }
     Ok(())
+}
+
+/// The built-in config without its hooks.
+fn without_hooks() -> &'static str {
+    let builtin = include_str!("../src/config/default.toml");
+    builtin
+        .split_once("[[hooks]]")
+        .map_or(builtin, |(unhooked, _)| unhooked)
+}
+
+/// The Python of `target/ci-venv`, where `.ci/run` installs the MCP SDK.
+fn ci_python() -> Result<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-venv/bin/python");
+    anyhow::ensure!(
+        python.exists(),
+        "{} is missing: `.ci/run` installs the Python MCP SDK there",
+        python.display()
+    );
+    Ok(python)
+}
+
+/// `hookhost serve` with its data in `data`, `config` (else the built-in one) and `workdir`,
+/// as a peer over its stdio or over HTTP.
+fn serve(data: &Path, config: Option<&Path>, workdir: &Path, http: bool) -> Result<Peer> {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookhost"));
+    command.arg("--data").arg(data);
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    command.args(["serve", "--workdir"]).arg(workdir);
+    if !http {
+        return Peer::stdio(command);
+    }
+    let mut child = command
+        .args(["--http", "127.0.0.1:0", "--unauthenticated-bash"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let url = announced(&mut child)?;
+    Ok(Peer::http(child, url))
+}
+
+/// The `gateway` rows: one upstream — the Python SDK's `MCPServer` (benches/python_server.py:
+/// `echo`, and `big`, 200 KB) — called over Streamable HTTP on one kept-alive connection,
+/// directly, through `mcp-proxy` (when `.ci/run` installed it) and through hookhost (no
+/// hooks / the built-in chain; the upstream on stdio / HTTP), in alternating rounds.
+async fn gateway(base: &Path) -> Result<Vec<Row>> {
+    const CALLS: Count = Count::new(500, 10);
+    const ROUNDS: usize = 5;
+    let python = ci_python()?;
+    let server_py = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/python_server.py");
+    let workdir = base.join("project");
+    std::fs::create_dir_all(&workdir)?;
+    let port = free_port()?;
+    let direct_url = format!("http://127.0.0.1:{port}/mcp");
+    let upstream = std::process::Command::new(&python)
+        .arg(&server_py)
+        .args(["http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    // The direct peer holds the upstream: dropped, it is killed.
+    let direct = Peer::http(upstream, direct_url.clone());
+    wait_listening(port)?;
+    let http_upstream = format!("\n[upstreams.py]\nurl = {direct_url:?}\n");
+    let stdio_upstream =
+        format!("\n[upstreams.py]\ncommand = {python:?}\nargs = [{server_py:?}, \"stdio\"]\n");
+    let builtin = include_str!("../src/config/default.toml");
+    // (label, peer, prefix of the tools' names, goal against direct)
+    let mut targets: Vec<(String, Peer, &str, &'static str)> =
+        vec![("direct".into(), direct, "", "")];
+    let proxy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-mcp-proxy/bin/mcp-proxy");
+    if proxy.exists() {
+        let port = free_port()?;
+        let child = std::process::Command::new(&proxy)
+            .args(["--port", &port.to_string(), "--"])
+            .arg(&python)
+            .arg(&server_py)
+            .arg("stdio")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let peer = Peer::http(child, format!("http://127.0.0.1:{port}/mcp"));
+        wait_listening(port)?;
+        targets.push(("mcp-proxy, stdio upstream".into(), peer, "", ""));
+    }
+    for (name, hooks, upstream, goal) in [
+        (
+            "no hooks, stdio upstream",
+            without_hooks(),
+            &stdio_upstream,
+            "≤ 1.1× direct, < mcp-proxy",
+        ),
+        (
+            "no hooks, HTTP upstream",
+            without_hooks(),
+            &http_upstream,
+            "≤ 1.3× direct, < mcp-proxy",
+        ),
+        (
+            "built-in chain, stdio upstream",
+            builtin,
+            &stdio_upstream,
+            "≤ 1.2× no hooks",
+        ),
+        (
+            "built-in chain, HTTP upstream",
+            builtin,
+            &http_upstream,
+            "≤ 1.2× no hooks",
+        ),
+    ] {
+        let dir = base.join(name.replace([' ', ','], "-"));
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("hookhost.toml");
+        std::fs::write(&config, format!("{hooks}{upstream}"))?;
+        let peer = serve(&dir.join("data"), Some(&config), &workdir, true)?;
+        targets.push((format!("hookhost, {name}"), peer, "py__", goal));
+    }
+    for (_, peer, _, _) in &mut targets {
+        peer.initialize().await?;
+    }
+    let mut rows = Vec::new();
+    for (tool, arguments) in [
+        ("echo", serde_json::json!({ "text": "z".repeat(100) })),
+        ("big", serde_json::json!({})),
+    ] {
+        let mut samples = vec![(Vec::new(), 0); targets.len()];
+        for (_, peer, prefix, _) in &mut targets {
+            peer.timed(&format!("{prefix}{tool}"), &arguments, CALLS.get() / 10)
+                .await?;
+        }
+        for _ in 0..ROUNDS {
+            for ((_, peer, prefix, _), (took, size)) in targets.iter_mut().zip(&mut samples) {
+                let (more, last) = peer
+                    .timed(&format!("{prefix}{tool}"), &arguments, CALLS.get() / ROUNDS)
+                    .await?;
+                took.extend(more);
+                *size = last;
+            }
+        }
+        let figures: Vec<((Duration, Duration), usize)> = samples
+            .into_iter()
+            .map(|(took, size)| (p50_p99(took), size))
+            .collect();
+        let ((direct, direct99), _) = figures[0];
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        for ((label, _, _, goal), ((p50, p99), size)) in targets.iter().zip(&figures).skip(1) {
+            rows.push(Row {
+                what: format!(
+                    "gateway: `{tool}` of a Python SDK upstream, {label}; client over HTTP kept alive (p50; p99; bytes of the answer)"
+                ),
+                hookhost: format!("{:.2} ms; {:.2} ms; {size} B", ms(*p50), ms(*p99)),
+                native: format!(
+                    "{:.2} ms; {:.2} ms; {} B (direct)",
+                    ms(direct),
+                    ms(direct99),
+                    figures[0].1
+                ),
+                ratio: format!("{} direct", ratio(ms(*p50), ms(direct))),
+                goal,
+            });
+        }
+    }
+    Ok(rows)
 }

@@ -576,6 +576,30 @@ fn an_upstream_is_listed_whole_relays_progress_and_is_restarted_when_it_dies() {
     assert_eq!(std::fs::read_to_string(&counter).unwrap(), "2");
 }
 
+/// An upstream's structured content, images and embedded resources are judged by the
+/// default chain with its text: offload keeps every byte over its threshold from the
+/// client (tests/mcp/client.py `rich`, the Python SDK on both sides).
+#[test]
+fn offload_covers_every_part_of_an_upstreams_result() {
+    let data = tempfile::tempdir().unwrap();
+    let config = builtin_config_with(
+        data.path(),
+        &format!(
+            "\n[upstreams.test]\ncommand = {:?}\nargs = [{:?}, {:?}]\ntimeout_secs = 60\n",
+            python().to_str().unwrap(),
+            workspace().join("tests/mcp/upstream.py").to_str().unwrap(),
+            data.path().join("starts").to_str().unwrap(),
+        ),
+    );
+    let out = client_output(&[
+        "rich",
+        env!("CARGO_BIN_EXE_hookhost"),
+        data.path().to_str().unwrap(),
+        config.to_str().unwrap(),
+    ]);
+    assert!(out.contains("rich ok"), "{out}");
+}
+
 #[test]
 fn session_gc_leaves_a_running_servers_sessions_alone() {
     let data = tempfile::tempdir().unwrap();

@@ -11,6 +11,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py bash-tenants URL TOKEN_A TOKEN_B DATA
     client.py bash-sessions URL TOKEN DATA MARKER
     client.py upstream HOOKHOST DATA CONFIG
+    client.py rich HOOKHOST DATA CONFIG
     client.py fleet URL_A URL_B DATA
     client.py open-sessions URL_A URL_B COUNT
     client.py metrics URL CALLS
@@ -453,6 +454,68 @@ async def upstream(hookhost, data, config):
             second = int(text(await session.call_tool("test__pid", {})))
             assert second != first
     print("upstream ok", flush=True)
+
+
+async def rich(hookhost, data, config):
+    """An upstream's results beyond text (tests/mcp/upstream.py with the SDK's default
+    structured output) through the default chain: what the hooks did not change passes as
+    it came; what offload took reaches the client in no other form (no structured content,
+    image or resource over the threshold), and its file holds every part."""
+    import mcp_types as types
+
+    params = StdioServerParameters(command=hookhost, args=["--data", data, "--config", config, "serve"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+
+            async def raw(name, arguments):
+                """The result as sent, without the SDK's check against the output schema."""
+                request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+                return await session.send_request(request, types.CallToolResult)
+
+            def sent(result):
+                return len(result.model_dump_json(by_alias=True, exclude_none=True))
+
+            # Small: as the upstream sent it, checked by the SDK against the output schema.
+            weather = await session.call_tool("test__weather", {})
+            assert tools["test__weather"].output_schema, tools["test__weather"]
+            assert weather.structured_content == {"city": "Lyon", "celsius": 7}, weather
+            small = await session.call_tool("test__chart", {"size": 64})
+            assert [b.type for b in small.content] == ["image"], small.content
+            report = await session.call_tool("test__report", {"chars": 100})
+            assert [b.type for b in report.content] == ["resource"], report.content
+
+            # A string over the threshold: `{"result": …}` holds the reference, so the SDK's
+            # check against the schema still passes; the file is the string.
+            letters = await session.call_tool("test__letters", {"count": 200_000})
+            assert sent(letters) < 12_000, sent(letters)
+            reference = text(letters)
+            assert letters.structured_content == {"result": reference}, letters.structured_content
+            assert await page_back(session, offloaded_path(reference)) == "a" * 200_000
+
+            # An object over the threshold: no structured content can hold the reference,
+            # so none is sent (a client checking the schema says so); the file is its JSON.
+            record = await raw("test__record", {"rows": 5000})
+            assert sent(record) < 12_000 and record.structured_content is None, sent(record)
+            whole = json.loads(await page_back(session, offloaded_path(text(record))))
+            assert whole == {"rows": [{"n": n, "name": f"row {n}"} for n in range(5000)]}
+            try:
+                await session.call_tool("test__record", {"rows": 5000})
+                raise AssertionError("the SDK took a result without its structured content")
+            except RuntimeError as e:
+                assert "did not return structured content" in str(e), e
+
+            # An image and an embedded resource over the threshold: offloaded as text.
+            chart = await raw("test__chart", {"size": 60_000})
+            assert sent(chart) < 12_000 and [b.type for b in chart.content] == ["text"], sent(chart)
+            saved = await page_back(session, offloaded_path(text(chart)))
+            assert saved.startswith("[image: image/png] data:image/png;base64,iVBORw"), saved[:80]
+            report = await raw("test__report", {"chars": 50_000})
+            assert sent(report) < 12_000 and [b.type for b in report.content] == ["text"], sent(report)
+            saved = await page_back(session, offloaded_path(text(report)))
+            assert saved == "[resource: test://report, text/plain]\n" + "r" * 50_000, saved[:80]
+    print("rich ok", flush=True)
 
 
 class Alternating(httpx2.AsyncBaseTransport):
@@ -1113,7 +1176,7 @@ if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "stdio-disconnect": stdio_disconnect, "workdir": workdir, "http": http, "http-checks": http_checks,
              "http-shutdown": http_shutdown, "bash-tenants": bash_tenants,
-             "bash-sessions": bash_sessions, "upstream": upstream, "fleet": fleet,
+             "bash-sessions": bash_sessions, "upstream": upstream, "rich": rich, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
              "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload,
              "tls": tls, "auth-throttle": auth_throttle}

@@ -38,12 +38,12 @@ use crate::sessions::{Caller, Principal, Session, SessionHolder};
 use crate::tools::upstream::{CLIENT, Client, Running};
 use crate::tools::{Callee, Tool};
 use rmcp::model::{
-    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock,
-    GetPromptRequest, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-    InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, PromptMessage, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Reference, ResourceContents, ResultType, Role,
-    ServerCapabilities, ServerResult, SetLevelRequest, SetLevelRequestParams,
+    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InputRequiredResult,
+    InputResponses, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    PromptMessage, ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Reference, ResourceContents, ResultType, Role, ServerCapabilities,
+    ServerResult, SetLevelRequest, SetLevelRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -293,26 +293,21 @@ fn client_of(session: &Session, context: &RequestContext<RoleServer>) -> Client 
     }
 }
 
-/// A resource's contents as hooks see them: text as it is, binary named by a line.
+/// A resource's contents as hooks see them: text as it is, binary as a `data:` line (see
+/// [`crate::tools::rich`]), so what reaches the model is what they judged.
 fn contents_text(contents: &[ResourceContents]) -> String {
     contents
         .iter()
         .map(|c| match c {
             ResourceContents::TextResourceContents { text, .. } => text.clone(),
-            ResourceContents::BlobResourceContents {
-                mime_type, blob, ..
-            } => format!(
-                "[blob: {}, {} bytes of base64, passed to the client]",
-                mime_type.as_deref().unwrap_or("application/octet-stream"),
-                blob.len()
-            ),
-            _ => "[contents]".into(),
+            other => crate::tools::rich::contents(other),
         })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// A prompt's messages as hooks see them: `role: text` lines, other content named.
+/// A prompt's messages as hooks see them: `role: ` and the content's text, or its
+/// rendering (see [`crate::tools::rich`]).
 fn prompt_text(messages: &[PromptMessage]) -> String {
     messages
         .iter()
@@ -321,14 +316,7 @@ fn prompt_text(messages: &[PromptMessage]) -> String {
                 Role::User => "user",
                 Role::Assistant => "assistant",
             };
-            let content = match &m.content {
-                ContentBlock::Text(text) => text.text.clone(),
-                ContentBlock::Image(image) => format!("[image: {}]", image.mime_type),
-                ContentBlock::Audio(audio) => format!("[audio: {}]", audio.mime_type),
-                ContentBlock::Resource(_) => "[embedded resource]".into(),
-                _ => "[content]".into(),
-            };
-            format!("{role}: {content}")
+            format!("{role}: {}", crate::tools::rich::render(&m.content))
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -564,15 +564,16 @@ fn answer(
             )]));
         }
     };
-    let extras = extras.unwrap_or_default();
-    let mut content = vec![ContentBlock::text(result.output)];
-    content.extend(extras.blocks);
+    let (content, structured) = match extras {
+        Some(extras) => extras.delivered(result.output),
+        None => (vec![ContentBlock::text(result.output)], None),
+    };
     let mut answer = if result.is_error {
         CallToolResult::error(content)
     } else {
         CallToolResult::success(content)
     };
-    answer.structured_content = extras.structured;
+    answer.structured_content = structured;
     match named {
         Named::Gone if names_a_file(session, &answer) => {
             answer

@@ -6,11 +6,13 @@
 
 pub mod bash;
 pub mod guest;
+pub mod rich;
 pub mod upstream;
 
 use crate::abi::ToolDescriptor;
 pub use crate::chain::Callee;
 use crate::sessions::SessionHolder;
+pub use rich::Extras;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
@@ -24,20 +26,11 @@ pub trait Tool: Callee + SessionHolder {
         None
     }
 
-    /// What the call `call_id` returned beside its text, which hooks do not see: taken
-    /// once, after the chain ran.
+    /// What the call `call_id` returned beyond the text its hooks saw (its content blocks
+    /// and structured content, see [`rich`]): taken once, after the chain ran.
     fn take_extras(&self, _call_id: &str) -> Option<Extras> {
         None
     }
-}
-
-/// What a tool call returned beside its text output: MCP structured content, and content
-/// blocks that are not text (images, audio, resources), passed to the MCP client as they
-/// are. The text output (what hooks see) names each such block.
-#[derive(Debug, Clone, Default)]
-pub struct Extras {
-    pub structured: Option<serde_json::Value>,
-    pub blocks: Vec<rmcp::model::ContentBlock>,
 }
 
 /// The tools of a runtime, by name.

@@ -51,10 +51,10 @@ use relay::Relay;
     reason = "MCP 2025-11-25 has resources/subscribe; hookhost serves it"
 )]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
-    JsonObject, Prompt, ProtocolVersion, Resource, ResourceTemplate, ServerCapabilities,
-    ServerResult, SubscribeRequest, SubscribeRequestParams, SubscriptionFilter, Tool as McpTool,
-    UnsubscribeRequest, UnsubscribeRequestParams,
+    CallToolRequest, CallToolRequestParams, ClientRequest, JsonObject, Prompt, ProtocolVersion,
+    Resource, ResourceTemplate, ServerCapabilities, ServerResult, SubscribeRequest,
+    SubscribeRequestParams, SubscriptionFilter, Tool as McpTool, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -781,11 +781,11 @@ impl Callee for UpstreamTool {
         .await;
         Ok(match answer {
             Ok(Ok(result)) => {
-                let (result, extras) = split_result(result);
+                let (result, extras) = super::rich::split(result);
                 if tenant.max_output_bytes.is_some() {
                     result.check_size(&caller.limits())?;
                 }
-                *self.extras.lock().unwrap_or_else(|e| e.into_inner()) = extras;
+                *self.extras.lock().unwrap_or_else(|e| e.into_inner()) = Some(extras);
                 result
             }
             Ok(Err(e)) => ToolResult::error(failure(&upstream.name, &e)),
@@ -806,61 +806,4 @@ impl Tool for UpstreamTool {
     fn take_extras(&self, _call_id: &str) -> Option<Extras> {
         self.extras.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
-}
-
-/// The text the hooks see — text blocks joined by newlines, each other block named by a
-/// line such as `[image: image/png, 10240 bytes of base64, passed to the client]` — and
-/// what passes beside it: structured content, and the non-text blocks as they are.
-fn split_result(result: CallToolResult) -> (ToolResult, Option<Extras>) {
-    let mut parts = Vec::new();
-    let mut blocks = Vec::new();
-    for block in result.content {
-        match &block {
-            ContentBlock::Text(text) => parts.push(text.text.clone()),
-            ContentBlock::Image(image) => {
-                parts.push(format!(
-                    "[image: {}, {} bytes of base64, passed to the client]",
-                    image.mime_type,
-                    image.data.len()
-                ));
-                blocks.push(block);
-            }
-            ContentBlock::Audio(audio) => {
-                parts.push(format!(
-                    "[audio: {}, {} bytes of base64, passed to the client]",
-                    audio.mime_type,
-                    audio.data.len()
-                ));
-                blocks.push(block);
-            }
-            other => {
-                let what = match other {
-                    ContentBlock::Resource(_) => "embedded resource",
-                    ContentBlock::ResourceLink(_) => "resource link",
-                    _ => "content",
-                };
-                parts.push(format!("[{what}, passed to the client]"));
-                blocks.push(block);
-            }
-        }
-    }
-    let output = if parts.is_empty() {
-        result
-            .structured_content
-            .as_ref()
-            .map(|v| v.to_string())
-            .unwrap_or_default()
-    } else {
-        parts.join("\n")
-    };
-    let extras = (result.structured_content.is_some() || !blocks.is_empty()).then_some(Extras {
-        structured: result.structured_content,
-        blocks,
-    });
-    let result = ToolResult {
-        output,
-        is_error: result.is_error.unwrap_or(false),
-        media_type: None,
-    };
-    (result, extras)
 }
