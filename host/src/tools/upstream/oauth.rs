@@ -112,12 +112,7 @@ pub(super) async fn authorized(
         grant,
     });
     tokens.renew().await.map_err(|e| e.to_string())?;
-    // As rmcp's own client: no idle pooling (a reused connection whose last body was not
-    // read whole stalls on delayed ACKs).
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let http = super::http_client().map_err(|e| e.to_string())?;
     Ok(Authorized { http, tokens })
 }
 
