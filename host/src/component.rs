@@ -446,32 +446,35 @@ impl ComponentLoader {
         Ok(())
     }
 
-    /// The settings `component` (compiled by this loader) said it takes, remembered by
-    /// [`ComponentLoader::remember_settings`] at an earlier start, so that this one need
-    /// not make an instance to ask; `None` when none are remembered.
-    pub fn remembered_settings(
+    /// What `component` (compiled by this loader) said of itself at an earlier start —
+    /// `what`: the settings a hook takes (`"settings"`), a tool's descriptor — remembered
+    /// by [`ComponentLoader::remember`], so that this start need not make an instance to
+    /// ask; `None` when nothing is remembered.
+    pub fn remembered<T: serde::de::DeserializeOwned>(
         &self,
         component: &ComponentRef,
-    ) -> Option<Vec<(String, SettingType)>> {
-        let text = std::fs::read(self.settings_file(component)?).ok()?;
+        what: &str,
+    ) -> Option<T> {
+        let text = std::fs::read(self.remembered_file(component, what)?).ok()?;
         serde_json::from_slice(&text).ok()
     }
 
-    /// Remembers the settings `component` said it takes, beside its compiled code: keyed
-    /// by the component's SHA-256 alone (what a component declares depends on its bytes,
-    /// not on the engine), written whole or not at all. Best effort: a cache that cannot be
-    /// written only means the next start asks again.
-    pub fn remember_settings(&self, component: &ComponentRef, declared: &[(String, SettingType)]) {
-        let Some(file) = self.settings_file(component) else {
+    /// Remembers what `component` said of itself (`what`, see
+    /// [`ComponentLoader::remembered`]) beside its compiled code: keyed by the component's
+    /// SHA-256 (what a component says depends on its bytes, not on the engine) and `what`,
+    /// written whole or not at all. Best effort: a cache that cannot be written only means
+    /// the next start asks again.
+    pub fn remember<T: serde::Serialize>(&self, component: &ComponentRef, what: &str, value: &T) {
+        let Some(file) = self.remembered_file(component, what) else {
             return;
         };
         let partial = file.with_extension(format!("{}.partial", std::process::id()));
-        let text = serde_json::to_vec(declared).expect("names and types serialize");
+        let text = serde_json::to_vec(value).expect("what a component says serializes");
         if let Err(e) =
             std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, &file))
         {
             let _ = std::fs::remove_file(&partial);
-            tracing::debug!(file = %file.display(), error = %e, "cannot remember a hook's settings");
+            tracing::debug!(file = %file.display(), error = %e, "cannot remember what a component said");
         }
     }
 
@@ -491,11 +494,11 @@ impl ComponentLoader {
         matches!((loaded, now), (Some(loaded), Ok(now)) if loaded == now)
     }
 
-    fn settings_file(&self, component: &ComponentRef) -> Option<PathBuf> {
+    fn remembered_file(&self, component: &ComponentRef, what: &str) -> Option<PathBuf> {
         let dir = self.cache_dir.as_ref()?;
         let digests = self.digests.lock().unwrap_or_else(|e| e.into_inner());
         let digest = digests.get(&component.to_string())?;
-        Some(dir.join(format!("{}.settings.json", crate::ids::hex(digest))))
+        Some(dir.join(format!("{}.{what}.json", crate::ids::hex(digest))))
     }
 
     /// The compiled form of `bytes`, whose SHA-256 is `digest`: from the cache when it holds

@@ -422,6 +422,40 @@ fn mistyped_or_unknown_settings_of_a_built_in_are_refused_at_load() {
     }
 }
 
+/// A tool's description is asked once per component (and settings), then read from beside
+/// its compiled code: a one-shot command makes no instance to describe its tools.
+#[test]
+fn a_tools_description_is_remembered_beside_its_compiled_code() {
+    let data = tempfile::tempdir().unwrap();
+    let remembered = || -> Vec<std::path::PathBuf> {
+        let mut files: Vec<_> = std::fs::read_dir(data.path().join("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".tool-"))
+            .collect();
+        files.sort();
+        files
+    };
+    assert!(hookhost(data.path(), &["tools"]).status.success());
+    let files = remembered();
+    assert_eq!(files.len(), 4, "the four built-in tools: {files:?}");
+    // What is remembered is what a start uses: no instance asked again.
+    for file in &files {
+        let said: (String, String, String) =
+            serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        let changed = (said.0, format!("remembered: {}", said.1), said.2);
+        std::fs::write(file, serde_json::to_vec(&changed).unwrap()).unwrap();
+    }
+    let listed = stdout(&hookhost(data.path(), &["tools"]));
+    assert_eq!(listed.matches("\tremembered: ").count(), 4, "{listed}");
+    // An entry that does not parse is asked again.
+    std::fs::write(&files[0], "not json").unwrap();
+    assert!(hookhost(data.path(), &["tools"]).status.success());
+    assert!(
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&files[0]).unwrap()).is_ok()
+    );
+}
+
 #[test]
 fn errors_are_said_once_in_words() {
     let data = tempfile::tempdir().unwrap();

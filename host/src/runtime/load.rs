@@ -1,6 +1,7 @@
 //! Loading what a config names: hook, tool and store components (their settings checked
 //! against what they declare), upstream servers; and why a runtime could not start.
 
+use crate::abi::ToolDescriptor;
 use crate::abi::v0_2::{describe_hook, described::DescribedHookPre};
 use crate::chain::HookLayer;
 use crate::component::{ComponentLoader, ComponentRef, LoadError, SettingType};
@@ -13,6 +14,7 @@ use crate::stores::StoreComponent;
 use crate::tools::Tool;
 use crate::tools::guest::GuestTool;
 use crate::tools::upstream;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -58,7 +60,7 @@ pub(super) async fn check_declared_settings(
     loader: &ComponentLoader,
     sandbox: &Sandbox,
 ) -> Result<(), StartError> {
-    let declared = match loader.remembered_settings(&hook.component) {
+    let declared = match loader.remembered(&hook.component, "settings") {
         Some(declared) => declared,
         None => {
             let description = describe_hook(describe, sandbox, &hook.settings, &hook.limits)
@@ -72,7 +74,7 @@ pub(super) async fn check_declared_settings(
                 .into_iter()
                 .map(|s| (s.name.clone(), s.setting_type()))
                 .collect();
-            loader.remember_settings(&hook.component, &declared);
+            loader.remember(&hook.component, "settings", &declared);
             declared
         }
     };
@@ -118,19 +120,42 @@ pub(super) async fn load_tools(
                 owner: format!("tools.{}", spec.name),
                 source,
             })?;
+        // What a tool says of itself depends on its bytes and its settings: remembered
+        // under both, so a start makes no instance to ask again.
+        let settings = serde_json::to_vec(&spec.settings).expect("settings serialize");
+        let what = format!("tool-{}", crate::ids::hex(&Sha256::digest(&settings)));
+        let descriptor = match loader.remembered::<(String, String, String)>(&spec.component, &what)
+        {
+            Some((name, description, input_schema)) => ToolDescriptor {
+                name,
+                description,
+                input_schema,
+            },
+            None => {
+                let described = GuestTool::describe(&pre, sandbox, &spec.settings, &spec.limits)
+                    .await
+                    .map_err(|source| StartError::Describe {
+                        tool: spec.name.clone(),
+                        source,
+                    })?;
+                let said = (
+                    &described.name,
+                    &described.description,
+                    &described.input_schema,
+                );
+                loader.remember(&spec.component, &what, &said);
+                described
+            }
+        };
         let tool = GuestTool::new(
             pre,
             &spec.name,
+            descriptor,
             sandbox.clone(),
             spec.grants.clone(),
             spec.settings.clone(),
             spec.limits,
-        )
-        .await
-        .map_err(|source| StartError::Describe {
-            tool: spec.name.clone(),
-            source,
-        })?;
+        );
         tools.push((spec.clone(), Arc::new(tool) as Arc<dyn Tool>));
     }
     Ok(tools)

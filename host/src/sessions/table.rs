@@ -4,7 +4,7 @@
 //! [`super::dirs`]'s.
 
 use crate::ids::{IdError, SessionId, TenantId};
-use crate::limits::SQLITE_BUSY_TIMEOUT;
+use crate::limits::{SQLITE_BUSY_TIMEOUT, SQLITE_WAL_PAGES};
 use crate::persistent::{FileLocks, StoreLocks};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::io;
@@ -332,6 +332,15 @@ impl SqliteTable {
         // cheap.
         into_wal(&conn)?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+        // The last connection to close leaves the WAL for the next to use, instead of
+        // checkpointing it into the database and deleting it: two fsyncs and two unlinks,
+        // 1.5 ms of every one-shot command (`strace -T`). Writers fold it in at
+        // `SQLITE_WAL_PAGES`, which bounds what the next process reads again.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )?;
+        conn.pragma_update(None, "wal_autocheckpoint", SQLITE_WAL_PAGES)?;
         // The schema is made, or brought up to date, in one write transaction: processes
         // opening a new data directory at once (one-shot commands in parallel, a server
         // beside them) would otherwise each add the same column, and all but one fail.

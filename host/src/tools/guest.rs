@@ -20,30 +20,26 @@ pub struct GuestTool {
 }
 
 impl GuestTool {
-    /// Instantiates the component once, with no grants, to read its descriptor; the tool
-    /// is registered under `name`, the operator's name for it.
-    ///
-    /// # Errors
-    ///
-    /// A [`Failure`] when `describe` traps, times out or returns an oversized descriptor.
-    pub async fn new(
+    /// The tool `pre` as `descriptor` (what [`GuestTool::describe`] said of it, or what
+    /// was remembered of that), registered under `name`, the operator's name for it.
+    pub fn new(
         pre: ToolPre,
         name: &str,
+        mut descriptor: ToolDescriptor,
         sandbox: Arc<Sandbox>,
         grants: Grants,
         settings: Settings,
         limits: LimitOverrides,
-    ) -> Result<GuestTool, Failure> {
-        let mut descriptor = GuestTool::describe(&pre, &sandbox, &settings, &limits).await?;
+    ) -> GuestTool {
         descriptor.name = name.to_string();
-        Ok(GuestTool {
+        GuestTool {
             pre,
             descriptor,
             sandbox,
             grants,
             settings,
             limits,
-        })
+        }
     }
 }
 
