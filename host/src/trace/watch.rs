@@ -27,7 +27,6 @@ use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::mem::MaybeUninit;
 use std::path::Path;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;
@@ -91,37 +90,64 @@ impl Inotify {
     }
 
     /// Reads every event queued so far and hands each to the mounts that watch its
-    /// directory.
+    /// directory. A read that leaves room for one more event took the whole queue, so it
+    /// is not read again to be found empty (a look that found events made two reads).
     fn pump(&self) -> io::Result<()> {
         let mut routes = self.routes();
-        let mut buffer = [MaybeUninit::<u8>::uninit(); 8192];
-        let mut reader = inotify::Reader::new(&self.fd, &mut buffer);
+        let mut buffer = [0u8; 8192];
         loop {
-            let event = match reader.next() {
-                Ok(event) => event,
+            let read = match rustix::io::read(&self.fd, &mut buffer) {
+                Ok(read) => read,
                 Err(rustix::io::Errno::AGAIN) => return Ok(()),
                 Err(e) => return Err(e.into()),
             };
-            let flags = event.events();
-            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
-                for queue in routes.values().flatten().filter_map(Weak::upgrade) {
-                    queue.lock().unwrap_or_else(|e| e.into_inner()).overflowed = true;
+            for (wd, flags, name) in events(&buffer[..read]) {
+                if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                    for queue in routes.values().flatten().filter_map(Weak::upgrade) {
+                        queue.lock().unwrap_or_else(|e| e.into_inner()).overflowed = true;
+                    }
+                    continue;
                 }
-                continue;
+                let Some(queues) = routes.get(&wd) else {
+                    continue;
+                };
+                for queue in queues.iter().filter_map(Weak::upgrade) {
+                    let mut queue = queue.lock().unwrap_or_else(|e| e.into_inner());
+                    queue.events.push((wd, flags, name.map(<[u8]>::to_vec)));
+                }
+                if flags.contains(ReadFlags::IGNORED) {
+                    routes.remove(&wd);
+                }
             }
-            let Some(queues) = routes.get(&event.wd()) else {
-                continue;
-            };
-            let name = event.file_name().map(|n| n.to_bytes().to_vec());
-            for queue in queues.iter().filter_map(Weak::upgrade) {
-                let mut queue = queue.lock().unwrap_or_else(|e| e.into_inner());
-                queue.events.push((event.wd(), flags, name.clone()));
-            }
-            if flags.contains(ReadFlags::IGNORED) {
-                routes.remove(&event.wd());
+            if read + EVENT_ROOM <= buffer.len() {
+                return Ok(());
             }
         }
     }
+}
+
+/// The most one inotify event takes in a read: its header (`struct inotify_event`) and the
+/// longest name, NUL-padded (`NAME_MAX` + 1, rounded up by the kernel to 16 bytes).
+const EVENT_ROOM: usize = EVENT_HEADER + 256;
+
+/// `wd`, `mask`, `cookie` and `len`, four native-endian 32-bit fields.
+const EVENT_HEADER: usize = 16;
+
+/// The events of what one read of an inotify descriptor returned: watch descriptor,
+/// flags, and the name in the watched directory when there is one.
+fn events(mut read: &[u8]) -> impl Iterator<Item = (i32, ReadFlags, Option<&[u8]>)> {
+    std::iter::from_fn(move || {
+        let header = read.get(..EVENT_HEADER)?;
+        let field = |i: usize| {
+            let bytes: [u8; 4] = header[4 * i..4 * i + 4].try_into().expect("four bytes");
+            u32::from_ne_bytes(bytes)
+        };
+        let (wd, flags, len) = (field(0) as i32, field(1), field(3) as usize);
+        let padded = read.get(EVENT_HEADER..EVENT_HEADER + len)?;
+        read = &read[EVENT_HEADER + len..];
+        let name = padded.split(|b| *b == 0).next().filter(|n| !n.is_empty());
+        Some((wd, ReadFlags::from_bits_retain(flags), name))
+    })
 }
 
 /// The watches on a mount's directories.
@@ -506,6 +532,48 @@ mod tests {
 
     fn unbounded() -> HashBudget {
         HashBudget::new(u64::MAX)
+    }
+
+    #[test]
+    fn a_read_is_parsed_into_its_events_and_one_that_left_room_is_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let inotify = Inotify::new().unwrap();
+        let wd = inotify::add_watch(&inotify.fd, dir.path(), WatchFlags::CREATE).unwrap();
+        for name in ["a", "bcdefghijklmnopqrstuvwxyz"] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        let mut buffer = [0u8; 8192];
+        let read = rustix::io::read(&inotify.fd, &mut buffer).unwrap();
+        assert!(
+            read + EVENT_ROOM <= buffer.len(),
+            "room left: the queue was taken whole"
+        );
+        let parsed: Vec<_> = events(&buffer[..read])
+            .map(|(w, flags, name)| {
+                (
+                    w,
+                    flags.contains(ReadFlags::CREATE),
+                    name.map(<[u8]>::to_vec),
+                )
+            })
+            .collect();
+        assert_eq!(
+            parsed,
+            [
+                (wd.as_raw_fd(), true, Some(b"a".to_vec())),
+                (
+                    wd.as_raw_fd(),
+                    true,
+                    Some(b"bcdefghijklmnopqrstuvwxyz".to_vec())
+                ),
+            ]
+        );
+        assert_eq!(
+            rustix::io::read(&inotify.fd, &mut buffer),
+            Err(rustix::io::Errno::AGAIN)
+        );
+        // A read cut short yields the whole events it holds, and no torn one.
+        assert_eq!(events(&buffer[..read - 4]).count(), 1);
     }
 
     #[test]
