@@ -686,6 +686,15 @@ pub const UPSTREAM_PROGRESS_QUEUE: usize = 256;
 /// the upstream sent before its answer to reach the client.
 pub const UPSTREAM_PROGRESS_SETTLE: Duration = Duration::from_millis(500);
 
+/// How long a connection to an HTTP upstream is kept open unused for the next request:
+/// below the 5 s after which uvicorn and Node close an idle one, so that a request is not
+/// sent on a connection its server is closing.
+pub const UPSTREAM_IDLE_CONNECTION: Duration = Duration::from_secs(4);
+
+/// How many redirects an HTTP upstream's request follows (307 and 308 to the same origin
+/// only: a Python SDK server mounted at `/mcp` answers `/mcp/`).
+pub const UPSTREAM_REDIRECTS: usize = 10;
+
 /// How many resource updates and list changes of the upstream servers an MCP client may
 /// be behind before it misses some (it is then told that the lists changed, so it reads
 /// them again).

@@ -1487,6 +1487,75 @@ fn an_upstreams_resources_prompts_logs_and_requests_reach_the_client_through_hoo
     assert!(stdout.contains("2026 logs ok"), "{stdout}");
 }
 
+/// tests/mcp/everything.py serving Streamable HTTP on a free loopback port, killed (by its
+/// process id) when dropped.
+struct EverythingOverHttp {
+    child: std::process::Child,
+    address: String,
+}
+
+impl EverythingOverHttp {
+    fn start() -> EverythingOverHttp {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python())
+            .arg(workspace().join("tests/mcp/everything.py"))
+            .args(["--http", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let address = format!("127.0.0.1:{port}");
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(&address).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        EverythingOverHttp { child, address }
+    }
+}
+
+impl Drop for EverythingOverHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP upstream's connections are kept between calls, and a 307 to the same origin is
+/// followed (a Python SDK server at `/mcp` answers `/mcp/` with one).
+#[test]
+fn an_http_upstream_is_reached_through_a_same_origin_redirect() {
+    let data = tempfile::tempdir().unwrap();
+    let upstream = EverythingOverHttp::start();
+    let address = upstream.address.clone();
+    let config = builtin_config_with(
+        data.path(),
+        &format!("\n[upstreams.everything]\nurl = \"http://{address}/mcp/\"\n"),
+    );
+    let out = hookhost_on(
+        data.path(),
+        &config,
+        &["call", "everything__test_simple_text"],
+    );
+    drop(upstream);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("This is a simple text response"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_tool_name_two_upstreams_would_serve_stops_the_start_naming_both() {
     let data = tempfile::tempdir().unwrap();
@@ -1635,26 +1704,8 @@ fn the_official_conformance_suite_passes_through_hookhost() {
     conformance(&["server", "--suite", "all", "--url", &server.url], &[]);
     drop(server);
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut upstream = Command::new(python())
-        .arg(workspace().join("tests/mcp/everything.py"))
-        .args(["--http", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let address = format!("127.0.0.1:{port}");
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(&address).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let upstream = EverythingOverHttp::start();
+    let address = upstream.address.clone();
     let config = builtin_config_with(
         data.path(),
         &format!("\n[upstreams.everything]\nurl = \"http://{address}/mcp\"\nprefix = \"\"\n"),
@@ -1662,8 +1713,7 @@ fn the_official_conformance_suite_passes_through_hookhost() {
     let server = serve_unauthenticated(data.path(), &config);
     conformance(&["server", "--suite", "all", "--url", &server.url], &[]);
     drop(server);
-    let _ = upstream.kill();
-    let _ = upstream.wait();
+    drop(upstream);
 
     // (c) hookhost as the client of the suite's test servers, including an OAuth
     // authorization server and a protected MCP server (the client_credentials grant).

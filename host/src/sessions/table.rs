@@ -335,7 +335,11 @@ impl SqliteTable {
         // The last connection to close leaves the WAL for the next to use, instead of
         // checkpointing it into the database and deleting it: two fsyncs and two unlinks,
         // 1.5 ms of every one-shot command (`strace -T`). Writers fold it in at
-        // `SQLITE_WAL_PAGES`, which bounds what the next process reads again.
+        // `SQLITE_WAL_PAGES`, which bounds what the next process reads again. The cost: a
+        // power cut (not a crash) may lose what was written since the last fold — up to
+        // that many pages of session creations, deletions and touches, as a running
+        // server's open connection already could; the table stays whole. `sessions.db`
+        // and its `-wal` are one database: copy or remove them together.
         conn.set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,

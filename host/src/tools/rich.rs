@@ -24,6 +24,7 @@
 use crate::abi::ToolResult;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 
 /// What begins the line of structured content the text does not stand for.
 const STRUCTURED: &str = "[structured content] ";
@@ -138,17 +139,35 @@ impl Extras {
             let content = self.content.into_iter().map(|(block, _)| block).collect();
             return (content, self.structured.map(|(value, _)| value));
         }
-        let mut text = output;
+        // Which renderings the hooks' text still holds: one-line ones looked up among its
+        // lines (one pass, however many blocks), the few of several lines searched for.
+        let mut lines = Lines::of(&output);
+        let mut multi_line = 0;
         let mut kept = Vec::new();
+        let mut found_later = Vec::new();
         for (block, rendering) in self.content {
-            if let Some(rendering) = rendering
-                && take_out(&mut text, &rendering)
-            {
+            let Some(rendering) = rendering else { continue };
+            if !rendering.contains('\n') {
+                if lines.take(&rendering) {
+                    kept.push(block);
+                }
+            } else if multi_line < MULTI_LINE_RENDERINGS {
+                multi_line += 1;
+                found_later.push((block, rendering));
+            }
+        }
+        let structured_line = match &self.structured {
+            Some((_, Structured::Line(line))) => lines.take(line),
+            _ => false,
+        };
+        let mut text = lines.rest();
+        for (block, rendering) in found_later {
+            if take_out(&mut text, &rendering) {
                 kept.push(block);
             }
         }
         let structured = self.structured.and_then(|(value, how)| match how {
-            Structured::Line(line) if take_out(&mut text, &line) => Some(value),
+            Structured::Line(_) if structured_line => Some(value),
             Structured::Line(_) => rewritten_line(&mut text),
             Structured::Text => serde_json::from_str::<Value>(&text)
                 .ok()
@@ -167,6 +186,51 @@ impl Extras {
     }
 }
 
+/// How many renderings of several lines (embedded text resources) are searched for in a
+/// text a hook changed; past them, such blocks are left out (the text holds what a hook
+/// left of them). Each search is a pass over the text.
+const MULTI_LINE_RENDERINGS: usize = 8;
+
+/// The lines of a text, some of them taken out.
+struct Lines<'a> {
+    lines: Vec<&'a str>,
+    /// Line → where it occurs, not yet taken, last first.
+    at: HashMap<&'a str, Vec<usize>>,
+    taken: Vec<bool>,
+}
+
+impl<'a> Lines<'a> {
+    fn of(text: &'a str) -> Lines<'a> {
+        let lines: Vec<&str> = text.split('\n').collect();
+        let mut at: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, line) in lines.iter().enumerate().rev() {
+            at.entry(line).or_default().push(i);
+        }
+        let taken = vec![false; lines.len()];
+        Lines { lines, at, taken }
+    }
+
+    /// Takes the first line that is `line` not yet taken; false when there is none.
+    fn take(&mut self, line: &str) -> bool {
+        match self.at.get_mut(line).and_then(Vec::pop) {
+            Some(i) => {
+                self.taken[i] = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The lines not taken, joined again.
+    fn rest(&self) -> String {
+        let kept: Vec<&str> = (self.lines.iter().zip(&self.taken))
+            .filter(|(_, taken)| !**taken)
+            .map(|(line, _)| *line)
+            .collect();
+        kept.join("\n")
+    }
+}
+
 /// The first line of `text` that is still `[structured content] ` and a JSON object after a
 /// hook changed it (a redactor's rewrite), taken out.
 fn rewritten_line(text: &mut String) -> Option<Value> {
@@ -181,8 +245,11 @@ fn rewritten_line(text: &mut String) -> Option<Value> {
 }
 
 /// Takes the first whole-line occurrence of `part` out of `text`, with the line break that
-/// joined it; false when there is none.
+/// joined it; false when there is none (or `part` is empty).
 fn take_out(text: &mut String, part: &str) -> bool {
+    let Some(step) = part.chars().next().map(char::len_utf8) else {
+        return false;
+    };
     let mut from = 0;
     while let Some(found) = text[from..].find(part) {
         let start = from + found;
@@ -198,20 +265,59 @@ fn take_out(text: &mut String, part: &str) -> bool {
             text.replace_range(start..end, "");
             return true;
         }
-        from = start + 1;
+        from = start + step;
     }
     false
 }
 
-/// A content block other than text as the hooks see it (a text block is its text).
+/// A content block other than text as the hooks see it (a text block is its text): a line
+/// naming it, what it holds, and after the name, as JSON, every other field it has
+/// (`annotations`, `_meta`, a link's `name` and `description`…), so that no byte of it
+/// passes the hooks unseen.
 pub fn render(block: &ContentBlock) -> String {
+    let rest = unrendered(block);
     match block {
         ContentBlock::Text(text) => text.text.clone(),
-        ContentBlock::Image(image) => binary("image", &image.mime_type, &image.data),
-        ContentBlock::Audio(audio) => binary("audio", &audio.mime_type, &audio.data),
-        ContentBlock::Resource(embedded) => contents(&embedded.resource),
-        ContentBlock::ResourceLink(link) => format!("[resource link: {}]", link.uri),
-        _ => "[content]".into(),
+        ContentBlock::Image(image) => binary("image", &image.mime_type, &rest, &image.data),
+        ContentBlock::Audio(audio) => binary("audio", &audio.mime_type, &rest, &audio.data),
+        ContentBlock::Resource(embedded) => with_rest(&contents(&embedded.resource), &rest),
+        ContentBlock::ResourceLink(link) => format!("[resource link: {}]{rest}", link.uri),
+        _ => format!("[content]{rest}"),
+    }
+}
+
+/// What [`render`] shows of `block` as JSON after its name: every field but its kind and
+/// what the rendering shows otherwise (an image's data and type, a resource's URI, type and
+/// text or bytes, a link's URI); empty when nothing is left, else a space and the JSON.
+fn unrendered(block: &ContentBlock) -> String {
+    let Ok(Value::Object(mut fields)) = serde_json::to_value(block) else {
+        return String::new();
+    };
+    for shown in ["type", "data", "mimeType", "uri"] {
+        fields.remove(shown);
+    }
+    if let Some(Value::Object(resource)) = fields.get_mut("resource") {
+        for shown in ["uri", "mimeType", "text", "blob"] {
+            resource.remove(shown);
+        }
+        if resource.is_empty() {
+            fields.remove("resource");
+        }
+    }
+    match fields.is_empty() {
+        true => String::new(),
+        false => format!(" {}", Value::Object(fields)),
+    }
+}
+
+/// `rendering` with `rest` after the name on its first line.
+fn with_rest(rendering: &str, rest: &str) -> String {
+    match rendering.split_once("] ") {
+        Some((name, after)) if !rest.is_empty() => format!("{name}]{rest} {after}"),
+        _ => match rendering.split_once("]\n") {
+            Some((name, after)) if !rest.is_empty() => format!("{name}]{rest}\n{after}"),
+            _ => rendering.to_string(),
+        },
     }
 }
 
@@ -241,8 +347,8 @@ pub fn contents(contents: &ResourceContents) -> String {
     }
 }
 
-fn binary(kind: &str, mime: &str, base64: &str) -> String {
-    format!("[{kind}: {mime}] data:{mime};base64,{base64}")
+fn binary(kind: &str, mime: &str, rest: &str, base64: &str) -> String {
+    format!("[{kind}: {mime}]{rest} data:{mime};base64,{base64}")
 }
 
 #[cfg(test)]
@@ -330,6 +436,43 @@ mod tests {
         assert_eq!(seen.media_type.as_deref(), Some("application/json"));
         let (_, structured) = extras.delivered(r#"{"n":4}"#.into());
         assert_eq!(structured, Some(json!({"n": 4})));
+    }
+
+    #[test]
+    fn every_field_of_a_block_is_seen_and_a_redaction_of_one_keeps_the_block_out() {
+        let link: ContentBlock = serde_json::from_value(json!({"type": "resource_link",
+            "uri": "file:///a", "name": "a", "description": "key AKIA-SECRET"}))
+        .unwrap();
+        let image: ContentBlock = serde_json::from_value(json!({"type": "image",
+            "data": "AAAA", "mimeType": "image/png", "_meta": {"note": "AKIA-SECRET"}}))
+        .unwrap();
+        let (seen, extras) = split(result(vec![ContentBlock::text("t"), link, image], None));
+        assert_eq!(
+            seen.output,
+            "t\n[resource link: file:///a] {\"description\":\"key AKIA-SECRET\",\"name\":\"a\"}\n\
+             [image: image/png] {\"_meta\":{\"note\":\"AKIA-SECRET\"}} data:image/png;base64,AAAA"
+        );
+        let (content, _) = extras.delivered(seen.output.replace("AKIA-SECRET", "[redacted]"));
+        assert_eq!(content.len(), 1, "{content:?}");
+        assert!(!serde_json::to_string(&content).unwrap().contains("AKIA"));
+    }
+
+    #[test]
+    fn a_rewrite_of_many_blocks_is_one_pass() {
+        // 50,000 links, each on its line: found among the hooks' lines by lookup, not by a
+        // search of the text per block (which took seconds).
+        let links: Vec<ContentBlock> = (0..50_000)
+            .map(|i| {
+                serde_json::from_value(
+                    json!({"type": "resource_link", "uri": format!("u{i}"), "name": "n"}),
+                )
+                .unwrap()
+            })
+            .collect();
+        let (seen, extras) = split(result(links, None));
+        let (content, _) = extras.delivered(format!("{}\nfooter", seen.output));
+        assert_eq!(content.len(), 50_001);
+        assert!(matches!(&content[0], ContentBlock::Text(t) if t.text == "footer"));
     }
 
     #[test]

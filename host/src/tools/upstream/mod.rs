@@ -39,8 +39,8 @@ use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{UpstreamConfig, UpstreamProtocol, is_tool_name};
 use crate::failure::Failure;
 use crate::limits::{
-    DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER, UPSTREAM_RELIST_MIN,
-    UPSTREAM_RELISTEN_PAUSE,
+    DEFAULT_UPSTREAM_TIMEOUT, MAX_UPSTREAM_BACKOFF, UPSTREAM_HEALTHY_AFTER,
+    UPSTREAM_IDLE_CONNECTION, UPSTREAM_REDIRECTS, UPSTREAM_RELIST_MIN, UPSTREAM_RELISTEN_PAUSE,
 };
 use crate::secret::{Secret, expand};
 use crate::sessions::{Caller, SessionHolder};
@@ -729,13 +729,27 @@ impl Upstream {
 }
 
 /// The HTTP client of an upstream's connection: its connections kept open between
-/// requests (rmcp's own opens one per request, 0.5 ms of a call to a local upstream, see
-/// docs/performance.md), with `TCP_NODELAY`, and no redirect followed — an operator names
-/// the URL, and a redirect would carry a session id or a header of theirs elsewhere.
+/// requests for [`UPSTREAM_IDLE_CONNECTION`] (rmcp's own opens one per request, 0.2 ms of
+/// a call to a local upstream, see docs/performance.md), with `TCP_NODELAY`; it follows
+/// only 307 and 308 redirects to the same origin, which keep the request's method and
+/// body — one elsewhere would carry the session id and the operator's headers there.
 pub(super) fn http_client() -> reqwest::Result<reqwest::Client> {
+    let same_origin = reqwest::redirect::Policy::custom(|attempt| {
+        let origin = |url: &reqwest::Url| url.origin();
+        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+        let first = attempt.previous().first().map(origin);
+        if attempt.previous().len() > UPSTREAM_REDIRECTS {
+            attempt.error("too many redirects")
+        } else if keeps_body && first == Some(origin(attempt.url())) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
     reqwest::Client::builder()
         .tcp_nodelay(true)
-        .redirect(reqwest::redirect::Policy::none())
+        .pool_idle_timeout(UPSTREAM_IDLE_CONNECTION)
+        .redirect(same_origin)
         .build()
 }
 
