@@ -5,7 +5,8 @@
 //! of their own: a text block as it is; an image or audio block as
 //! `[image: image/png] data:image/png;base64,…`; an embedded resource as
 //! `[resource: URI, TYPE]` and its text on the lines after (binary: `data:` on the same
-//! line); a resource link as `[resource link: URI]`; and structured content as
+//! line); a resource link as `[resource link: URI]` — each with its other fields
+//! (`annotations`, `_meta`, a link's `name`…) as JSON after its name; and structured content as
 //! `[structured content] {…}` — unless it is the text's own JSON, as MCP asks servers to
 //! send it, or `{"result": text}`, the Python SDK's for a function that returns a string:
 //! then the text stands for it. So `offload` measures, and a redactor or a guard reads,
@@ -17,9 +18,11 @@
 //! structured content the text stood for is made again from it (its JSON, or
 //! `{"result": text}`), and structured content of its own line is kept while that line
 //! is (made again from it when a hook rewrote it and it is still an object); else it is
-//! left out — a tool with an output schema then returns none, which a
-//! client that checks results against the schema reports. Nothing a hook took out
-//! reaches the client another way.
+//! left out — a tool with an output schema then returns none, which a client that checks
+//! results against the schema reports. Nothing a hook took out reaches the client another
+//! way. Finding the blocks again is one pass over the text's lines, whatever their number
+//! (a block of several lines, an embedded text resource, is searched for: at most
+//! [`MULTI_LINE_RENDERINGS`] of them).
 
 use crate::abi::ToolResult;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
