@@ -75,12 +75,18 @@ async fn compiled_components_are_cached_and_a_bad_entry_is_recompiled() {
         .map(|e| e.unwrap().path())
         .partition(|p| p.extension().is_some_and(|e| e == "cwasm"));
     assert_eq!(entries.len(), 7, "one per built-in: {entries:?}");
-    // And what the two hooks given settings (offload, audit) said they take.
-    assert_eq!(remembered.len(), 2, "{remembered:?}");
-    assert!(
+    // And what the two hooks given settings (offload, audit) said they take, and what the
+    // four tools said of themselves.
+    let named = |end: &str| {
         remembered
             .iter()
-            .all(|p| p.to_string_lossy().ends_with(".settings.json"))
+            .filter(|p| p.to_string_lossy().contains(end))
+            .count()
+    };
+    assert_eq!(
+        (named(".settings.json"), named(".tool-"), remembered.len()),
+        (2, 4, 6),
+        "{remembered:?}"
     );
 
     // A damaged entry is not trusted: it is compiled again and replaced.
