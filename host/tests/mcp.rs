@@ -1487,43 +1487,32 @@ fn an_upstreams_resources_prompts_logs_and_requests_reach_the_client_through_hoo
     assert!(stdout.contains("2026 logs ok"), "{stdout}");
 }
 
-/// tests/mcp/everything.py serving Streamable HTTP on a free loopback port, killed (by its
-/// process id) when dropped.
-struct EverythingOverHttp {
-    child: std::process::Child,
-    address: String,
-}
-
-impl EverythingOverHttp {
-    fn start() -> EverythingOverHttp {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(python())
-            .arg(workspace().join("tests/mcp/everything.py"))
-            .args(["--http", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let address = format!("127.0.0.1:{port}");
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(&address).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+/// tests/mcp/everything.py serving Streamable HTTP on a free loopback port: its `url` is
+/// `http://ADDRESS/mcp`; killed (by its process id) when dropped, as a [`Server`] is.
+fn everything_over_http() -> Server {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(python())
+        .arg(workspace().join("tests/mcp/everything.py"))
+        .args(["--http", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(&address).is_ok() {
+            break;
         }
-        EverythingOverHttp { child, address }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
-}
-
-impl Drop for EverythingOverHttp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    Server {
+        child,
+        url: format!("http://{address}/mcp"),
     }
 }
 
@@ -1532,11 +1521,10 @@ impl Drop for EverythingOverHttp {
 #[test]
 fn an_http_upstream_is_reached_through_a_same_origin_redirect() {
     let data = tempfile::tempdir().unwrap();
-    let upstream = EverythingOverHttp::start();
-    let address = upstream.address.clone();
+    let upstream = everything_over_http();
     let config = builtin_config_with(
         data.path(),
-        &format!("\n[upstreams.everything]\nurl = \"http://{address}/mcp/\"\n"),
+        &format!("\n[upstreams.everything]\nurl = \"{}/\"\n", upstream.url),
     );
     let out = hookhost_on(
         data.path(),
@@ -1704,11 +1692,13 @@ fn the_official_conformance_suite_passes_through_hookhost() {
     conformance(&["server", "--suite", "all", "--url", &server.url], &[]);
     drop(server);
 
-    let upstream = EverythingOverHttp::start();
-    let address = upstream.address.clone();
+    let upstream = everything_over_http();
     let config = builtin_config_with(
         data.path(),
-        &format!("\n[upstreams.everything]\nurl = \"http://{address}/mcp\"\nprefix = \"\"\n"),
+        &format!(
+            "\n[upstreams.everything]\nurl = {:?}\nprefix = \"\"\n",
+            upstream.url
+        ),
     );
     let server = serve_unauthenticated(data.path(), &config);
     conformance(&["server", "--suite", "all", "--url", &server.url], &[]);

@@ -283,7 +283,7 @@ pub fn render(block: &ContentBlock) -> String {
         ContentBlock::Text(text) => text.text.clone(),
         ContentBlock::Image(image) => binary("image", &image.mime_type, &rest, &image.data),
         ContentBlock::Audio(audio) => binary("audio", &audio.mime_type, &rest, &audio.data),
-        ContentBlock::Resource(embedded) => with_rest(&contents(&embedded.resource), &rest),
+        ContentBlock::Resource(embedded) => resource(&embedded.resource, &rest),
         ContentBlock::ResourceLink(link) => format!("[resource link: {}]{rest}", link.uri),
         _ => format!("[content]{rest}"),
     }
@@ -313,20 +313,14 @@ fn unrendered(block: &ContentBlock) -> String {
     }
 }
 
-/// `rendering` with `rest` after the name on its first line.
-fn with_rest(rendering: &str, rest: &str) -> String {
-    match rendering.split_once("] ") {
-        Some((name, after)) if !rest.is_empty() => format!("{name}]{rest} {after}"),
-        _ => match rendering.split_once("]\n") {
-            Some((name, after)) if !rest.is_empty() => format!("{name}]{rest}\n{after}"),
-            _ => rendering.to_string(),
-        },
-    }
-}
-
 /// A resource's contents as the hooks see them: `[resource: URI, TYPE]`, then its text on
 /// the lines after, or its bytes as a `data:` URI on the same line.
 pub fn contents(contents: &ResourceContents) -> String {
+    resource(contents, "")
+}
+
+/// [`contents`] with `rest` (see [`unrendered`]) after the name.
+fn resource(contents: &ResourceContents, rest: &str) -> String {
     match contents {
         ResourceContents::TextResourceContents {
             uri,
@@ -334,7 +328,7 @@ pub fn contents(contents: &ResourceContents) -> String {
             text,
             ..
         } => format!(
-            "[resource: {uri}, {}]\n{text}",
+            "[resource: {uri}, {}]{rest}\n{text}",
             mime_type.as_deref().unwrap_or("text/plain")
         ),
         ResourceContents::BlobResourceContents {
@@ -344,9 +338,9 @@ pub fn contents(contents: &ResourceContents) -> String {
             ..
         } => {
             let mime = mime_type.as_deref().unwrap_or("application/octet-stream");
-            format!("[resource: {uri}, {mime}] data:{mime};base64,{blob}")
+            format!("[resource: {uri}, {mime}]{rest} data:{mime};base64,{blob}")
         }
-        _ => "[resource]".into(),
+        _ => format!("[resource]{rest}"),
     }
 }
 
