@@ -48,6 +48,7 @@ pub async fn call(args: CallArgs, plan: Plan, data: &Path) -> Result<ExitCode> {
         .map(SessionId::new)
         .transpose()
         .context("--session")?;
+    let plan = plan.for_call(&tool);
     let kept: Vec<String> = plan
         .hooks
         .iter()

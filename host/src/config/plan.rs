@@ -148,6 +148,27 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// The plan of a one-shot call of `tool` (`hookhost call`): when `tool` is one of
+    /// `[tools]`, only that tool and the hooks that wrap it are loaded, and neither `bash`
+    /// nor an upstream server starts. Loading the four built-in tools and three hooks
+    /// where a `read_file` needs one and two was a third of that call's 8 ms (see
+    /// docs/performance.md). A tool of another kind keeps the whole plan.
+    ///
+    /// What it leaves unchecked: a clash of `tool`'s name with an upstream server's tool,
+    /// which `serve` and `config check` refuse.
+    pub fn for_call(mut self, tool: &str) -> Plan {
+        if !self.tools.iter().any(|t| t.name == tool) {
+            return self;
+        }
+        self.tools.retain(|t| t.name == tool);
+        self.hooks.retain(|h| h.tools.matches(tool));
+        self.bash = None;
+        self.upstreams.clear();
+        self
+    }
+}
+
 /// `[auth]`: how bearer JWTs are checked (see `mcp::jwt`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtPlan {

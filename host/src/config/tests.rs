@@ -49,6 +49,38 @@ fn the_plan_is_the_config_checked_and_typed() {
 }
 
 #[test]
+fn a_one_shot_call_of_a_tool_loads_it_and_the_hooks_around_it_only() {
+    let text = format!("{DEFAULT_CONFIG}\n[upstreams.docs]\ncommand = \"/nonexistent\"\n");
+    let plan = || Config::parse(&text, "t.toml").unwrap().plan;
+    let names = |plan: &Plan| {
+        let tools: Vec<String> = plan.tools.iter().map(|t| t.name.clone()).collect();
+        let hooks: Vec<String> = plan
+            .hooks
+            .iter()
+            .map(|h| h.component.name.clone())
+            .collect();
+        (tools, hooks, plan.bash.is_some(), plan.upstreams.len())
+    };
+    let read = plan().for_call("read_file");
+    assert_eq!(
+        names(&read),
+        (
+            vec!["read_file".into()],
+            vec!["offload".into(), "audit".into()],
+            false,
+            0
+        )
+    );
+    let todo = plan().for_call("todo_write");
+    assert_eq!(names(&todo).1, ["offload", "audit", "plan-writer"]);
+    // `bash` and an upstream's tools are not `[tools]`: the whole plan stays.
+    for other in ["bash", "docs__search"] {
+        assert_eq!(names(&plan().for_call(other)), names(&plan()));
+    }
+    assert_eq!(names(&plan()).0.len(), 4);
+}
+
+#[test]
 fn workdir_templates_are_absolute_or_cwd_with_whole_tenant_segments() {
     for good in [
         "/srv/projects/{tenant}",
