@@ -61,6 +61,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod mounts;
 pub mod persistent;
+pub mod registry;
 pub mod runtime;
 pub mod sandbox;
 pub mod secret;

@@ -728,3 +728,16 @@ pub const WALK_OPEN_DIRS: usize = 64;
 /// (a directory not empty any more, an entry swapped): a session whose processes are gone
 /// cannot keep that up.
 pub const REMOVE_ATTEMPTS: usize = 4;
+
+// Components from OCI registries (see `crate::registry`).
+
+/// The largest component a registry may give: a manifest announcing a larger layer is
+/// refused before any of it is read, and a registry sending more than it announced is cut
+/// off. A componentize-py hook is about 40 MB; a C or Rust one well under 1 MB.
+pub const MAX_PULLED_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How long a connection to a registry may take to open.
+pub const REGISTRY_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a registry may leave a read waiting, mid-response.
+pub const REGISTRY_READ_TIMEOUT: Duration = Duration::from_secs(60);

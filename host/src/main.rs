@@ -218,6 +218,12 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
         Command::Component(cli::component::ComponentCommand::Check(args)) => {
             cli::component::check(args, &data).await
         }
+        Command::Component(cli::component::ComponentCommand::Push(args)) => {
+            cli::component::push(args, &data).await
+        }
+        Command::Component(cli::component::ComponentCommand::Pull(args)) => {
+            cli::component::pull(args, &data).await
+        }
         Command::SandboxShell { .. } | Command::Guard { .. } => {
             unreachable!("served before the runtime starts")
         }

@@ -1,7 +1,9 @@
 //! `hookhost component check`: does a component conform, and if not, what to fix (see
-//! [`hookhost::check`]).
+//! [`hookhost::check`]); `component push` and `pull`: components to and from OCI
+//! registries (see [`hookhost::registry`]).
 
 use anyhow::{Context, Result, bail};
+use hookhost::registry::{OciRef, Registry};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -11,6 +13,111 @@ pub enum ComponentCommand {
     /// the real sandbox through the cases a chain will give it (one line per finding; exit
     /// 0 only if it conforms). Compiled code is cached in the data directory.
     Check(CheckArgs),
+    /// Push a component to an OCI registry in the Wasm artifact layout `wkg oci pull`
+    /// reads, after checking that it conforms; prints the manifest's digest.
+    Push(PushArgs),
+    /// Pull a component from an OCI registry (by tag or digest) into a file; prints the
+    /// manifest's digest.
+    Pull(PullArgs),
+}
+
+/// How to reach a registry: the flags `push` and `pull` share.
+#[derive(clap::Args)]
+pub struct RegistryArgs {
+    /// Plain HTTP: alone, to a loopback registry only; `--insecure HOST:PORT` names any
+    /// registry (on a network you trust). Credentials come from HOOKHOST_REGISTRY_USERNAME
+    /// and HOOKHOST_REGISTRY_PASSWORD, or the Docker config file.
+    #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
+    insecure: Option<String>,
+}
+
+impl RegistryArgs {
+    fn connect(&self, reference: &OciRef) -> Result<Registry> {
+        let (insecure, host) = match self.insecure.as_deref() {
+            None => (false, None),
+            Some("") => (true, None),
+            Some(host) => (true, Some(host)),
+        };
+        Ok(Registry::connect(reference, insecure, host)?)
+    }
+}
+
+/// `hookhost component push`'s arguments.
+#[derive(clap::Args)]
+pub struct PushArgs {
+    /// The `.wasm` component.
+    file: std::path::PathBuf,
+    /// Where: `oci://REGISTRY/REPOSITORY:TAG`.
+    reference: String,
+    /// Push it even if it does not conform.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    /// What the check before the push gives the component (as `component check` does).
+    #[command(flatten)]
+    check: CheckFlags,
+}
+
+/// `hookhost component pull`'s arguments.
+#[derive(clap::Args)]
+pub struct PullArgs {
+    /// `oci://REGISTRY/REPOSITORY:TAG` or `oci://REGISTRY/REPOSITORY@sha256:DIGEST`.
+    reference: String,
+    /// The file to write the component to.
+    #[arg(short, long, value_name = "FILE")]
+    output: std::path::PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// Pushes the component (checked first unless `--force`); prints its manifest's digest.
+pub async fn push(args: PushArgs, data: &Path) -> Result<ExitCode> {
+    let reference = OciRef::parse(&args.reference)?;
+    let file = args.file.display().to_string();
+    let wasm = std::fs::read(&args.file).with_context(|| format!("reading {file}"))?;
+    if !args.force {
+        let options = args.check.options()?;
+        let component = hookhost::component::ComponentRef::File(args.file.clone());
+        let report = hookhost::check::check(&component, &options, data)
+            .await
+            .with_context(|| format!("checking {file}"))?;
+        if !report.conforms() {
+            for finding in &report.findings {
+                hookhost::announce::note(&format!("  {finding}"));
+            }
+            bail!(
+                "{file} does not conform (above; `hookhost component check {file}`): not \
+                 pushed. --force pushes it anyway"
+            );
+        }
+    }
+    let title = args
+        .file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let digest = args
+        .registry
+        .connect(&reference)?
+        .push(&reference, wasm, &title)
+        .await?;
+    println!("{}", reference.at(&digest));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Pulls the component into `--output`; prints the reference by its manifest's digest.
+pub async fn pull(args: PullArgs, data: &Path) -> Result<ExitCode> {
+    let reference = OciRef::parse(&args.reference)?;
+    let pulled = args
+        .registry
+        .connect(&reference)?
+        .pull(&reference, &hookhost::registry::cache_dir(data))
+        .await?;
+    let output = args.output.display().to_string();
+    std::fs::copy(&pulled.path, &args.output).with_context(|| format!("writing {output}"))?;
+    println!("{}", reference.at(&pulled.manifest));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `hookhost component check`'s arguments.
@@ -18,6 +125,13 @@ pub enum ComponentCommand {
 pub struct CheckArgs {
     /// A `.wasm` component, or `builtin:NAME`.
     component: String,
+    #[command(flatten)]
+    options: CheckFlags,
+}
+
+/// How `check` (and `push`, before it pushes) drives a component.
+#[derive(clap::Args)]
+pub struct CheckFlags {
     /// The world it must implement [default: either].
     #[arg(long)]
     world: Option<hookhost::check::World>,
@@ -49,37 +163,43 @@ pub struct CheckArgs {
     allow_unknown_imports: bool,
 }
 
+impl CheckFlags {
+    fn options(self) -> Result<hookhost::check::CheckOptions> {
+        let CheckFlags {
+            world,
+            settings,
+            call,
+            tool,
+            output,
+            grant,
+            deadline,
+            allow_unknown_imports,
+        } = self;
+        let output = match output {
+            Some(text) => Some(match text.strip_prefix('@') {
+                Some(file) => std::fs::read_to_string(file)
+                    .with_context(|| format!("--output: reading {file}"))?,
+                None => text,
+            }),
+            None => None,
+        };
+        Ok(hookhost::check::CheckOptions {
+            world,
+            settings: parse_settings(&settings)?,
+            grants: grant,
+            call,
+            tool,
+            deadline_ms: deadline,
+            allow_unknown_imports,
+            output,
+        })
+    }
+}
+
 /// Checks the component and prints one line per finding; exit 0 only if it conforms.
 pub async fn check(args: CheckArgs, data: &Path) -> Result<ExitCode> {
-    let CheckArgs {
-        component,
-        world,
-        settings,
-        call,
-        tool,
-        output,
-        grant,
-        deadline,
-        allow_unknown_imports,
-    } = args;
-    let output = match output {
-        Some(text) => Some(match text.strip_prefix('@') {
-            Some(file) => std::fs::read_to_string(file)
-                .with_context(|| format!("--output: reading {file}"))?,
-            None => text,
-        }),
-        None => None,
-    };
-    let options = hookhost::check::CheckOptions {
-        world,
-        settings: parse_settings(&settings)?,
-        grants: grant,
-        call,
-        tool,
-        deadline_ms: deadline,
-        allow_unknown_imports,
-        output,
-    };
+    let options = args.options.options()?;
+    let component = args.component;
     let component = hookhost::component::ComponentRef::parse(&component);
     let report = hookhost::check::check(&component, &options, data)
         .await

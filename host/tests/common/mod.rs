@@ -118,18 +118,35 @@ pub fn http_get(base: &str, path: &str, token: Option<&str>) -> (u16, String) {
 
 /// A `method` request of `path` without a body, as [`http_get`].
 pub fn http_request(base: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let authorization = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = authorization
+        .as_deref()
+        .map(|a| ("Authorization", a))
+        .into_iter()
+        .collect();
+    http_exchange(base, method, path, &headers)
+}
+
+/// A `method` request of `path` without a body, with `headers`: the status and the body.
+pub fn http_exchange(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     use std::io::{Read, Write};
     let address = base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(30)))
         .unwrap();
-    let authorization = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut answer = String::new();

@@ -1,0 +1,568 @@
+//! Components from OCI registries: `oci://REGISTRY/REPOSITORY:TAG` or
+//! `oci://REGISTRY/REPOSITORY@sha256:DIGEST`, pushed and pulled in the CNCF Wasm OCI
+//! artifact layout that `wkg oci push` writes and `wkg oci pull` reads: an image manifest
+//! whose config is [`WASM_CONFIG_MEDIA_TYPE`] (`architecture` `wasm`, `os` `wasip2`, the
+//! layer's digest in `layerDigests`) and whose one layer, [`WASM_LAYER_MEDIA_TYPE`], is the
+//! component's bytes.
+//!
+//! The registry client is `oci-client`. What this module adds is the layout, and what a
+//! registry is not trusted with:
+//! - a manifest pulled by digest is checked against that digest (by `oci-client`), and a
+//!   layer against the digest its manifest names (by `oci-client` while streaming, and here
+//!   again over the bytes kept);
+//! - a layer larger than [`MAX_PULLED_COMPONENT_BYTES`] is refused from the manifest's
+//!   size, and a registry that sends more than it announced is cut off at that size;
+//! - plain HTTP only to a loopback registry, or to one the caller names
+//!   ([`Registry::connect`]);
+//! - credentials never appear in a message or a log.
+
+use crate::limits::MAX_PULLED_COMPONENT_BYTES;
+use futures_util::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference, RegistryOperation};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The config media type of a Wasm component artifact (CNCF TAG-Runtime's layout).
+pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// The media type of its one layer: the component's bytes.
+pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// The scheme that marks a component reference as a registry's.
+pub const SCHEME: &str = "oci://";
+/// The environment variables that give a registry's credentials over the Docker config
+/// file's (both, or neither).
+pub const USERNAME_VAR: &str = "HOOKHOST_REGISTRY_USERNAME";
+pub const PASSWORD_VAR: &str = "HOOKHOST_REGISTRY_PASSWORD";
+
+/// Why a registry operation failed; each names the reference.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "{reference:?} is not a registry reference: {why} (expected oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:DIGEST)"
+    )]
+    Reference { reference: String, why: String },
+    #[error(
+        "{reference}: plain HTTP is allowed only to a loopback registry unless it is named: `--insecure {registry}`"
+    )]
+    PlainHttp { reference: String, registry: String },
+    #[error("{reference}: {stage}: {source}")]
+    Distribution {
+        reference: String,
+        stage: &'static str,
+        #[source]
+        source: oci_client::errors::OciDistributionError,
+    },
+    #[error("{reference}: not a Wasm component artifact: {why}")]
+    Layout { reference: String, why: String },
+    #[error(
+        "{reference}: the component is {size} bytes, more than the {max} a pulled component may be"
+    )]
+    TooLarge {
+        reference: String,
+        size: u64,
+        max: u64,
+    },
+    #[error("{reference}: the layer's bytes do not hash to its digest {digest}")]
+    Tampered { reference: String, digest: String },
+    #[error("{reference}: credentials: {why}")]
+    Credentials { reference: String, why: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A component's place in a registry, as `oci://…` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OciRef {
+    reference: Reference,
+}
+
+impl OciRef {
+    /// Parses `oci://REGISTRY/REPOSITORY(:TAG|@sha256:DIGEST)`. The registry must be named
+    /// (a host with a dot or a port, or `localhost`): no Docker Hub default. A reference
+    /// with neither tag nor digest is refused rather than read as `latest`.
+    pub fn parse(text: &str) -> Result<OciRef, RegistryError> {
+        let refused = |why: &str| RegistryError::Reference {
+            reference: text.to_string(),
+            why: why.to_string(),
+        };
+        let rest = text
+            .strip_prefix(SCHEME)
+            .ok_or_else(|| refused("it does not start with oci://"))?;
+        let (host, path) = rest
+            .split_once('/')
+            .ok_or_else(|| refused("no repository after the registry"))?;
+        if !(host.contains('.') || host.contains(':') || host == "localhost") {
+            return Err(refused(
+                "the registry must be a host with a dot or a port, or localhost",
+            ));
+        }
+        let last = path.rsplit('/').next().unwrap_or(path);
+        if !last.contains(':') && !last.contains('@') {
+            return Err(refused("no tag and no digest"));
+        }
+        let reference: Reference = rest.parse().map_err(|e| refused(&format!("{e}")))?;
+        Ok(OciRef { reference })
+    }
+
+    /// The registry, `host[:port]`.
+    pub fn registry(&self) -> &str {
+        self.reference.registry()
+    }
+
+    /// The digest it pins, `sha256:…`, if any.
+    pub fn digest(&self) -> Option<&str> {
+        self.reference.digest()
+    }
+
+    /// The same repository at `digest`.
+    pub fn at(&self, digest: &str) -> OciRef {
+        OciRef {
+            reference: Reference::with_digest(
+                self.reference.registry().to_string(),
+                self.reference.repository().to_string(),
+                digest.to_string(),
+            ),
+        }
+    }
+
+    /// Whether its registry is this machine: `localhost`, or a loopback address.
+    pub fn is_loopback(&self) -> bool {
+        let host = self.host();
+        host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// The registry's host, without its port.
+    fn host(&self) -> &str {
+        let registry = self.registry();
+        registry.rsplit_once(':').map_or(registry, |(host, _)| host)
+    }
+}
+
+impl fmt::Display for OciRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{SCHEME}{}", self.reference.whole())
+    }
+}
+
+/// Where the components pulled into `data` (a data directory) are kept, by layer digest.
+pub fn cache_dir(data: &Path) -> PathBuf {
+    data.join(crate::runtime::CACHE_DIR).join("oci")
+}
+
+/// A component pulled: where its bytes are, and the digests that name them.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    /// The manifest's digest: what the reference resolved to, and what a signature signs.
+    pub manifest: String,
+    /// The layer's digest: the SHA-256 of the component's bytes.
+    pub layer: String,
+    /// The component, in the data directory's registry cache.
+    pub path: PathBuf,
+}
+
+/// A connection to one registry, with the credentials it is given.
+pub struct Registry {
+    client: Client,
+    auth: RegistryAuth,
+}
+
+impl Registry {
+    /// A client for `reference`'s registry: HTTPS, or plain HTTP when `insecure` and the
+    /// registry is loopback, or when `insecure_host` names it (`host:port`, as written in
+    /// the reference). Credentials from [`USERNAME_VAR`]/[`PASSWORD_VAR`], else the Docker
+    /// config file (`$DOCKER_CONFIG/config.json`, `~/.docker/config.json`), else none.
+    pub fn connect(
+        reference: &OciRef,
+        insecure: bool,
+        insecure_host: Option<&str>,
+    ) -> Result<Registry, RegistryError> {
+        crate::crypto::install_crypto_provider();
+        let registry = reference.registry().to_string();
+        let plain = match insecure_host {
+            Some(named) if named == registry => true,
+            Some(_) => false,
+            None if insecure && reference.is_loopback() => true,
+            None if insecure => {
+                return Err(RegistryError::PlainHttp {
+                    reference: reference.to_string(),
+                    registry,
+                });
+            }
+            None => false,
+        };
+        let protocol = if plain {
+            ClientProtocol::HttpsExcept(vec![registry])
+        } else {
+            ClientProtocol::Https
+        };
+        let client = Client::try_from(ClientConfig {
+            protocol,
+            // An index (a list of images by platform) is not a component.
+            platform_resolver: None,
+            connect_timeout: Some(crate::limits::REGISTRY_CONNECT_TIMEOUT),
+            read_timeout: Some(crate::limits::REGISTRY_READ_TIMEOUT),
+            user_agent: concat!("hookhost/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        })
+        .map_err(|source| RegistryError::Distribution {
+            reference: reference.to_string(),
+            stage: "making the client",
+            source,
+        })?;
+        let auth = credentials(reference)?;
+        Ok(Registry { client, auth })
+    }
+
+    /// Pushes `wasm` to `reference` in the Wasm artifact layout, its layer titled `title`
+    /// (the file's name); the manifest's digest.
+    pub async fn push(
+        &self,
+        reference: &OciRef,
+        wasm: Vec<u8>,
+        title: &str,
+    ) -> Result<String, RegistryError> {
+        let failed = |stage| {
+            move |source| RegistryError::Distribution {
+                reference: reference.to_string(),
+                stage,
+                source,
+            }
+        };
+        let r = &reference.reference;
+        self.client
+            .auth(r, &self.auth, RegistryOperation::Push)
+            .await
+            .map_err(failed("signing in"))?;
+        let layer = digest_of(&wasm);
+        let config = serde_json::to_vec(&serde_json::json!({
+            "created": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            "architecture": "wasm",
+            "os": "wasip2",
+            "layerDigests": [layer],
+        }))
+        .expect("a config serializes");
+        let manifest = OciImageManifest {
+            media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_string()),
+            config: OciDescriptor {
+                media_type: WASM_CONFIG_MEDIA_TYPE.to_string(),
+                digest: digest_of(&config),
+                size: config.len() as i64,
+                ..Default::default()
+            },
+            layers: vec![OciDescriptor {
+                media_type: WASM_LAYER_MEDIA_TYPE.to_string(),
+                digest: layer.clone(),
+                size: wasm.len() as i64,
+                annotations: Some(BTreeMap::from([(
+                    "org.opencontainers.image.title".to_string(),
+                    title.to_string(),
+                )])),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        self.client
+            .push_blob(r, wasm, &layer)
+            .await
+            .map_err(failed("pushing the component"))?;
+        let config_digest = manifest.config.digest.clone();
+        self.client
+            .push_blob(r, config, &config_digest)
+            .await
+            .map_err(failed("pushing the config"))?;
+        // Serialized here, so that the digest returned is of the very bytes pushed.
+        let body = serde_json::to_vec(&manifest).expect("a manifest serializes");
+        let digest = digest_of(&body);
+        self.client
+            .push_manifest_raw(
+                r,
+                body,
+                reqwest::header::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+            )
+            .await
+            .map_err(failed("pushing the manifest"))?;
+        Ok(digest)
+    }
+
+    /// The manifest digest `reference` resolves to now (a tag's current one; a digest's
+    /// own, once the registry has it).
+    pub async fn resolve(&self, reference: &OciRef) -> Result<String, RegistryError> {
+        self.client
+            .fetch_manifest_digest(&reference.reference, &self.auth)
+            .await
+            .map_err(|source| RegistryError::Distribution {
+                reference: reference.to_string(),
+                stage: "resolving",
+                source,
+            })
+    }
+
+    /// Pulls the component `reference` names into `cache` (a directory; its file is named
+    /// by the layer's digest, written whole or not at all).
+    pub async fn pull(&self, reference: &OciRef, cache: &Path) -> Result<Pulled, RegistryError> {
+        let named = reference.to_string();
+        let failed = |stage| {
+            let named = named.clone();
+            move |source| RegistryError::Distribution {
+                reference: named,
+                stage,
+                source,
+            }
+        };
+        let r = &reference.reference;
+        let (manifest, manifest_digest) = self
+            .client
+            .pull_image_manifest(r, &self.auth)
+            .await
+            .map_err(failed("pulling the manifest"))?;
+        let layer = wasm_layer(&manifest).map_err(|why| RegistryError::Layout {
+            reference: named.clone(),
+            why,
+        })?;
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if size > MAX_PULLED_COMPONENT_BYTES {
+            return Err(RegistryError::TooLarge {
+                reference: named,
+                size,
+                max: MAX_PULLED_COMPONENT_BYTES,
+            });
+        }
+        let path = cache.join(cache_name(&layer.digest));
+        if !path.exists() {
+            let mut stream = self
+                .client
+                .pull_blob_stream(r, layer)
+                .await
+                .map_err(failed("pulling the component"))?
+                .stream;
+            let mut bytes = Vec::with_capacity(size as usize);
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| RegistryError::Io {
+                    path: named.clone(),
+                    source: e,
+                })?;
+                if (bytes.len() + chunk.len()) as u64 > size {
+                    return Err(RegistryError::Tampered {
+                        reference: named,
+                        digest: layer.digest.clone(),
+                    });
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            if digest_of(&bytes) != layer.digest {
+                return Err(RegistryError::Tampered {
+                    reference: named,
+                    digest: layer.digest.clone(),
+                });
+            }
+            write_whole(cache, &path, &bytes)?;
+        }
+        Ok(Pulled {
+            manifest: manifest_digest,
+            layer: layer.digest.clone(),
+            path,
+        })
+    }
+}
+
+/// The one `application/wasm` layer of a Wasm component artifact's manifest.
+fn wasm_layer(manifest: &OciImageManifest) -> Result<&OciDescriptor, String> {
+    if manifest
+        .media_type
+        .as_deref()
+        .is_some_and(|t| t != OCI_IMAGE_MEDIA_TYPE)
+    {
+        return Err(format!("its manifest is {:?}", manifest.media_type));
+    }
+    if manifest.config.media_type != WASM_CONFIG_MEDIA_TYPE {
+        return Err(format!(
+            "its config is {:?}, not {WASM_CONFIG_MEDIA_TYPE:?}",
+            manifest.config.media_type
+        ));
+    }
+    match &manifest.layers[..] {
+        [layer] if layer.media_type == WASM_LAYER_MEDIA_TYPE => {
+            if !is_sha256(&layer.digest) {
+                return Err(format!(
+                    "its layer's digest {:?} is not sha256",
+                    layer.digest
+                ));
+            }
+            Ok(layer)
+        }
+        [layer] => Err(format!(
+            "its layer is {:?}, not {WASM_LAYER_MEDIA_TYPE:?}",
+            layer.media_type
+        )),
+        layers => Err(format!("it has {} layers, not one", layers.len())),
+    }
+}
+
+/// `sha256:` and 64 lowercase hex digits: what may name a file in the cache.
+fn is_sha256(digest: &str) -> bool {
+    digest.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// The cache's file name for a layer of `digest` (checked by [`is_sha256`]).
+fn cache_name(digest: &str) -> String {
+    format!("{}.wasm", digest.replace(':', "-"))
+}
+
+/// `sha256:` and the hex SHA-256 of `bytes`.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", crate::ids::hex(&Sha256::digest(bytes)))
+}
+
+/// Writes `bytes` to `path` in `dir` through a temporary file renamed into place.
+fn write_whole(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    let io = |source| RegistryError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut file, bytes).map_err(io)?;
+    file.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+/// The credentials for `reference`'s registry: the environment's, else the Docker config
+/// file's `auths` entry for it, else anonymous.
+fn credentials(reference: &OciRef) -> Result<RegistryAuth, RegistryError> {
+    let refused = |why: String| RegistryError::Credentials {
+        reference: reference.to_string(),
+        why,
+    };
+    match (std::env::var(USERNAME_VAR), std::env::var(PASSWORD_VAR)) {
+        (Ok(user), Ok(password)) => return Ok(RegistryAuth::Basic(user, password)),
+        (Ok(_), Err(_)) | (Err(_), Ok(_)) => {
+            return Err(refused(format!(
+                "{USERNAME_VAR} and {PASSWORD_VAR} go together"
+            )));
+        }
+        _ => {}
+    }
+    let file = match std::env::var_os("DOCKER_CONFIG") {
+        Some(dir) => PathBuf::from(dir).join("config.json"),
+        None => match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(".docker/config.json"),
+            None => return Ok(RegistryAuth::Anonymous),
+        },
+    };
+    let Ok(text) = std::fs::read(&file) else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    #[derive(serde::Deserialize)]
+    struct DockerConfig {
+        #[serde(default)]
+        auths: BTreeMap<String, DockerAuth>,
+    }
+    #[derive(serde::Deserialize)]
+    struct DockerAuth {
+        auth: Option<String>,
+    }
+    let config: DockerConfig = serde_json::from_slice(&text)
+        .map_err(|e| refused(format!("{} is not a Docker config: {e}", file.display())))?;
+    let registry = reference.registry();
+    let entry = config.auths.iter().find(|(key, _)| {
+        let key = key
+            .strip_prefix("https://")
+            .or_else(|| key.strip_prefix("http://"))
+            .unwrap_or(key);
+        key.trim_end_matches('/') == registry
+    });
+    let Some(encoded) = entry.and_then(|(_, a)| a.auth.as_deref()) else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()
+        .and_then(|d| String::from_utf8(d).ok())
+        .ok_or_else(|| {
+            refused(format!(
+                "{}: {registry}'s auth is not base64 of USER:PASSWORD",
+                file.display()
+            ))
+        })?;
+    let (user, password) = decoded.split_once(':').ok_or_else(|| {
+        refused(format!(
+            "{}: {registry}'s auth is not base64 of USER:PASSWORD",
+            file.display()
+        ))
+    })?;
+    Ok(RegistryAuth::Basic(user.to_string(), password.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_name_a_registry_and_a_tag_or_digest() {
+        let tagged = OciRef::parse("oci://127.0.0.1:5000/hooks/audit:v1").unwrap();
+        assert_eq!(tagged.registry(), "127.0.0.1:5000");
+        assert!(tagged.is_loopback() && tagged.digest().is_none());
+        assert_eq!(tagged.to_string(), "oci://127.0.0.1:5000/hooks/audit:v1");
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let pinned = OciRef::parse(&format!("oci://ghcr.io/acme/audit@{digest}")).unwrap();
+        assert_eq!(pinned.digest(), Some(digest.as_str()));
+        assert!(!pinned.is_loopback());
+        assert_eq!(tagged.at(&digest).digest(), Some(digest.as_str()));
+        for bad in [
+            "127.0.0.1:5000/hooks/audit:v1",
+            "oci://hooks/audit:v1",
+            "oci://127.0.0.1:5000/hooks/audit",
+            "oci://127.0.0.1:5000/Hooks/audit:v1",
+            "oci://127.0.0.1:5000/hooks/audit@sha256:short",
+            "oci://127.0.0.1:5000",
+        ] {
+            assert!(OciRef::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_one_wasm_layer_with_a_sha256_digest_is_a_component() {
+        let layer = |media: &str, digest: &str| OciDescriptor {
+            media_type: media.into(),
+            digest: digest.into(),
+            size: 1,
+            ..Default::default()
+        };
+        let good = format!("sha256:{}", "0".repeat(64));
+        let manifest = |layers| OciImageManifest {
+            media_type: Some(OCI_IMAGE_MEDIA_TYPE.into()),
+            config: layer(WASM_CONFIG_MEDIA_TYPE, &good),
+            layers,
+            ..Default::default()
+        };
+        assert!(wasm_layer(&manifest(vec![layer(WASM_LAYER_MEDIA_TYPE, &good)])).is_ok());
+        for layers in [
+            vec![],
+            vec![layer("application/vnd.oci.image.layer.v1.tar", &good)],
+            vec![layer(WASM_LAYER_MEDIA_TYPE, "sha256:../../etc/passwd")],
+            vec![
+                layer(WASM_LAYER_MEDIA_TYPE, &good),
+                layer(WASM_LAYER_MEDIA_TYPE, &good),
+            ],
+        ] {
+            assert!(wasm_layer(&manifest(layers)).is_err());
+        }
+        let mut other = manifest(vec![layer(WASM_LAYER_MEDIA_TYPE, &good)]);
+        other.config.media_type = "application/vnd.oci.image.config.v1+json".into();
+        assert!(wasm_layer(&other).is_err());
+    }
+}

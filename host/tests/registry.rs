@@ -1,0 +1,363 @@
+//! Components to and from a real OCI registry: Debian's `docker-registry` (the CNCF
+//! distribution server), started by each test on 127.0.0.1 with its own storage.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The registry's program; `.ci/run` installs it (`apt-get install docker-registry`).
+const REGISTRY: &str = "/usr/bin/docker-registry";
+
+/// A test's user and password for a registry that asks for them, and the password's
+/// bcrypt hash as `htpasswd -B` writes it (made once with Python's `crypt`, cost 4).
+const USER: &str = "hook-author";
+const PASSWORD: &str = "not-a-real-secret-7Qx2";
+const PASSWORD_BCRYPT: &str = "$2b$04$x09dWsgB.219DUnhVCdX7OzTsuUCA6RCKtMb0e0EFpjgoRzHQLSLi";
+
+/// A registry on 127.0.0.1 (a port of its own), its storage in a temporary directory;
+/// killed by its process id on drop.
+struct Registry {
+    child: Child,
+    address: String,
+    dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start(htpasswd: Option<&str>) -> Registry {
+        assert!(
+            Path::new(REGISTRY).is_file(),
+            "{REGISTRY} is missing: apt-get install docker-registry (.ci/run does)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let auth = match htpasswd {
+            Some(line) => {
+                let file = dir.path().join("htpasswd");
+                std::fs::write(&file, format!("{line}\n")).unwrap();
+                format!(
+                    "auth: {{ htpasswd: {{ realm: hookhost-test, path: {} }} }}\n",
+                    file.display()
+                )
+            }
+            None => String::new(),
+        };
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog: {{ level: info, accesslog: {{ disabled: true }} }}\n\
+                 storage:\n  filesystem: {{ rootdirectory: {} }}\n  delete: {{ enabled: true }}\n\
+                 http: {{ addr: \"127.0.0.1:0\" }}\n{auth}",
+                dir.path().join("storage").display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(REGISTRY)
+            .arg("serve")
+            .arg(&config)
+            .env("REGISTRY_HTTP_SECRET", "hookhost-test")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // It says where it listens on its log; the rest of the log drains to nowhere.
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let started = Instant::now();
+        let address = loop {
+            let line = lines
+                .next()
+                .expect("the registry says where it listens")
+                .unwrap();
+            if let Some(at) = line.find("listening on ") {
+                let rest = &line[at + "listening on ".len()..];
+                break rest
+                    .split(|c: char| c == '"' || c.is_whitespace())
+                    .next()
+                    .unwrap()
+                    .to_string();
+            }
+            assert!(started.elapsed() < Duration::from_secs(30));
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Registry {
+            child,
+            address,
+            dir,
+        }
+    }
+
+    fn reference(&self, repository: &str) -> String {
+        format!("oci://{}/{repository}", self.address)
+    }
+
+    /// `GET /v2/…` with the OCI manifest type accepted (without it, the registry answers
+    /// 404): status and body.
+    fn get(&self, path: &str) -> (u16, String) {
+        let accept = ("Accept", "application/vnd.oci.image.manifest.v1+json");
+        common::http_exchange(&self.address, "GET", path, &[accept])
+    }
+
+    /// Where the registry keeps the blob of `digest` (`sha256:…`).
+    fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.dir
+            .path()
+            .join("storage/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hookhost(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+    command
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .env_remove("HOOKHOST_CONFIG")
+        .env_remove("HOOKHOST_REGISTRY_USERNAME")
+        .env_remove("HOOKHOST_REGISTRY_PASSWORD")
+        // No Docker config of the machine's: only what a test gives.
+        .env("DOCKER_CONFIG", data.join("no-docker-config"));
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("hookhost runs")
+}
+
+fn ok(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "hookhost failed: {err}");
+    String::from_utf8(o.stdout.clone())
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn failed(o: &Output) -> String {
+    assert!(!o.status.success(), "hookhost succeeded: {o:?}");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The manifest digest in a printed `oci://…@sha256:…`.
+fn digest_of(printed: &str) -> &str {
+    printed.rsplit_once('@').expect("printed by digest").1
+}
+
+#[test]
+fn hooks_in_four_languages_are_pushed_and_pulled_by_tag_and_by_digest() {
+    let registry = Registry::start(None);
+    let data = tempfile::tempdir().unwrap();
+    let out = data.path().join("pulled.wasm");
+    let out_arg = out.to_str().unwrap();
+    for (file, settings) in [
+        ("rust-budget.wasm", Some("file=/session/calls")),
+        ("c-guard.wasm", None),
+        ("js-footer.wasm", None),
+        ("python-redactor.wasm", None),
+    ] {
+        let source = common::example_hook(file);
+        let name = file.trim_end_matches(".wasm");
+        let tagged = registry.reference(&format!("hooks/{name}:v1"));
+        let mut args = vec!["component", "push", &source, &tagged, "--insecure"];
+        if let Some(setting) = settings {
+            args.extend(["--settings", setting]);
+        }
+        let pushed = ok(&hookhost(data.path(), &args, &[]));
+        let digest = digest_of(&pushed).to_string();
+        assert_eq!(
+            pushed,
+            format!("{}@{digest}", registry.reference(&format!("hooks/{name}")))
+        );
+
+        // The layout `wkg oci pull` reads: the Wasm config, one application/wasm layer.
+        let (status, manifest) = registry.get(&format!("/v2/hooks/{name}/manifests/v1"));
+        assert_eq!(status, 200, "{manifest}");
+        let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+        assert_eq!(
+            manifest["mediaType"],
+            "application/vnd.oci.image.manifest.v1+json"
+        );
+        assert_eq!(
+            manifest["config"]["mediaType"],
+            "application/vnd.wasm.config.v0+json"
+        );
+        let layers = manifest["layers"].as_array().unwrap();
+        assert_eq!(layers.len(), 1);
+        assert_eq!(layers[0]["mediaType"], "application/wasm");
+        assert_eq!(
+            layers[0]["annotations"]["org.opencontainers.image.title"],
+            file
+        );
+        let (_, config) = registry.get(&format!(
+            "/v2/hooks/{name}/blobs/{}",
+            manifest["config"]["digest"].as_str().unwrap()
+        ));
+        let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+        assert_eq!(config["architecture"], "wasm");
+        assert_eq!(config["os"], "wasip2");
+        assert_eq!(config["layerDigests"][0], layers[0]["digest"]);
+
+        // By tag and by digest, the very bytes pushed.
+        let pinned = format!("{}@{digest}", registry.reference(&format!("hooks/{name}")));
+        for reference in [&tagged, &pinned] {
+            let printed = ok(&hookhost(
+                data.path(),
+                &["component", "pull", reference, "-o", out_arg, "--insecure"],
+                &[],
+            ));
+            assert_eq!(printed, pinned);
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                std::fs::read(&source).unwrap()
+            );
+        }
+    }
+
+    // A digest the registry does not hold, and a repository it does not hold.
+    let unknown = format!(
+        "{}@sha256:{}",
+        registry.reference("hooks/c-guard"),
+        "0".repeat(64)
+    );
+    let missing = registry.reference("hooks/nothing:v1");
+    for reference in [&unknown, &missing] {
+        let said = failed(&hookhost(
+            data.path(),
+            &["component", "pull", reference, "-o", out_arg, "--insecure"],
+            &[],
+        ));
+        assert!(said.contains(reference.as_str()), "{said}");
+    }
+
+    // A hook that does not conform (this one needs its `file` setting) is not pushed,
+    // unless forced.
+    let budget = common::example_hook("rust-budget.wasm");
+    let unchecked = registry.reference("hooks/unchecked:v1");
+    let push = ["component", "push", &budget, &unchecked, "--insecure"];
+    let said = failed(&hookhost(data.path(), &push, &[]));
+    assert!(
+        said.contains("does not conform") && said.contains("--force"),
+        "{said}"
+    );
+    assert_eq!(registry.get("/v2/hooks/unchecked/manifests/v1").0, 404);
+    ok(&hookhost(
+        data.path(),
+        &[&push[..], &["--force"]].concat(),
+        &[],
+    ));
+    assert_eq!(registry.get("/v2/hooks/unchecked/manifests/v1").0, 200);
+}
+
+#[test]
+fn a_registry_is_not_trusted_with_bytes_plain_http_or_credentials() {
+    let registry = Registry::start(None);
+    let data = tempfile::tempdir().unwrap();
+    let source = common::example_hook("c-guard.wasm");
+    let tagged = registry.reference("hooks/guard:v1");
+    let out = data.path().join("pulled.wasm");
+    let out_arg = out.to_str().unwrap();
+    ok(&hookhost(
+        data.path(),
+        &["component", "push", &source, &tagged, "--insecure"],
+        &[],
+    ));
+
+    // Plain HTTP is asked for, never assumed: without --insecure the client speaks TLS to
+    // the plain-HTTP registry, and fails.
+    let said = failed(&hookhost(
+        data.path(),
+        &["component", "pull", &tagged, "-o", out_arg],
+        &[],
+    ));
+    assert!(said.contains(&tagged), "{said}");
+    // --insecure alone is for loopback registries; another needs naming.
+    let remote = "oci://registry.example:5000/hooks/guard:v1";
+    let said = failed(&hookhost(
+        data.path(),
+        &["component", "pull", remote, "-o", out_arg, "--insecure"],
+        &[],
+    ));
+    assert!(said.contains("--insecure registry.example:5000"), "{said}");
+
+    // The registry's copy of the component altered on its disk: refused, nothing kept.
+    let (_, manifest) = registry.get("/v2/hooks/guard/manifests/v1");
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap();
+    let blob = registry.blob_file(layer);
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&blob, &bytes).unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let said = failed(&hookhost(
+        fresh.path(),
+        &["component", "pull", &tagged, "-o", out_arg, "--insecure"],
+        &[],
+    ));
+    assert!(said.contains(&tagged) && said.contains(layer), "{said}");
+    assert!(!out.exists());
+
+    // A registry that asks for credentials: refused without them, served with them from
+    // the environment or the Docker config file; the password is never printed.
+    let guarded = Registry::start(Some(&format!("{USER}:{PASSWORD_BCRYPT}")));
+    let tagged = guarded.reference("hooks/guard:v1");
+    let push = ["component", "push", &source, &tagged, "--insecure"];
+    let said = failed(&hookhost(data.path(), &push, &[]));
+    assert!(said.contains(&tagged), "{said}");
+    let from_env = [
+        ("HOOKHOST_REGISTRY_USERNAME", USER),
+        ("HOOKHOST_REGISTRY_PASSWORD", PASSWORD),
+    ];
+    let pushed = hookhost(data.path(), &push, &from_env);
+    ok(&pushed);
+    let docker = data.path().join("docker");
+    std::fs::create_dir_all(&docker).unwrap();
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    std::fs::write(
+        docker.join("config.json"),
+        format!(
+            r#"{{"auths": {{"{}": {{"auth": "{auth}"}}}}}}"#,
+            guarded.address
+        ),
+    )
+    .unwrap();
+    let docker_arg = docker.to_str().unwrap();
+    let pulled = hookhost(
+        data.path(),
+        &["component", "pull", &tagged, "-o", out_arg, "--insecure"],
+        &[("DOCKER_CONFIG", docker_arg)],
+    );
+    ok(&pulled);
+    let wrong = hookhost(
+        data.path(),
+        &["component", "pull", &tagged, "-o", out_arg, "--insecure"],
+        &[
+            ("HOOKHOST_REGISTRY_USERNAME", USER),
+            ("HOOKHOST_REGISTRY_PASSWORD", "wrong-password-9Zk"),
+        ],
+    );
+    failed(&wrong);
+    for output in [&pushed, &pulled, &wrong] {
+        for stream in [&output.stdout, &output.stderr] {
+            let text = String::from_utf8_lossy(stream);
+            assert!(
+                !text.contains(PASSWORD)
+                    && !text.contains(&auth)
+                    && !text.contains("wrong-password"),
+                "{text}"
+            );
+        }
+    }
+}
