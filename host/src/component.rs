@@ -37,16 +37,22 @@ mod builtins {
     include!(concat!(env!("OUT_DIR"), "/builtins.rs"));
 }
 
-/// Where a component comes from: `builtin:NAME` or a path to a `.wasm` file.
+/// Where a component comes from: `builtin:NAME`, a path to a `.wasm` file, or a registry
+/// (`oci://…`, see [`crate::registry`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ComponentRef {
     Builtin(String),
     File(PathBuf),
+    /// As written; pulled before it is loaded ([`ComponentLoader::pulled`]).
+    Oci(String),
 }
 
 impl ComponentRef {
-    /// Parses `builtin:NAME` or a path.
+    /// Parses `builtin:NAME`, `oci://…` or a path.
     pub fn parse(s: &str) -> ComponentRef {
+        if s.starts_with(crate::registry::SCHEME) {
+            return ComponentRef::Oci(s.to_string());
+        }
         match s.strip_prefix("builtin:") {
             Some(name) => ComponentRef::Builtin(name.to_string()),
             None => ComponentRef::File(PathBuf::from(s)),
@@ -101,6 +107,7 @@ impl fmt::Display for ComponentRef {
         match self {
             ComponentRef::Builtin(name) => write!(f, "builtin:{name}"),
             ComponentRef::File(path) => write!(f, "{}", path.display()),
+            ComponentRef::Oci(reference) => write!(f, "{reference}"),
         }
     }
 }
@@ -110,6 +117,8 @@ impl fmt::Display for ComponentRef {
 pub enum LoadError {
     #[error("{component}: there is no built-in component of that name (built-ins: {known})")]
     UnknownBuiltin { component: String, known: String },
+    #[error("{component}: not pulled from its registry")]
+    NotPulled { component: String },
     #[error("{component}: cannot read the file: {source}")]
     Read {
         component: String,
@@ -159,6 +168,8 @@ pub struct ComponentLoader {
     provided: Mutex<HashMap<String, bool>>,
     /// The SHA-256 of each component compiled, by its name in the config.
     digests: Mutex<HashMap<String, [u8; 32]>>,
+    /// Registry components' files in the cache, by reference as written.
+    pulled: Mutex<HashMap<String, PathBuf>>,
     _ticker: EpochTicker,
 }
 
@@ -225,6 +236,7 @@ impl ComponentLoader {
             announced: AtomicBool::new(false),
             provided: Mutex::new(HashMap::new()),
             digests: Mutex::new(HashMap::new()),
+            pulled: Mutex::new(HashMap::new()),
         })
     }
 
@@ -291,7 +303,8 @@ impl ComponentLoader {
                     component: name.clone(),
                     known: ComponentRef::builtin_list(),
                 })?,
-            ComponentRef::File(path) => {
+            ComponentRef::File(_) | ComponentRef::Oci(_) => {
+                let path = &self.path_of(component)?;
                 let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
                     component: name.clone(),
                     source,
@@ -481,8 +494,11 @@ impl ComponentLoader {
     /// Whether `component` is what this loader loaded under its name: a built-in always
     /// is; a file is when its bytes hash as they did (a rebuilt hook is not).
     pub fn unchanged(&self, component: &ComponentRef) -> bool {
-        let ComponentRef::File(path) = component else {
+        if let ComponentRef::Builtin(_) = component {
             return true;
+        }
+        let Ok(path) = self.path_of(component) else {
+            return false;
         };
         let loaded = self
             .digests
@@ -492,6 +508,32 @@ impl ComponentLoader {
             .copied();
         let now = std::fs::read(path).map(|bytes| <[u8; 32]>::from(Sha256::digest(&bytes)));
         matches!((loaded, now), (Some(loaded), Ok(now)) if loaded == now)
+    }
+
+    /// Takes `path` as the component `reference` (`oci://…`) names, pulled (a reload that
+    /// resolves a tag anew gives it again).
+    pub fn pulled(&self, reference: &str, path: PathBuf) {
+        self.pulled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(reference.to_string(), path);
+    }
+
+    /// The file a file or registry component is read from.
+    fn path_of(&self, component: &ComponentRef) -> Result<PathBuf, LoadError> {
+        match component {
+            ComponentRef::File(path) => Ok(path.clone()),
+            ComponentRef::Oci(reference) => self
+                .pulled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(reference)
+                .cloned()
+                .ok_or_else(|| LoadError::NotPulled {
+                    component: reference.clone(),
+                }),
+            ComponentRef::Builtin(_) => unreachable!("a built-in has no file"),
+        }
     }
 
     fn remembered_file(&self, component: &ComponentRef, what: &str) -> Option<PathBuf> {

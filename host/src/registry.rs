@@ -66,6 +66,14 @@ pub enum RegistryError {
         size: u64,
         max: u64,
     },
+    #[error(
+        "{reference}: the tag now names {now}, not the pinned {pinned}: pin the new digest if it is meant, or put the tag back"
+    )]
+    Moved {
+        reference: String,
+        pinned: String,
+        now: String,
+    },
     #[error("{reference}: the layer's bytes do not hash to its digest {digest}")]
     Tampered { reference: String, digest: String },
     #[error("{reference}: credentials: {why}")]
@@ -368,12 +376,95 @@ impl Registry {
             }
             write_whole(cache, &path, &bytes)?;
         }
+        if is_sha256(&manifest_digest) {
+            let record = cache.join(manifest_name(&manifest_digest));
+            write_whole(cache, &record, layer.digest.as_bytes())?;
+        }
         Ok(Pulled {
             manifest: manifest_digest,
             layer: layer.digest.clone(),
             path,
         })
     }
+}
+
+/// The component `reference` names, in the cache of `data` (a data directory), with plain
+/// HTTP to the registries `insecure` lists:
+/// - pinned by digest and pulled before: taken from the cache, the registry not asked (a
+///   host runs offline on what it pulled);
+/// - by tag: resolved now, and logged with the digest it resolved to;
+/// - with a tag and a digest both: refused, both digests named, when the tag names another
+///   manifest now; taken from the cache when the registry cannot be reached.
+pub async fn fetch(
+    reference: &OciRef,
+    data: &Path,
+    insecure: &[String],
+) -> Result<Pulled, RegistryError> {
+    let cache = cache_dir(data);
+    let pinned = reference.digest().and_then(|d| cached(&cache, d));
+    let tag = reference.reference.tag();
+    if let Some(pulled) = &pinned
+        && tag.is_none()
+    {
+        return Ok(pulled.clone());
+    }
+    let plain = insecure.iter().any(|r| r == reference.registry());
+    let registry = Registry::connect(reference, false, plain.then_some(reference.registry()))?;
+    if let (Some(tag), Some(digest)) = (tag, reference.digest()) {
+        let by_tag = OciRef {
+            reference: Reference::with_tag(
+                reference.registry().to_string(),
+                reference.reference.repository().to_string(),
+                tag.to_string(),
+            ),
+        };
+        match registry.resolve(&by_tag).await {
+            Ok(now) if now != digest => {
+                return Err(RegistryError::Moved {
+                    reference: reference.to_string(),
+                    pinned: digest.to_string(),
+                    now,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => match pinned {
+                Some(pulled) => {
+                    tracing::warn!(component = %reference, error = %e, "cannot check the tag: the cached copy of the pinned digest is used");
+                    return Ok(pulled);
+                }
+                None => return Err(e),
+            },
+        }
+        if let Some(pulled) = pinned {
+            return Ok(pulled);
+        }
+    }
+    let pulled = registry.pull(reference, &cache).await?;
+    tracing::info!(component = %reference, digest = %pulled.manifest, layer = %pulled.layer, "pulled from its registry");
+    Ok(pulled)
+}
+
+/// What the cache holds of the manifest `digest`: its component, pulled before.
+fn cached(cache: &Path, digest: &str) -> Option<Pulled> {
+    if !is_sha256(digest) {
+        return None;
+    }
+    let layer = std::fs::read_to_string(cache.join(manifest_name(digest))).ok()?;
+    let layer = layer.trim();
+    if !is_sha256(layer) {
+        return None;
+    }
+    let path = cache.join(cache_name(layer));
+    path.is_file().then(|| Pulled {
+        manifest: digest.to_string(),
+        layer: layer.to_string(),
+        path,
+    })
+}
+
+/// The cache's file naming the layer of the manifest `digest` (checked by [`is_sha256`]).
+fn manifest_name(digest: &str) -> String {
+    format!("{}.manifest", digest.replace(':', "-"))
 }
 
 /// The one `application/wasm` layer of a Wasm component artifact's manifest.

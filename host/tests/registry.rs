@@ -361,3 +361,104 @@ fn a_registry_is_not_trusted_with_bytes_plain_http_or_credentials() {
         }
     }
 }
+
+/// The built-in config with one more hook, `guard` (c-guard refusing contents with
+/// "secret"), from `component`, and `registry` reached over plain HTTP.
+fn config_with_guard(dir: &Path, name: &str, component: &str, registry: &str) -> PathBuf {
+    let builtin = ok(&hookhost(dir, &["config", "show"], &[]));
+    let config = dir.join(name);
+    std::fs::write(
+        &config,
+        format!(
+            "{builtin}\n\n[[hooks]]\nname = \"guard\"\ncomponent = \"{component}\"\n\
+             settings = {{ deny = [\"*secret*\"], field = \"content\" }}\n\n\
+             [registries.\"{registry}\"]\ninsecure = true\n"
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// `call write_file` with `content` through `config`: whether it was written.
+fn writes(data: &Path, config: &Path, content: &str) -> Result<String, String> {
+    let arguments = serde_json::json!({"path": "/workspace/f.txt", "content": content});
+    let o = hookhost(
+        data,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "call",
+            "write_file",
+            &arguments.to_string(),
+        ],
+        &[],
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    if o.status.success() {
+        Ok(said)
+    } else {
+        Err(said)
+    }
+}
+
+#[test]
+fn a_chain_runs_hooks_from_a_registry_and_a_pinned_digest_runs_offline() {
+    let registry = Registry::start(None);
+    let data = tempfile::tempdir().unwrap();
+    let guard = common::example_hook("c-guard.wasm");
+    let tagged = registry.reference("hooks/guard:v1");
+    let pushed = ok(&hookhost(
+        data.path(),
+        &["component", "push", &guard, &tagged, "--insecure"],
+        &[],
+    ));
+    let digest = digest_of(&pushed).to_string();
+    let by_tag = config_with_guard(data.path(), "tag.toml", &tagged, &registry.address);
+    let by_digest = config_with_guard(data.path(), "digest.toml", &pushed, &registry.address);
+    let both = format!("{tagged}@{digest}");
+    let tag_and_digest = config_with_guard(data.path(), "both.toml", &both, &registry.address);
+    for config in [&by_tag, &by_digest, &tag_and_digest] {
+        assert!(writes(data.path(), config, "hello").is_ok());
+        let refused = writes(data.path(), config, "my secret").unwrap_err();
+        assert!(refused.contains("secret"), "{refused}");
+    }
+
+    // `config check` says what the tag resolved to.
+    let by_tag_arg = by_tag.to_str().unwrap();
+    let checked = ok(&hookhost(
+        data.path(),
+        &["--config", by_tag_arg, "config", "check"],
+        &[],
+    ));
+    assert!(checked.contains(&pushed), "{checked}");
+
+    // The tag moved to another component: a config pinning tag and digest is refused,
+    // naming both; one naming the tag alone takes the new component.
+    let budget = common::example_hook("rust-budget.wasm");
+    let moved = ok(&hookhost(
+        data.path(),
+        &[
+            "component",
+            "push",
+            &budget,
+            &tagged,
+            "--insecure",
+            "--force",
+        ],
+        &[],
+    ));
+    let now = digest_of(&moved);
+    let said = writes(data.path(), &tag_and_digest, "hello").unwrap_err();
+    assert!(said.contains(&digest) && said.contains(now), "{said}");
+
+    // The registry gone: the pinned digest runs from the cache; a tag cannot resolve.
+    drop(registry);
+    assert!(writes(data.path(), &by_digest, "my secret").is_err());
+    assert!(writes(data.path(), &by_digest, "hello").is_ok());
+    let said = writes(data.path(), &by_tag, "hello").unwrap_err();
+    assert!(said.contains(&tagged), "{said}");
+}

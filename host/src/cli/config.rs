@@ -66,7 +66,7 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
     let Loaded { config, plan } = loaded;
     let name = plan.source.clone();
     let scratch = hookhost::check::Scratch::new(data).context("checking the config")?;
-    let components = inspect_components(&plan, scratch.path(), imports)?;
+    let components = inspect_components(&plan, data, scratch.path(), imports).await?;
     let runtime = Runtime::new(plan.clone(), scratch.path())
         .await
         .with_context(|| format!("{name}: loading the components"))?;
@@ -339,12 +339,16 @@ fn bash_text(
 }
 
 /// Compiles every component of `config` once (into the cache of `data`, so that the
-/// runtime then loads them from it) and describes each: `(component, lines to print)`.
-fn inspect_components(
+/// runtime then loads them from it) and describes each: `(component, lines to print)`. A
+/// registry's component is pulled into the cache of `pulled` (the data directory) first,
+/// and said with the digest its reference resolved to.
+async fn inspect_components(
     plan: &hookhost::config::Plan,
+    pulled: &Path,
     data: &Path,
     imports: bool,
 ) -> Result<Vec<(String, Vec<String>)>> {
+    use hookhost::component::ComponentRef;
     let loader = hookhost::check::inspector(data)?;
     let mut described: Vec<(String, Vec<String>)> = Vec::new();
     let refs = plan
@@ -357,11 +361,23 @@ fn inspect_components(
         if described.iter().any(|(c, _)| *c == name) {
             continue;
         }
+        let mut lines = Vec::new();
+        let file = match component {
+            ComponentRef::Oci(written) => {
+                let reference = hookhost::registry::OciRef::parse(written)?;
+                let fetched =
+                    hookhost::registry::fetch(&reference, pulled, &plan.insecure_registries)
+                        .await?;
+                lines.push(format!("       {}\n", reference.at(&fetched.manifest)));
+                &ComponentRef::File(fetched.path)
+            }
+            _ => component,
+        };
         // A component that does not load is reported by the runtime, with its place.
-        let Ok(inspection) = hookhost::check::inspect(&loader, component) else {
+        let Ok(inspection) = hookhost::check::inspect(&loader, file) else {
             continue;
         };
-        let mut lines = vec![format!("       {}\n", inspection.summary())];
+        lines.push(format!("       {}\n", inspection.summary()));
         if imports {
             lines.extend(
                 inspection

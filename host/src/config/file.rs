@@ -65,6 +65,12 @@ pub struct Config {
     /// Bearer JWTs naming tenants, beside tenants' own tokens.
     #[serde(default)]
     pub auth: Option<AuthConfig>,
+    /// The OCI registries `oci://` components come from, by `host[:port]` as a reference
+    /// names them: how to reach one (credentials come from `HOOKHOST_REGISTRY_USERNAME` and
+    /// `HOOKHOST_REGISTRY_PASSWORD`, or the Docker config file). A registry not listed is
+    /// reached over HTTPS.
+    #[serde(default)]
+    pub registries: BTreeMap<Spanned<String>, RegistryConfig>,
     /// The file it was read from, for messages (`<built-in config>`, `<config>`).
     #[serde(skip)]
     pub source: String,
@@ -155,6 +161,21 @@ pub struct AgentsConfig {
     /// [`crate::limits::DEFAULT_KEEP_ARTIFACTS`].
     #[serde(default)]
     pub keep_artifacts: Option<Spanned<String>>,
+}
+
+/// A `[registries."HOST"]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// Plain HTTP instead of HTTPS: for a registry on this machine (`localhost`, a loopback
+    /// address); another needs `insecure_remote` too.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Plain HTTP to a registry that is not this machine, on a network you trust: whoever
+    /// is on the path can give a tag another component. A component pinned by digest is
+    /// still checked against its digest.
+    #[serde(default)]
+    pub insecure_remote: bool,
 }
 
 /// The `[telemetry]` table.

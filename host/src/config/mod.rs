@@ -138,9 +138,10 @@ impl Config {
             .iter_mut()
             .map(|h| &mut h.component)
             .chain(self.tools.values_mut().map(|t| &mut t.component));
+        let named = |c: &str| c.starts_with("builtin:") || c.starts_with(crate::registry::SCHEME);
         for component in components {
             let path = Path::new(component.get_ref());
-            if component.get_ref().starts_with("builtin:") || path.is_absolute() {
+            if named(component.get_ref()) || path.is_absolute() {
                 continue;
             }
             let resolved = dir.join(path).display().to_string();
@@ -151,7 +152,7 @@ impl Config {
             .values_mut()
             .filter_map(|p| p.store.as_mut());
         for store in stores {
-            if !store.starts_with("builtin:") && Path::new(store.as_str()).is_relative() {
+            if !named(store) && Path::new(store.as_str()).is_relative() {
                 *store = dir.join(store.as_str()).display().to_string();
             }
         }

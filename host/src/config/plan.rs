@@ -40,6 +40,9 @@ pub struct Plan {
     /// The `bash` tool, when enabled.
     pub bash: Option<BashPlan>,
     pub upstreams: Vec<(String, UpstreamConfig)>,
+    /// The registries reached over plain HTTP (`[registries."HOST"] insecure`), by
+    /// `host[:port]`.
+    pub insecure_registries: Vec<String>,
     pub engine: EngineConfig,
     /// Whether any limits set fuel: the engine meters fuel only then.
     pub fuel: bool,
@@ -91,6 +94,7 @@ impl Plan {
             jwt: None,
             bash: None,
             upstreams: Vec::new(),
+            insecure_registries: Vec::new(),
             engine: EngineConfig::default(),
             fuel: false,
             max_memory_bytes: Limits::default().memory_bytes,

@@ -81,6 +81,26 @@ fn a_one_shot_call_of_a_tool_loads_it_and_the_hooks_around_it_only() {
 }
 
 #[test]
+fn plain_http_registries_are_loopback_unless_spelled_out() {
+    let parse = |extra: &str| Config::parse(&format!("{DEFAULT_CONFIG}\n{extra}"), "t.toml");
+    let plan = parse("[registries.\"127.0.0.1:5000\"]\ninsecure = true\n")
+        .unwrap()
+        .plan;
+    assert_eq!(plan.insecure_registries, ["127.0.0.1:5000"]);
+    let remote = "[registries.\"registry.internal:5000\"]\ninsecure = true\n";
+    let refused = parse(remote).unwrap_err().to_string();
+    assert!(refused.contains("insecure_remote"), "{refused}");
+    let spelled = format!("{remote}insecure_remote = true\n");
+    assert_eq!(
+        parse(&spelled).unwrap().plan.insecure_registries,
+        ["registry.internal:5000"]
+    );
+    let bad = "[[hooks]]\nname = \"x\"\ncomponent = \"oci://127.0.0.1:5000/hooks/x\"\n";
+    let refused = parse(bad).unwrap_err().to_string();
+    assert!(refused.contains("no tag and no digest"), "{refused}");
+}
+
+#[test]
 fn workdir_templates_are_absolute_or_cwd_with_whole_tenant_segments() {
     for good in [
         "/srv/projects/{tenant}",

@@ -46,6 +46,7 @@ impl Config {
                 false => None,
             },
             upstreams: self.upstreams_plan()?,
+            insecure_registries: self.insecure_registries()?,
             engine: self.engine.clone(),
             fuel: self.uses_fuel(),
             max_memory_bytes: self.max_memory_bytes(),
@@ -715,6 +716,41 @@ impl Config {
     }
 }
 
+impl Config {
+    /// `[registries]`: the hosts reached over plain HTTP; `insecure` alone only for a
+    /// loopback registry.
+    fn insecure_registries(&self) -> Result<Vec<String>, Invalid> {
+        let mut insecure = Vec::new();
+        for (host, registry) in &self.registries {
+            let key = format!("registries.{:?}", host.get_ref());
+            let probe = format!("{}{}/probe:probe", crate::registry::SCHEME, host.get_ref());
+            let reference = crate::registry::OciRef::parse(&probe).map_err(|_| {
+                Invalid::at(host.span(), format!("{key}: not a registry host[:port]"))
+            })?;
+            if registry.insecure_remote && !registry.insecure {
+                return Err(Invalid::at(
+                    host.span(),
+                    format!("{key}: insecure_remote needs insecure = true"),
+                ));
+            }
+            if registry.insecure && !registry.insecure_remote && !reference.is_loopback() {
+                return Err(Invalid::at(
+                    host.span(),
+                    format!(
+                        "{key}: insecure = true is for a registry on this machine; plain HTTP \
+                         to another needs insecure_remote = true as well (anyone on the network \
+                         path could give a tag another component)"
+                    ),
+                ));
+            }
+            if registry.insecure {
+                insecure.push(host.get_ref().clone());
+            }
+        }
+        Ok(insecure)
+    }
+}
+
 fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid> {
     let fail = |what: String| Err(Invalid::at(component.span(), format!("{key}: {what}")));
     match ComponentRef::parse(component.get_ref()) {
@@ -728,6 +764,10 @@ fn check_component(key: &str, component: &Spanned<String>) -> Result<(), Invalid
         ComponentRef::File(path) if !path.is_file() => {
             fail(format!("the file {} does not exist", path.display()))
         }
+        ComponentRef::Oci(reference) => match crate::registry::OciRef::parse(&reference) {
+            Ok(_) => Ok(()),
+            Err(e) => fail(e.to_string()),
+        },
         _ => Ok(()),
     }
 }

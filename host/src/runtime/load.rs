@@ -47,6 +47,8 @@ pub enum StartError {
     Sessions(#[from] SessionError),
     #[error("{0}")]
     Config(#[from] ConfigError),
+    #[error("{0}")]
+    Registry(#[from] crate::registry::RegistryError),
 }
 
 /// Refuses the settings a 0.2.0 hook that describes itself does not declare, or of
@@ -93,6 +95,37 @@ pub(super) async fn check_declared_settings(
             }),
             None => StartError::Settings(what),
         });
+    }
+    Ok(())
+}
+
+/// Pulls the registry components (`oci://…`) of `plan`'s tools, hooks and stores into the
+/// cache of `data` (see [`crate::registry::fetch`]) and gives `loader` their files.
+pub(super) async fn pull_components(
+    plan: &crate::config::Plan,
+    loader: &ComponentLoader,
+    data: &std::path::Path,
+) -> Result<(), StartError> {
+    let stores = plan
+        .mounts
+        .iter()
+        .filter_map(|(_, spec)| spec.persistent.as_ref()?.store.as_deref())
+        .map(ComponentRef::parse);
+    let components: std::collections::BTreeSet<String> = plan
+        .tools
+        .iter()
+        .map(|t| t.component.clone())
+        .chain(plan.hooks.iter().map(|h| h.component.component.clone()))
+        .chain(stores)
+        .filter_map(|c| match c {
+            ComponentRef::Oci(reference) => Some(reference),
+            _ => None,
+        })
+        .collect();
+    for written in components {
+        let reference = crate::registry::OciRef::parse(&written)?;
+        let pulled = crate::registry::fetch(&reference, data, &plan.insecure_registries).await?;
+        loader.pulled(&written, pulled.path);
     }
     Ok(())
 }

@@ -97,6 +97,7 @@ impl Served {
                 (Arc::new(loader), Arc::new(sandbox))
             }
         };
+        super::load::pull_components(&plan, &loader, dirs.data_root()).await?;
         let kept_tools = same_engine.map_or(&[][..], |k| &k.guest_tools);
         let guest_tools = load_tools(&plan.tools, kept_tools, &loader, &sandbox).await?;
         let bash = plan.bash.map(|wanted| {
