@@ -873,6 +873,7 @@ const GROUPS: &[&str] = &[
     "persistent",
     "end-to-end",
     "gateway",
+    "registry",
 ];
 
 /// Measure the hook layer against a native implementation of the same hooks; prints a
@@ -1725,6 +1726,10 @@ async fn run(
         rows.extend(gateway(&scratch.path().join("gateway")).await?);
     }
 
+    if wanted("registry") {
+        rows.extend(registry(&scratch.path().join("registry"))?);
+    }
+
     println!("| measure | hookhost | native | ratio | goal |");
     println!("|---|---|---|---|---|");
     for r in rows {
@@ -1898,4 +1903,121 @@ async fn gateway(base: &Path) -> Result<Vec<Row>> {
         }
     }
     Ok(rows)
+}
+
+/// The four example hooks (one per language, as `.ci/run` builds them) with the settings
+/// each needs.
+const EXAMPLE_HOOKS: [(&str, &str); 4] = [
+    ("rust-budget", "settings = { file = \"/session/calls\" }\n"),
+    ("c-guard", ""),
+    ("js-footer", ""),
+    ("python-redactor", ""),
+];
+
+/// Start to ready with the four example hooks pulled from a registry (Debian's
+/// `docker-registry` on 127.0.0.1), pinned by digest, beside the same four as local files;
+/// and a cold pull of the four.
+fn registry(dir: &Path) -> Result<Vec<Row>> {
+    let exe = Path::new(env!("CARGO_BIN_EXE_hookhost"));
+    let hooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/example-hooks");
+    std::fs::create_dir_all(dir)?;
+    let config = dir.join("registry.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 0.1\nlog: {{ level: info, accesslog: {{ disabled: true }} }}\n\
+             storage:\n  filesystem: {{ rootdirectory: {} }}\nhttp: {{ addr: \"127.0.0.1:0\" }}\n",
+            dir.join("storage").display()
+        ),
+    )?;
+    let mut server = std::process::Command::new("/usr/bin/docker-registry")
+        .arg("serve")
+        .arg(&config)
+        .env("REGISTRY_HTTP_SECRET", "bench")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("starting docker-registry (apt-get install docker-registry)")?;
+    let stderr = server.stderr.take().context("stderr")?;
+    let killed = Killed(server);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let address = loop {
+        let line = lines.next().context("docker-registry said nothing")??;
+        if let Some((_, rest)) = line.split_once("listening on ") {
+            break rest
+                .split(['"', ' '])
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let data = dir.join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let (mut local, mut pinned) = (String::from(without_hooks()), String::from(without_hooks()));
+    let mut references = Vec::new();
+    for (name, settings) in EXAMPLE_HOOKS {
+        let file = hooks
+            .join(format!("{name}.wasm"))
+            .to_string_lossy()
+            .into_owned();
+        let tagged = format!("oci://{address}/hooks/{name}:bench");
+        let pushed = std::process::Command::new(exe)
+            .args(["--data", &data_arg, "component", "push", &file, &tagged])
+            .args(["--insecure", "--force"])
+            .output()?;
+        anyhow::ensure!(pushed.status.success(), "pushing {name}: {pushed:?}");
+        let by_digest = String::from_utf8(pushed.stdout)?.trim().to_string();
+        let hook = |component: &str| {
+            format!("\n[[hooks]]\nname = \"{name}\"\ncomponent = \"{component}\"\n{settings}")
+        };
+        local.push_str(&hook(&file));
+        pinned.push_str(&hook(&by_digest));
+        references.push(by_digest);
+    }
+    pinned.push_str(&format!("\n[registries.\"{address}\"]\ninsecure = true\n"));
+    let (local_file, pinned_file) = (dir.join("local.toml"), dir.join("pinned.toml"));
+    std::fs::write(&local_file, local)?;
+    std::fs::write(&pinned_file, pinned)?;
+    let start = |config: &Path| {
+        let config = config.to_string_lossy().into_owned();
+        let args = ["--data", &data_arg, "--config", &config, "tools"];
+        run_once(exe, &args, b"")?; // compiles, pulls: the cache warm
+        runs_median(exe, &args, b"")
+    };
+    let (from_files, from_registry) = (start(&local_file)?, start(&pinned_file)?);
+    let cold = median(
+        (0..STARTS.get())
+            .map(|run| {
+                let fresh = dir.join(format!("cold-{run}"));
+                let fresh = fresh.to_string_lossy().into_owned();
+                let began = Instant::now();
+                for reference in &references {
+                    let out = format!("{fresh}/out.wasm");
+                    let args = ["--data", &fresh, "component", "pull", reference];
+                    run_once(exe, &[&args[..], &["--insecure", "-o", &out]].concat(), b"")?;
+                }
+                Ok(began.elapsed())
+            })
+            .collect::<Result<_>>()?,
+    );
+    drop(killed);
+    let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+    Ok(vec![
+        Row {
+            what: "start to ready, four example hooks from a registry by digest, warm cache (median)"
+                .into(),
+            hookhost: ms(from_registry),
+            native: format!("{} (the same as local files)", ms(from_files)),
+            ratio: ratio(from_registry.as_secs_f64(), from_files.as_secs_f64()),
+            goal: "≤ 1.1×",
+        },
+        Row {
+            what: "pull of the four example hooks (31 MB) into an empty cache, registry on 127.0.0.1 (median)".into(),
+            hookhost: ms(cold),
+            native: "—".into(),
+            ratio: "—".into(),
+            goal: "—",
+        },
+    ])
 }

@@ -117,7 +117,9 @@ impl fmt::Display for ComponentRef {
 pub enum LoadError {
     #[error("{component}: there is no built-in component of that name (built-ins: {known})")]
     UnknownBuiltin { component: String, known: String },
-    #[error("{component}: not pulled from its registry")]
+    #[error(
+        "{component}: not pulled from its registry, or its copy in the cache is not what the registry named"
+    )]
     NotPulled { component: String },
     #[error("{component}: cannot read the file: {source}")]
     Read {
@@ -168,8 +170,9 @@ pub struct ComponentLoader {
     provided: Mutex<HashMap<String, bool>>,
     /// The SHA-256 of each component compiled, by its name in the config.
     digests: Mutex<HashMap<String, [u8; 32]>>,
-    /// Registry components' files in the cache, by reference as written.
-    pulled: Mutex<HashMap<String, PathBuf>>,
+    /// Registry components' files in the cache and their layers' digests (`sha256:…`), by
+    /// reference as written.
+    pulled: Mutex<HashMap<String, (PathBuf, String)>>,
     _ticker: EpochTicker,
 }
 
@@ -318,7 +321,15 @@ impl ComponentLoader {
                         begins: begins.into_owned(),
                     });
                 }
-                let digest = Sha256::digest(&bytes).into();
+                let digest: [u8; 32] = Sha256::digest(&bytes).into();
+                // What the cache holds must be what the registry's manifest named.
+                if let ComponentRef::Oci(reference) = component {
+                    let pulled = self.pulled.lock().unwrap_or_else(|e| e.into_inner());
+                    let layer = pulled.get(reference).map(|(_, layer)| layer.as_str());
+                    if layer != Some(&format!("sha256:{}", crate::ids::hex(&digest))) {
+                        return Err(LoadError::NotPulled { component: name });
+                    }
+                }
                 (std::borrow::Cow::Owned(bytes), digest)
             }
         };
@@ -512,11 +523,11 @@ impl ComponentLoader {
 
     /// Takes `path` as the component `reference` (`oci://…`) names, pulled (a reload that
     /// resolves a tag anew gives it again).
-    pub fn pulled(&self, reference: &str, path: PathBuf) {
+    pub fn pulled(&self, reference: &str, path: PathBuf, layer: &str) {
         self.pulled
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(reference.to_string(), path);
+            .insert(reference.to_string(), (path, layer.to_string()));
     }
 
     /// The file a file or registry component is read from.
@@ -528,7 +539,7 @@ impl ComponentLoader {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get(reference)
-                .cloned()
+                .map(|(path, _)| path.clone())
                 .ok_or_else(|| LoadError::NotPulled {
                     component: reference.clone(),
                 }),

@@ -741,3 +741,7 @@ pub const REGISTRY_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a registry may leave a read waiting, mid-response.
 pub const REGISTRY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long getting one component from its registry may take in all (resolving, the
+/// manifest, the layer): a registry that trickles cannot hold a start or a reload.
+pub const REGISTRY_FETCH_TIMEOUT: Duration = Duration::from_secs(300);

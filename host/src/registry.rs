@@ -33,8 +33,9 @@ pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// The scheme that marks a component reference as a registry's.
 pub const SCHEME: &str = "oci://";
-/// The environment variables that give a registry's credentials over the Docker config
-/// file's (both, or neither).
+/// The environment variables that give one registry (`host[:port]`) its credentials,
+/// over the Docker config file's: all three, or none.
+pub const HOST_VAR: &str = "HOOKHOST_REGISTRY_HOST";
 pub const USERNAME_VAR: &str = "HOOKHOST_REGISTRY_USERNAME";
 pub const PASSWORD_VAR: &str = "HOOKHOST_REGISTRY_PASSWORD";
 
@@ -76,6 +77,11 @@ pub enum RegistryError {
     },
     #[error("{reference}: the layer's bytes do not hash to its digest {digest}")]
     Tampered { reference: String, digest: String },
+    #[error("{reference}: the registry took more than {after:?}")]
+    TimedOut {
+        reference: String,
+        after: std::time::Duration,
+    },
     #[error("{reference}: credentials: {why}")]
     Credentials { reference: String, why: String },
     #[error("{path}: {source}")]
@@ -104,6 +110,17 @@ impl OciRef {
         let rest = text
             .strip_prefix(SCHEME)
             .ok_or_else(|| refused("it does not start with oci://"))?;
+        if rest
+            .split('/')
+            .next()
+            .is_some_and(|host| host.contains('@'))
+        {
+            // `oci://user:token@host/…`: said without the text, which may hold a secret.
+            return Err(RegistryError::Reference {
+                reference: format!("{SCHEME}…"),
+                why: "credentials do not go in a reference (see [registries])".into(),
+            });
+        }
         let (host, path) = rest
             .split_once('/')
             .ok_or_else(|| refused("no repository after the registry"))?;
@@ -112,11 +129,62 @@ impl OciRef {
                 "the registry must be a host with a dot or a port, or localhost",
             ));
         }
-        let last = path.rsplit('/').next().unwrap_or(path);
-        if !last.contains(':') && !last.contains('@') {
-            return Err(refused("no tag and no digest"));
+        // Read here rather than by oci-spec's parser, which compiles a large regex at its
+        // first use: 20 ms of a start that loads four registry hooks (`perf record`).
+        let (name, digest) = match path.split_once('@') {
+            Some((name, digest)) => (name, Some(digest)),
+            None => (path, None),
+        };
+        let (repository, tag) = match name.rsplit_once(':') {
+            Some((repository, tag)) if !tag.contains('/') => (repository, Some(tag)),
+            _ => (name, None),
+        };
+        let host_ok = {
+            let (name, port) = host.split_once(':').unwrap_or((host, "1"));
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+                && !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+        };
+        if !host_ok {
+            return Err(refused("the registry is not a host[:port]"));
         }
-        let reference: Reference = rest.parse().map_err(|e| refused(&format!("{e}")))?;
+        let component_ok = |c: &str| {
+            let bytes = c.as_bytes();
+            !c.is_empty()
+                && bytes[0].is_ascii_alphanumeric()
+                && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+                && !c.contains("..")
+                && bytes.iter().all(|&b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+                })
+        };
+        if repository.len() > 255 || !repository.split('/').all(component_ok) {
+            return Err(refused(
+                "the repository is not lowercase letters, digits and . _ - between slashes",
+            ));
+        }
+        let tag_ok = |t: &str| {
+            (1..=128).contains(&t.len())
+                && (t.as_bytes()[0].is_ascii_alphanumeric() || t.starts_with('_'))
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        };
+        let (registry, repository) = (host.to_string(), repository.to_string());
+        let reference = match (tag, digest) {
+            (_, Some(d)) if !is_sha256(d) => {
+                return Err(refused("the digest is not sha256: and 64 hex digits"));
+            }
+            (Some(t), _) if !tag_ok(t) => return Err(refused("the tag is not a tag")),
+            (None, None) => return Err(refused("no tag and no digest")),
+            (Some(t), None) => Reference::with_tag(registry, repository, t.to_string()),
+            (None, Some(d)) => Reference::with_digest(registry, repository, d.to_string()),
+            (Some(t), Some(d)) => {
+                Reference::with_tag_and_digest(registry, repository, t.to_string(), d.to_string())
+            }
+        };
         Ok(OciRef { reference })
     }
 
@@ -347,10 +415,17 @@ impl Registry {
             });
         }
         let path = cache.join(cache_name(&layer.digest));
-        if !path.exists() {
+        let whole = std::fs::read(&path).is_ok_and(|bytes| digest_of(&bytes) == layer.digest);
+        if !whole {
+            // Not from the `urls` a descriptor may list: a registry would have the host
+            // fetch whatever it names.
+            let from_registry = OciDescriptor {
+                urls: None,
+                ..layer.clone()
+            };
             let mut stream = self
                 .client
-                .pull_blob_stream(r, layer)
+                .pull_blob_stream(r, &from_registry)
                 .await
                 .map_err(failed("pulling the component"))?
                 .stream;
@@ -396,6 +471,22 @@ impl Registry {
 /// - with a tag and a digest both: refused, both digests named, when the tag names another
 ///   manifest now; taken from the cache when the registry cannot be reached.
 pub async fn fetch(
+    reference: &OciRef,
+    data: &Path,
+    insecure: &[String],
+) -> Result<Pulled, RegistryError> {
+    let bound = crate::limits::REGISTRY_FETCH_TIMEOUT;
+    tokio::time::timeout(bound, fetch_unbounded(reference, data, insecure))
+        .await
+        .unwrap_or_else(|_| {
+            Err(RegistryError::TimedOut {
+                reference: reference.to_string(),
+                after: bound,
+            })
+        })
+}
+
+async fn fetch_unbounded(
     reference: &OciRef,
     data: &Path,
     insecure: &[String],
@@ -537,14 +628,20 @@ fn credentials(reference: &OciRef) -> Result<RegistryAuth, RegistryError> {
         reference: reference.to_string(),
         why,
     };
-    match (std::env::var(USERNAME_VAR), std::env::var(PASSWORD_VAR)) {
-        (Ok(user), Ok(password)) => return Ok(RegistryAuth::Basic(user, password)),
-        (Ok(_), Err(_)) | (Err(_), Ok(_)) => {
+    let registry = reference.registry();
+    // The environment's pair is for the one registry it names: a reference copied from
+    // a README must not have the host send them to whatever registry it names.
+    let vars = [HOST_VAR, USERNAME_VAR, PASSWORD_VAR].map(|v| std::env::var(v).ok());
+    match vars {
+        [Some(host), Some(user), Some(password)] if host == registry => {
+            return Ok(RegistryAuth::Basic(user, password));
+        }
+        [Some(_), Some(_), Some(_)] | [None, None, None] => {}
+        _ => {
             return Err(refused(format!(
-                "{USERNAME_VAR} and {PASSWORD_VAR} go together"
+                "{HOST_VAR}, {USERNAME_VAR} and {PASSWORD_VAR} go together"
             )));
         }
-        _ => {}
     }
     let file = match std::env::var_os("DOCKER_CONFIG") {
         Some(dir) => PathBuf::from(dir).join("config.json"),
@@ -556,45 +653,42 @@ fn credentials(reference: &OciRef) -> Result<RegistryAuth, RegistryError> {
     let Ok(text) = std::fs::read(&file) else {
         return Ok(RegistryAuth::Anonymous);
     };
-    #[derive(serde::Deserialize)]
-    struct DockerConfig {
-        #[serde(default)]
-        auths: BTreeMap<String, DockerAuth>,
-    }
-    #[derive(serde::Deserialize)]
-    struct DockerAuth {
-        auth: Option<String>,
-    }
-    let config: DockerConfig = serde_json::from_slice(&text)
-        .map_err(|e| refused(format!("{} is not a Docker config: {e}", file.display())))?;
-    let registry = reference.registry();
-    let entry = config.auths.iter().find(|(key, _)| {
-        let key = key
-            .strip_prefix("https://")
-            .or_else(|| key.strip_prefix("http://"))
-            .unwrap_or(key);
-        key.trim_end_matches('/') == registry
-    });
-    let Some(encoded) = entry.and_then(|(_, a)| a.auth.as_deref()) else {
+    // Read as values, so that another registry's odd entry neither stops this one nor
+    // reaches a message (serde quotes the values it cannot take).
+    let config: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
+        refused(format!(
+            "{} is not JSON (line {}, column {})",
+            file.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let entry = config
+        .get("auths")
+        .and_then(|a| a.as_object())
+        .and_then(|auths| {
+            auths.iter().find(|(key, _)| {
+                let key = key
+                    .strip_prefix("https://")
+                    .or_else(|| key.strip_prefix("http://"))
+                    .unwrap_or(key);
+                key.trim_end_matches('/') == registry
+            })
+        });
+    let Some(encoded) = entry.and_then(|(_, a)| a.get("auth")?.as_str()) else {
         return Ok(RegistryAuth::Anonymous);
     };
     use base64::Engine as _;
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(encoded)
         .ok()
-        .and_then(|d| String::from_utf8(d).ok())
-        .ok_or_else(|| {
-            refused(format!(
-                "{}: {registry}'s auth is not base64 of USER:PASSWORD",
-                file.display()
-            ))
-        })?;
-    let (user, password) = decoded.split_once(':').ok_or_else(|| {
-        refused(format!(
+        .and_then(|d| String::from_utf8(d).ok());
+    let Some((user, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) else {
+        return Err(refused(format!(
             "{}: {registry}'s auth is not base64 of USER:PASSWORD",
             file.display()
-        ))
-    })?;
+        )));
+    };
     Ok(RegistryAuth::Basic(user.to_string(), password.to_string()))
 }
 
@@ -620,6 +714,11 @@ mod tests {
             "oci://127.0.0.1:5000/Hooks/audit:v1",
             "oci://127.0.0.1:5000/hooks/audit@sha256:short",
             "oci://127.0.0.1:5000",
+            "oci://127.0.0.1:5000/hooks//audit:v1",
+            "oci://127.0.0.1:5000/hooks/audit:-v1",
+            "oci://127.0.0.1:5000/hooks/au..dit:v1",
+            "oci://127.0.0.1:x/hooks/audit:v1",
+            "oci://a b.io/hooks/audit:v1",
         ] {
             assert!(OciRef::parse(bad).is_err(), "{bad}");
         }

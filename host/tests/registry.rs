@@ -125,6 +125,7 @@ fn hookhost(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .arg(data)
         .args(args)
         .env_remove("HOOKHOST_CONFIG")
+        .env_remove("HOOKHOST_REGISTRY_HOST")
         .env_remove("HOOKHOST_REGISTRY_USERNAME")
         .env_remove("HOOKHOST_REGISTRY_PASSWORD")
         // No Docker config of the machine's: only what a test gives.
@@ -316,11 +317,37 @@ fn a_registry_is_not_trusted_with_bytes_plain_http_or_credentials() {
     let said = failed(&hookhost(data.path(), &push, &[]));
     assert!(said.contains(&tagged), "{said}");
     let from_env = [
+        ("HOOKHOST_REGISTRY_HOST", guarded.address.as_str()),
         ("HOOKHOST_REGISTRY_USERNAME", USER),
         ("HOOKHOST_REGISTRY_PASSWORD", PASSWORD),
     ];
     let pushed = hookhost(data.path(), &push, &from_env);
     ok(&pushed);
+    // The environment's credentials are for the registry it names, no other: the open
+    // registry is asked nothing with them (it would not say), and the guarded one, named
+    // wrongly, refuses.
+    let elsewhere = [
+        ("HOOKHOST_REGISTRY_HOST", registry.address.as_str()),
+        ("HOOKHOST_REGISTRY_USERNAME", USER),
+        ("HOOKHOST_REGISTRY_PASSWORD", PASSWORD),
+    ];
+    failed(&hookhost(data.path(), &push, &elsewhere));
+    // A reference carrying credentials is refused without being repeated.
+    let said = failed(&hookhost(
+        data.path(),
+        &[
+            "component",
+            "pull",
+            &format!("oci://{USER}:{PASSWORD}@{}/hooks/guard:v1", guarded.address),
+            "-o",
+            out_arg,
+        ],
+        &[],
+    ));
+    assert!(
+        !said.contains(PASSWORD) && said.contains("credentials"),
+        "{said}"
+    );
     let docker = data.path().join("docker");
     std::fs::create_dir_all(&docker).unwrap();
     use base64::Engine as _;
@@ -344,6 +371,7 @@ fn a_registry_is_not_trusted_with_bytes_plain_http_or_credentials() {
         data.path(),
         &["component", "pull", &tagged, "-o", out_arg, "--insecure"],
         &[
+            ("HOOKHOST_REGISTRY_HOST", guarded.address.as_str()),
             ("HOOKHOST_REGISTRY_USERNAME", USER),
             ("HOOKHOST_REGISTRY_PASSWORD", "wrong-password-9Zk"),
         ],
@@ -461,4 +489,100 @@ fn a_chain_runs_hooks_from_a_registry_and_a_pinned_digest_runs_offline() {
     assert!(writes(data.path(), &by_digest, "hello").is_ok());
     let said = writes(data.path(), &by_tag, "hello").unwrap_err();
     assert!(said.contains(&tagged), "{said}");
+}
+
+#[test]
+fn hosts_pulling_at_once_share_the_cache_and_a_killed_pull_leaves_no_half_component() {
+    let registry = Registry::start(None);
+    let data = tempfile::tempdir().unwrap();
+    // The largest example (componentize-py, ~18 MB): a pull long enough to be cut.
+    let source = common::example_hook("python-redactor.wasm");
+    let want = std::fs::read(&source).unwrap();
+    let tagged = registry.reference("hooks/redactor:v1");
+    ok(&hookhost(
+        data.path(),
+        &[
+            "component",
+            "push",
+            &source,
+            &tagged,
+            "--insecure",
+            "--force",
+        ],
+        &[],
+    ));
+
+    // Eight processes pull into one data directory at once: each gets the whole component.
+    let shared = tempfile::tempdir().unwrap();
+    let pulls: Vec<(PathBuf, Child)> = (0..8)
+        .map(|i| {
+            let out = shared.path().join(format!("out-{i}.wasm"));
+            let child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+                .arg("--data")
+                .arg(shared.path())
+                .args(["component", "pull", &tagged, "--insecure", "-o"])
+                .arg(&out)
+                .env("DOCKER_CONFIG", shared.path().join("no-docker-config"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            (out, child)
+        })
+        .collect();
+    for (out, mut child) in pulls {
+        assert!(child.wait().unwrap().success());
+        assert!(std::fs::read(&out).unwrap() == want);
+    }
+
+    // A pull killed (SIGKILL) at any moment leaves no component file that is not whole:
+    // every `.wasm` in the cache hashes to the digest it is named by, and the next pull
+    // works.
+    use sha2::{Digest, Sha256};
+    for delay_ms in [0, 10, 30, 60, 120, 250] {
+        let fresh = tempfile::tempdir().unwrap();
+        let out = fresh.path().join("out.wasm");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+            .arg("--data")
+            .arg(fresh.path())
+            .args(["component", "pull", &tagged, "--insecure", "-o"])
+            .arg(&out)
+            .env("DOCKER_CONFIG", fresh.path().join("no-docker-config"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let cache = fresh.path().join("cache/oci");
+        for entry in std::fs::read_dir(&cache).into_iter().flatten() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if let Some(hex) = name
+                .strip_prefix("sha256-")
+                .and_then(|n| n.strip_suffix(".wasm"))
+            {
+                let bytes = std::fs::read(&path).unwrap();
+                assert_eq!(
+                    format!("{:x}", Sha256::digest(&bytes)),
+                    hex,
+                    "{name} is not whole"
+                );
+            }
+        }
+        ok(&hookhost(
+            fresh.path(),
+            &[
+                "component",
+                "pull",
+                &tagged,
+                "-o",
+                out.to_str().unwrap(),
+                "--insecure",
+            ],
+            &[],
+        ));
+        assert!(std::fs::read(&out).unwrap() == want);
+    }
 }

@@ -26,7 +26,8 @@ pub enum ComponentCommand {
 pub struct RegistryArgs {
     /// Plain HTTP: alone, to a loopback registry only; `--insecure HOST:PORT` names any
     /// registry (on a network you trust). Credentials come from HOOKHOST_REGISTRY_USERNAME
-    /// and HOOKHOST_REGISTRY_PASSWORD, or the Docker config file.
+    /// and HOOKHOST_REGISTRY_PASSWORD for the registry HOOKHOST_REGISTRY_HOST names, or the
+    /// Docker config file.
     #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
     insecure: Option<String>,
 }

@@ -67,7 +67,8 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// The OCI registries `oci://` components come from, by `host[:port]` as a reference
     /// names them: how to reach one (credentials come from `HOOKHOST_REGISTRY_USERNAME` and
-    /// `HOOKHOST_REGISTRY_PASSWORD`, or the Docker config file). A registry not listed is
+    /// `HOOKHOST_REGISTRY_PASSWORD` for the registry `HOOKHOST_REGISTRY_HOST` names, or the
+    /// Docker config file). A registry not listed is
     /// reached over HTTPS.
     #[serde(default)]
     pub registries: BTreeMap<Spanned<String>, RegistryConfig>,

@@ -125,7 +125,7 @@ pub(super) async fn pull_components(
     for written in components {
         let reference = crate::registry::OciRef::parse(&written)?;
         let pulled = crate::registry::fetch(&reference, data, &plan.insecure_registries).await?;
-        loader.pulled(&written, pulled.path);
+        loader.pulled(&written, pulled.path, &pulled.layer);
     }
     Ok(())
 }
