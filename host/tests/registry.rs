@@ -517,16 +517,7 @@ fn hosts_pulling_at_once_share_the_cache_and_a_killed_pull_leaves_no_half_compon
     let pulls: Vec<(PathBuf, Child)> = (0..8)
         .map(|i| {
             let out = shared.path().join(format!("out-{i}.wasm"));
-            let child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-                .arg("--data")
-                .arg(shared.path())
-                .args(["component", "pull", &tagged, "--insecure", "-o"])
-                .arg(&out)
-                .env("DOCKER_CONFIG", shared.path().join("no-docker-config"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
+            let child = spawn_pull(shared.path(), &tagged, &out);
             (out, child)
         })
         .collect();
@@ -542,16 +533,7 @@ fn hosts_pulling_at_once_share_the_cache_and_a_killed_pull_leaves_no_half_compon
     for delay_ms in [0, 10, 30, 60, 120, 250] {
         let fresh = tempfile::tempdir().unwrap();
         let out = fresh.path().join("out.wasm");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-            .arg("--data")
-            .arg(fresh.path())
-            .args(["component", "pull", &tagged, "--insecure", "-o"])
-            .arg(&out)
-            .env("DOCKER_CONFIG", fresh.path().join("no-docker-config"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_pull(fresh.path(), &tagged, &out);
         std::thread::sleep(Duration::from_millis(delay_ms));
         let _ = child.kill();
         let _ = child.wait();
@@ -585,4 +567,18 @@ fn hosts_pulling_at_once_share_the_cache_and_a_killed_pull_leaves_no_half_compon
         ));
         assert!(std::fs::read(&out).unwrap() == want);
     }
+}
+
+/// `hookhost component pull REFERENCE -o OUT` into `data`, started and left running.
+fn spawn_pull(data: &Path, reference: &str, out: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data)
+        .args(["component", "pull", reference, "--insecure", "-o"])
+        .arg(out)
+        .env("DOCKER_CONFIG", data.join("no-docker-config"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
