@@ -503,7 +503,8 @@ impl ComponentLoader {
     }
 
     /// Whether `component` is what this loader loaded under its name: a built-in always
-    /// is; a file is when its bytes hash as they did (a rebuilt hook is not).
+    /// is; a file, or a registry's component, is when its bytes hash as they did (a
+    /// rebuilt hook is not, nor a tag that moved).
     pub fn unchanged(&self, component: &ComponentRef) -> bool {
         if let ComponentRef::Builtin(_) = component {
             return true;

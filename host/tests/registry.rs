@@ -211,6 +211,18 @@ fn hooks_in_four_languages_are_pushed_and_pulled_by_tag_and_by_digest() {
 
         // By tag and by digest, the very bytes pushed.
         let pinned = format!("{}@{digest}", registry.reference(&format!("hooks/{name}")));
+        if name == "c-guard" {
+            // Checked where it is, said by its digest.
+            let checked = ok(&hookhost(
+                data.path(),
+                &["component", "check", &tagged, "--insecure"],
+                &[],
+            ));
+            assert!(
+                checked.starts_with(&pinned) && checked.ends_with("conforms"),
+                "{checked}"
+            );
+        }
         for reference in [&tagged, &pinned] {
             let printed = ok(&hookhost(
                 data.path(),

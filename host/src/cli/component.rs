@@ -110,11 +110,7 @@ pub async fn push(args: PushArgs, data: &Path) -> Result<ExitCode> {
 /// Pulls the component into `--output`; prints the reference by its manifest's digest.
 pub async fn pull(args: PullArgs, data: &Path) -> Result<ExitCode> {
     let reference = OciRef::parse(&args.reference)?;
-    let pulled = args
-        .registry
-        .connect(&reference)?
-        .pull(&reference, &hookhost::registry::cache_dir(data))
-        .await?;
+    let pulled = pull_into_cache(&reference, &args.registry, data).await?;
     let output = args.output.display().to_string();
     std::fs::copy(&pulled.path, &args.output).with_context(|| format!("writing {output}"))?;
     println!("{}", reference.at(&pulled.manifest));
@@ -124,10 +120,12 @@ pub async fn pull(args: PullArgs, data: &Path) -> Result<ExitCode> {
 /// `hookhost component check`'s arguments.
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// A `.wasm` component, or `builtin:NAME`.
+    /// A `.wasm` component, `builtin:NAME`, or `oci://…` (pulled into the cache first).
     component: String,
     #[command(flatten)]
     options: CheckFlags,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 /// How `check` (and `push`, before it pushes) drives a component.
@@ -199,13 +197,24 @@ impl CheckFlags {
 
 /// Checks the component and prints one line per finding; exit 0 only if it conforms.
 pub async fn check(args: CheckArgs, data: &Path) -> Result<ExitCode> {
+    use hookhost::component::ComponentRef;
     let options = args.options.options()?;
-    let component = args.component;
-    let component = hookhost::component::ComponentRef::parse(&component);
+    let written = ComponentRef::parse(&args.component);
+    // A registry's component is checked as the file it was pulled into, and said by the
+    // digest its reference resolved to.
+    let (component, shown) = match &written {
+        ComponentRef::Oci(text) => {
+            let reference = OciRef::parse(text)?;
+            let pulled = pull_into_cache(&reference, &args.registry, data).await?;
+            let shown = reference.at(&pulled.manifest).to_string();
+            (ComponentRef::File(pulled.path), shown)
+        }
+        _ => (written.clone(), written.to_string()),
+    };
     let report = hookhost::check::check(&component, &options, data)
         .await
-        .with_context(|| format!("checking {component}"))?;
-    println!("{component}");
+        .with_context(|| format!("checking {shown}"))?;
+    println!("{shown}");
     for finding in &report.findings {
         println!("  {finding}");
     }
@@ -216,6 +225,16 @@ pub async fn check(args: CheckArgs, data: &Path) -> Result<ExitCode> {
         println!("does not conform");
         ExitCode::FAILURE
     })
+}
+
+/// Pulls `reference` into the registry cache of `data`.
+async fn pull_into_cache(
+    reference: &OciRef,
+    registry: &RegistryArgs,
+    data: &Path,
+) -> Result<hookhost::registry::Pulled> {
+    let cache = hookhost::registry::cache_dir(data);
+    Ok(registry.connect(reference)?.pull(reference, &cache).await?)
 }
 
 /// `KEY=VALUE` settings: the value as TOML when it is TOML (`10`, `["a"]`, `"x"`), else
