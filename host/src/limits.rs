@@ -745,3 +745,10 @@ pub const REGISTRY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long getting one component from its registry may take in all (resolving, the
 /// manifest, the layer): a registry that trickles cannot hold a start or a reload.
 pub const REGISTRY_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The most signatures of one component read (layers of its `sha256-….sig` manifest):
+/// beyond them, a registry could have each load check signatures without end.
+pub const MAX_SIGNATURES: usize = 16;
+
+/// The largest signature payload read (cosign's simple-signing JSON is about 250 bytes).
+pub const MAX_SIGNATURE_PAYLOAD_BYTES: u64 = 64 * 1024;

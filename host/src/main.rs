@@ -224,6 +224,9 @@ async fn run(cli: Cli, loaded: Result<Loaded, hookhost::config::ConfigError>) ->
         Command::Component(cli::component::ComponentCommand::Pull(args)) => {
             cli::component::pull(args, &data).await
         }
+        Command::Component(cli::component::ComponentCommand::Sign(args)) => {
+            cli::component::sign(args).await
+        }
         Command::SandboxShell { .. } | Command::Guard { .. } => {
             unreachable!("served before the runtime starts")
         }

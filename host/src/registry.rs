@@ -16,6 +16,12 @@
 //!   ([`Registry::connect`]);
 //! - credentials never appear in a message or a log.
 
+mod signature;
+
+pub use signature::{
+    TrustedKey, read_keys, read_signers, read_signing_key, verify as verify_signature,
+};
+
 use crate::limits::MAX_PULLED_COMPONENT_BYTES;
 use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -82,6 +88,16 @@ pub enum RegistryError {
         reference: String,
         after: std::time::Duration,
     },
+    #[error("{reference}: refused: {digest} is not signed by {keys}: {why}")]
+    Unsigned {
+        reference: String,
+        digest: String,
+        /// The key files required, one of which must have signed it.
+        keys: String,
+        why: String,
+    },
+    #[error("{file}: {why}")]
+    Key { file: String, why: String },
     #[error("{reference}: credentials: {why}")]
     Credentials { reference: String, why: String },
     #[error("{path}: {source}")]
@@ -245,6 +261,8 @@ pub struct Pulled {
     pub layer: String,
     /// The component, in the data directory's registry cache.
     pub path: PathBuf,
+    /// The key files whose signatures were verified, one of each set required.
+    pub signed_by: Vec<String>,
 }
 
 /// A connection to one registry, with the credentials it is given.
@@ -308,18 +326,11 @@ impl Registry {
         wasm: Vec<u8>,
         title: &str,
     ) -> Result<String, RegistryError> {
-        let failed = |stage| {
-            move |source| RegistryError::Distribution {
-                reference: reference.to_string(),
-                stage,
-                source,
-            }
-        };
         let r = &reference.reference;
         self.client
             .auth(r, &self.auth, RegistryOperation::Push)
             .await
-            .map_err(failed("signing in"))?;
+            .map_err(failed(reference, "signing in"))?;
         let layer = digest_of(&wasm);
         let config = serde_json::to_vec(&serde_json::json!({
             "created": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
@@ -328,35 +339,50 @@ impl Registry {
             "layerDigests": [layer],
         }))
         .expect("a config serializes");
+        let layers = vec![OciDescriptor {
+            media_type: WASM_LAYER_MEDIA_TYPE.to_string(),
+            digest: layer.clone(),
+            size: wasm.len() as i64,
+            annotations: Some(BTreeMap::from([(
+                "org.opencontainers.image.title".to_string(),
+                title.to_string(),
+            )])),
+            ..Default::default()
+        }];
+        self.client
+            .push_blob(r, wasm, &layer)
+            .await
+            .map_err(failed(reference, "pushing the component"))?;
+        self.push_image(reference, WASM_CONFIG_MEDIA_TYPE, config, layers)
+            .await
+    }
+
+    /// Pushes an image manifest of `layers` (pushed before) and `config` to `reference`;
+    /// the manifest's digest.
+    async fn push_image(
+        &self,
+        reference: &OciRef,
+        config_media_type: &str,
+        config: Vec<u8>,
+        layers: Vec<OciDescriptor>,
+    ) -> Result<String, RegistryError> {
+        let r = &reference.reference;
         let manifest = OciImageManifest {
             media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_string()),
             config: OciDescriptor {
-                media_type: WASM_CONFIG_MEDIA_TYPE.to_string(),
+                media_type: config_media_type.to_string(),
                 digest: digest_of(&config),
                 size: config.len() as i64,
                 ..Default::default()
             },
-            layers: vec![OciDescriptor {
-                media_type: WASM_LAYER_MEDIA_TYPE.to_string(),
-                digest: layer.clone(),
-                size: wasm.len() as i64,
-                annotations: Some(BTreeMap::from([(
-                    "org.opencontainers.image.title".to_string(),
-                    title.to_string(),
-                )])),
-                ..Default::default()
-            }],
+            layers,
             ..Default::default()
         };
-        self.client
-            .push_blob(r, wasm, &layer)
-            .await
-            .map_err(failed("pushing the component"))?;
         let config_digest = manifest.config.digest.clone();
         self.client
             .push_blob(r, config, &config_digest)
             .await
-            .map_err(failed("pushing the config"))?;
+            .map_err(failed(reference, "pushing the config"))?;
         // Serialized here, so that the digest returned is of the very bytes pushed.
         let body = serde_json::to_vec(&manifest).expect("a manifest serializes");
         let digest = digest_of(&body);
@@ -367,7 +393,7 @@ impl Registry {
                 reqwest::header::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
             )
             .await
-            .map_err(failed("pushing the manifest"))?;
+            .map_err(failed(reference, "pushing the manifest"))?;
         Ok(digest)
     }
 
@@ -388,20 +414,12 @@ impl Registry {
     /// by the layer's digest, written whole or not at all).
     pub async fn pull(&self, reference: &OciRef, cache: &Path) -> Result<Pulled, RegistryError> {
         let named = reference.to_string();
-        let failed = |stage| {
-            let named = named.clone();
-            move |source| RegistryError::Distribution {
-                reference: named,
-                stage,
-                source,
-            }
-        };
         let r = &reference.reference;
         let (manifest, manifest_digest) = self
             .client
             .pull_image_manifest(r, &self.auth)
             .await
-            .map_err(failed("pulling the manifest"))?;
+            .map_err(failed(reference, "pulling the manifest"))?;
         let layer = wasm_layer(&manifest).map_err(|why| RegistryError::Layout {
             reference: named.clone(),
             why,
@@ -427,7 +445,7 @@ impl Registry {
                 .client
                 .pull_blob_stream(r, &from_registry)
                 .await
-                .map_err(failed("pulling the component"))?
+                .map_err(failed(reference, "pulling the component"))?
                 .stream;
             let mut bytes = Vec::with_capacity(size as usize);
             while let Some(chunk) = stream.next().await {
@@ -459,7 +477,20 @@ impl Registry {
             manifest: manifest_digest,
             layer: layer.digest.clone(),
             path,
+            signed_by: Vec::new(),
         })
+    }
+}
+
+/// A distribution error of `reference` at `stage`, for `map_err`.
+fn failed<'a>(
+    reference: &'a OciRef,
+    stage: &'static str,
+) -> impl FnOnce(oci_client::errors::OciDistributionError) -> RegistryError + 'a {
+    move |source| RegistryError::Distribution {
+        reference: reference.to_string(),
+        stage,
+        source,
     }
 }
 
@@ -470,37 +501,66 @@ impl Registry {
 /// - by tag: resolved now, and logged with the digest it resolved to;
 /// - with a tag and a digest both: refused, both digests named, when the tag names another
 ///   manifest now; taken from the cache when the registry cannot be reached.
+///
+/// Then, for each of `signers` (the key sets a config requires), it must be signed by one
+/// of the set's keys (see [`signature`]): checked with the signatures the cache holds, else
+/// the registry's. Nothing of it is loaded before.
 pub async fn fetch(
     reference: &OciRef,
     data: &Path,
     insecure: &[String],
+    signers: &[Vec<TrustedKey>],
 ) -> Result<Pulled, RegistryError> {
     let bound = crate::limits::REGISTRY_FETCH_TIMEOUT;
-    tokio::time::timeout(bound, fetch_unbounded(reference, data, insecure))
-        .await
-        .unwrap_or_else(|_| {
-            Err(RegistryError::TimedOut {
-                reference: reference.to_string(),
-                after: bound,
-            })
+    tokio::time::timeout(bound, async {
+        let cache = cache_dir(data);
+        let connect = || {
+            let plain = insecure.iter().any(|r| r == reference.registry());
+            Registry::connect(reference, false, plain.then_some(reference.registry()))
+        };
+        let (mut pulled, mut registry) = fetch_component(reference, &cache, connect).await?;
+        for keys in signers {
+            let key = match signature::verify(reference, &pulled.manifest, keys, &cache, None).await {
+                Ok(key) => key,
+                Err(offline) => {
+                    let registry = match &mut registry {
+                        Some(registry) => registry,
+                        // Pinned and cached: the registry is asked for newer signatures.
+                        None => registry.insert(connect().map_err(|_| offline)?),
+                    };
+                    signature::verify(reference, &pulled.manifest, keys, &cache, Some(registry))
+                        .await?
+                }
+            };
+            tracing::info!(component = %reference, digest = %pulled.manifest, key = %key.file, "signature verified");
+            pulled.signed_by.push(key.file.clone());
+        }
+        Ok(pulled)
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(RegistryError::TimedOut {
+            reference: reference.to_string(),
+            after: bound,
         })
+    })
 }
 
-async fn fetch_unbounded(
+/// The component, from the cache or the registry (see [`fetch`]), and the registry when it
+/// was asked.
+async fn fetch_component(
     reference: &OciRef,
-    data: &Path,
-    insecure: &[String],
-) -> Result<Pulled, RegistryError> {
-    let cache = cache_dir(data);
-    let pinned = reference.digest().and_then(|d| cached(&cache, d));
+    cache: &Path,
+    connect: impl Fn() -> Result<Registry, RegistryError>,
+) -> Result<(Pulled, Option<Registry>), RegistryError> {
+    let pinned = reference.digest().and_then(|d| cached(cache, d));
     let tag = reference.reference.tag();
     if let Some(pulled) = &pinned
         && tag.is_none()
     {
-        return Ok(pulled.clone());
+        return Ok((pulled.clone(), None));
     }
-    let plain = insecure.iter().any(|r| r == reference.registry());
-    let registry = Registry::connect(reference, false, plain.then_some(reference.registry()))?;
+    let registry = connect()?;
     if let (Some(tag), Some(digest)) = (tag, reference.digest()) {
         let by_tag = OciRef {
             reference: Reference::with_tag(
@@ -521,18 +581,18 @@ async fn fetch_unbounded(
             Err(e) => match pinned {
                 Some(pulled) => {
                     tracing::warn!(component = %reference, error = %e, "cannot check the tag: the cached copy of the pinned digest is used");
-                    return Ok(pulled);
+                    return Ok((pulled, None));
                 }
                 None => return Err(e),
             },
         }
         if let Some(pulled) = pinned {
-            return Ok(pulled);
+            return Ok((pulled, Some(registry)));
         }
     }
-    let pulled = registry.pull(reference, &cache).await?;
+    let pulled = registry.pull(reference, cache).await?;
     tracing::info!(component = %reference, digest = %pulled.manifest, layer = %pulled.layer, "pulled from its registry");
-    Ok(pulled)
+    Ok((pulled, Some(registry)))
 }
 
 /// What the cache holds of the manifest `digest`: its component, pulled before.
@@ -550,6 +610,7 @@ fn cached(cache: &Path, digest: &str) -> Option<Pulled> {
         manifest: digest.to_string(),
         layer: layer.to_string(),
         path,
+        signed_by: Vec::new(),
     })
 }
 

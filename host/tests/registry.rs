@@ -405,14 +405,27 @@ fn a_registry_is_not_trusted_with_bytes_plain_http_or_credentials() {
 /// The built-in config with one more hook, `guard` (c-guard refusing contents with
 /// "secret"), from `component`, and `registry` reached over plain HTTP.
 fn config_with_guard(dir: &Path, name: &str, component: &str, registry: &str) -> PathBuf {
+    config_with(dir, name, component, registry, "", "")
+}
+
+/// [`config_with_guard`], with `hook` more lines in the hook's table and `more` in the
+/// registry's.
+fn config_with(
+    dir: &Path,
+    name: &str,
+    component: &str,
+    registry: &str,
+    hook: &str,
+    more: &str,
+) -> PathBuf {
     let builtin = ok(&hookhost(dir, &["config", "show"], &[]));
     let config = dir.join(name);
     std::fs::write(
         &config,
         format!(
             "{builtin}\n\n[[hooks]]\nname = \"guard\"\ncomponent = \"{component}\"\n\
-             settings = {{ deny = [\"*secret*\"], field = \"content\" }}\n\n\
-             [registries.\"{registry}\"]\ninsecure = true\n"
+             settings = {{ deny = [\"*secret*\"], field = \"content\" }}\n{hook}\n\
+             [registries.\"{registry}\"]\ninsecure = true\n{more}"
         ),
     )
     .unwrap();
@@ -593,4 +606,300 @@ fn spawn_pull(data: &Path, reference: &str, out: &Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// An ECDSA P-256 key pair made by openssl in `dir`: `NAME.pem` (SEC1, or PKCS#8 when
+/// `pkcs8`) and `NAME.pub`; the public key's path.
+fn key_pair(dir: &Path, name: &str, pkcs8: bool) -> String {
+    let private = format!("{name}.pem");
+    let public = format!("{name}.pub");
+    if pkcs8 {
+        let curve = "ec_paramgen_curve:P-256";
+        common::openssl(
+            dir,
+            &[
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                curve,
+                "-out",
+                &private,
+            ],
+        );
+        common::openssl(dir, &["pkey", "-in", &private, "-pubout", "-out", &public]);
+    } else {
+        let genkey = [
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+        ];
+        common::openssl(dir, &[&genkey[..], &[private.as_str()]].concat());
+        common::openssl(dir, &["ec", "-in", &private, "-pubout", "-out", &public]);
+    }
+    dir.join(public).display().to_string()
+}
+
+/// Signs `reference` with `dir/NAME.pem`: the manifest digest signed.
+fn sign(data: &Path, reference: &str, dir: &Path, name: &str) -> String {
+    let key = dir.join(format!("{name}.pem"));
+    let args = [
+        "component",
+        "sign",
+        reference,
+        "--key",
+        key.to_str().unwrap(),
+        "--insecure",
+    ];
+    digest_of(&ok(&hookhost(data, &args, &[]))).to_string()
+}
+
+#[test]
+fn a_registry_hook_loads_only_when_a_required_key_signed_its_manifest() {
+    let registry = Registry::start(None);
+    let data = tempfile::tempdir().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let signer = key_pair(keys.path(), "signer", false);
+    let stranger = key_pair(keys.path(), "stranger", true);
+    let guard = common::example_hook("c-guard.wasm");
+    let tagged = registry.reference("hooks/guard:v1");
+    let push = |file: &str, reference: &str| {
+        let args = [
+            "component",
+            "push",
+            file,
+            reference,
+            "--insecure",
+            "--force",
+        ];
+        ok(&hookhost(data.path(), &args, &[]))
+    };
+    let pinned = push(&guard, &tagged);
+    let digest = digest_of(&pinned).to_string();
+    let require = |key: &str| format!("require_signature = {{ keys = [\"{key}\"] }}\n");
+    let config = config_with(
+        data.path(),
+        "signed.toml",
+        &pinned,
+        &registry.address,
+        &require(&signer),
+        "",
+    );
+
+    // Unsigned: refused, naming the component, the digest, the key and why.
+    let said = writes(data.path(), &config, "hello").unwrap_err();
+    assert!(
+        said.contains(&pinned) && said.contains("not signed") && said.contains(&signer),
+        "{said}"
+    );
+
+    // Signed by another key: refused.
+    assert_eq!(sign(data.path(), &tagged, keys.path(), "stranger"), digest);
+    let said = writes(data.path(), &config, "hello").unwrap_err();
+    assert!(said.contains("another key"), "{said}");
+
+    // By the key required: it loads and runs, and `config check` says who signed it.
+    assert_eq!(sign(data.path(), &pinned, keys.path(), "signer"), digest);
+    assert!(writes(data.path(), &config, "hello").is_ok());
+    assert!(writes(data.path(), &config, "my secret").is_err());
+    let checked = ok(&hookhost(
+        data.path(),
+        &["--config", config.to_str().unwrap(), "config", "check"],
+        &[],
+    ));
+    assert!(
+        checked.contains(&format!("signed by {signer}")),
+        "{checked}"
+    );
+
+    // What cosign reads: the `sha256-HEX.sig` manifest, one simple-signing layer per
+    // signature, each verified here by openssl, which hookhost did not write.
+    let sig_tag = format!("{}.sig", digest.replace(':', "-"));
+    let (status, manifest) = registry.get(&format!("/v2/hooks/guard/manifests/{sig_tag}"));
+    assert_eq!(status, 200, "{manifest}");
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let layers = manifest["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 2, "{manifest}");
+    use base64::Engine as _;
+    for (layer, public) in layers.iter().zip([&stranger, &signer]) {
+        assert_eq!(
+            layer["mediaType"],
+            "application/vnd.dev.cosign.simplesigning.v1+json"
+        );
+        let (_, payload) = registry.get(&format!(
+            "/v2/hooks/guard/blobs/{}",
+            layer["digest"].as_str().unwrap()
+        ));
+        let claim: serde_json::Value = serde_json::from_str(&payload).unwrap();
+        assert_eq!(claim["critical"]["image"]["docker-manifest-digest"], digest);
+        assert_eq!(
+            claim["critical"]["identity"]["docker-reference"],
+            format!("{}/hooks/guard", registry.address)
+        );
+        assert_eq!(
+            claim["critical"]["type"],
+            "cosign container image signature"
+        );
+        let signature = layer["annotations"]["dev.cosignproject.cosign/signature"]
+            .as_str()
+            .unwrap();
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(signature)
+            .unwrap();
+        std::fs::write(keys.path().join("payload"), &payload).unwrap();
+        std::fs::write(keys.path().join("signature.der"), der).unwrap();
+        common::openssl(
+            keys.path(),
+            &[
+                "dgst",
+                "-sha256",
+                "-verify",
+                public,
+                "-signature",
+                "signature.der",
+                "payload",
+            ],
+        );
+    }
+
+    // Signing again with the same key adds nothing.
+    sign(data.path(), &tagged, keys.path(), "signer");
+    let (_, again) = registry.get(&format!("/v2/hooks/guard/manifests/{sig_tag}"));
+    let again: serde_json::Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(again["layers"].as_array().unwrap().len(), 2);
+
+    // The registry's `[registries]` keys are required as well as the hook's own.
+    let third = key_pair(keys.path(), "third", false);
+    for (key, loads) in [(&stranger, true), (&third, false)] {
+        let both = config_with(
+            data.path(),
+            "both.toml",
+            &pinned,
+            &registry.address,
+            &require(&signer),
+            &require(key),
+        );
+        let result = writes(data.path(), &both, "hello");
+        assert_eq!(result.is_ok(), loads, "{result:?}");
+    }
+
+    // A signature carried over from another manifest: the registry serves the signatures
+    // of another component (signed by the key required) under this one's tag. Refused.
+    let other = push(
+        &common::example_hook("js-footer.wasm"),
+        &registry.reference("hooks/guard:other"),
+    );
+    let other_digest = sign(data.path(), &other, keys.path(), "signer");
+    // The guard again under another file name: another manifest (its layer's title).
+    let renamed = data.path().join("guard-again.wasm");
+    std::fs::copy(&guard, &renamed).unwrap();
+    let target = push(
+        renamed.to_str().unwrap(),
+        &registry.reference("hooks/guard:target"),
+    );
+    let target_digest = digest_of(&target).to_string();
+    assert_ne!(target_digest, digest);
+    let tags = registry
+        .dir
+        .path()
+        .join("storage/docker/registry/v2/repositories/hooks/guard/_manifests/tags");
+    let from = tags.join(format!("{}.sig", other_digest.replace(':', "-")));
+    let to = tags.join(format!("{}.sig", target_digest.replace(':', "-")));
+    copy_dir(&from, &to);
+    let carried = config_with(
+        data.path(),
+        "carried.toml",
+        &target,
+        &registry.address,
+        &require(&signer),
+        "",
+    );
+    let said = writes(data.path(), &carried, "hello").unwrap_err();
+    assert!(
+        said.contains("another manifest") && said.contains(&other_digest),
+        "{said}"
+    );
+
+    // The tag moved to a component nobody signed: a config by tag refuses it.
+    let by_tag = config_with(
+        data.path(),
+        "tag.toml",
+        &tagged,
+        &registry.address,
+        &require(&signer),
+        "",
+    );
+    assert!(writes(data.path(), &by_tag, "hello").is_ok());
+    let moved = push(&common::example_hook("rust-budget.wasm"), &tagged);
+    let said = writes(data.path(), &by_tag, "hello").unwrap_err();
+    assert!(
+        said.contains(digest_of(&moved)) && said.contains("not signed"),
+        "{said}"
+    );
+
+    // The registry gone: the pinned, signed component loads from the cache, its
+    // signatures verified again there; a key no cached signature is by is refused.
+    drop(registry);
+    assert!(writes(data.path(), &config, "hello").is_ok());
+    let strangers = config_with(
+        data.path(),
+        "third.toml",
+        &pinned,
+        "127.0.0.1:9",
+        &require(&third),
+        "",
+    );
+    let said = writes(data.path(), &strangers, "hello").unwrap_err();
+    assert!(said.contains(&third), "{said}");
+
+    // A key that is not one, and a signature required of a file on this host: said so.
+    let broken = keys.path().join("broken.pub");
+    std::fs::write(&broken, "not a key").unwrap();
+    let said = writes(
+        data.path(),
+        &config_with(
+            data.path(),
+            "broken.toml",
+            &pinned,
+            "127.0.0.1:9",
+            &require(broken.to_str().unwrap()),
+            "",
+        ),
+        "hello",
+    )
+    .unwrap_err();
+    assert!(
+        said.contains("broken.pub") && said.contains("public key"),
+        "{said}"
+    );
+    let said = writes(
+        data.path(),
+        &config_with(
+            data.path(),
+            "file.toml",
+            &guard,
+            "127.0.0.1:9",
+            &require(&signer),
+            "",
+        ),
+        "hello",
+    )
+    .unwrap_err();
+    assert!(said.contains("require_signature"), "{said}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

@@ -528,6 +528,7 @@ fn scratch_plan(
             .collect(),
         limits,
         allow_unknown_imports: !unprovided.is_empty(),
+        require_signature: None,
     };
     let mut plan = Plan::new(mounts, "component check");
     plan.engine.pooling = false;

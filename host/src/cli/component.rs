@@ -1,6 +1,7 @@
 //! `hookhost component check`: does a component conform, and if not, what to fix (see
 //! [`hookhost::check`]); `component push` and `pull`: components to and from OCI
-//! registries (see [`hookhost::registry`]).
+//! registries (see [`hookhost::registry`]); `component sign`: a cosign-compatible
+//! signature of one.
 
 use anyhow::{Context, Result, bail};
 use hookhost::registry::{OciRef, Registry};
@@ -19,6 +20,33 @@ pub enum ComponentCommand {
     /// Pull a component from an OCI registry (by tag or digest) into a file; prints the
     /// manifest's digest.
     Pull(PullArgs),
+    /// Sign a component in an OCI registry with an ECDSA P-256 key, as `cosign sign --key`
+    /// does (the `sha256-DIGEST.sig` tag beside it); prints the manifest's digest signed.
+    Sign(SignArgs),
+}
+
+/// `hookhost component sign`'s arguments.
+#[derive(clap::Args)]
+pub struct SignArgs {
+    /// `oci://REGISTRY/REPOSITORY:TAG` (the manifest it names now is signed) or
+    /// `oci://REGISTRY/REPOSITORY@sha256:DIGEST`.
+    reference: String,
+    /// The private key: PEM ECDSA P-256, PKCS#8 or SEC1, unencrypted (`openssl ecparam
+    /// -name prime256v1 -genkey -noout -out key.pem`; its public half, `openssl ec -in
+    /// key.pem -pubout -out key.pub`, is what `require_signature` names).
+    #[arg(long, value_name = "FILE")]
+    key: std::path::PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// The signature `pull` and `check` require of a registry component.
+#[derive(clap::Args)]
+pub struct VerifyArgs {
+    /// Refuse the component unless one of these public keys (PEM, `cosign.pub`) signed
+    /// it, as `require_signature = { keys = [...] }` does in a config. Repeatable.
+    #[arg(long = "require-signature", value_name = "PUBLIC_KEY")]
+    keys: Vec<std::path::PathBuf>,
 }
 
 /// How to reach a registry: the flags `push` and `pull` share.
@@ -70,6 +98,21 @@ pub struct PullArgs {
     output: std::path::PathBuf,
     #[command(flatten)]
     registry: RegistryArgs,
+    #[command(flatten)]
+    verify: VerifyArgs,
+}
+
+/// Signs the manifest the reference names; prints it by digest.
+pub async fn sign(args: SignArgs) -> Result<ExitCode> {
+    let reference = OciRef::parse(&args.reference)?;
+    let key = hookhost::registry::read_signing_key(&args.key)?;
+    let digest = args
+        .registry
+        .connect(&reference)?
+        .sign(&reference, &key)
+        .await?;
+    println!("{}", reference.at(&digest));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Pushes the component (checked first unless `--force`); prints its manifest's digest.
@@ -110,7 +153,7 @@ pub async fn push(args: PushArgs, data: &Path) -> Result<ExitCode> {
 /// Pulls the component into `--output`; prints the reference by its manifest's digest.
 pub async fn pull(args: PullArgs, data: &Path) -> Result<ExitCode> {
     let reference = OciRef::parse(&args.reference)?;
-    let pulled = pull_into_cache(&reference, &args.registry, data).await?;
+    let pulled = pull_into_cache(&reference, &args.registry, &args.verify, data).await?;
     let output = args.output.display().to_string();
     std::fs::copy(&pulled.path, &args.output).with_context(|| format!("writing {output}"))?;
     println!("{}", reference.at(&pulled.manifest));
@@ -126,6 +169,8 @@ pub struct CheckArgs {
     options: CheckFlags,
     #[command(flatten)]
     registry: RegistryArgs,
+    #[command(flatten)]
+    verify: VerifyArgs,
 }
 
 /// How `check` (and `push`, before it pushes) drives a component.
@@ -205,7 +250,7 @@ pub async fn check(args: CheckArgs, data: &Path) -> Result<ExitCode> {
     let (component, shown) = match &written {
         ComponentRef::Oci(text) => {
             let reference = OciRef::parse(text)?;
-            let pulled = pull_into_cache(&reference, &args.registry, data).await?;
+            let pulled = pull_into_cache(&reference, &args.registry, &args.verify, data).await?;
             let shown = reference.at(&pulled.manifest).to_string();
             (ComponentRef::File(pulled.path), shown)
         }
@@ -227,14 +272,31 @@ pub async fn check(args: CheckArgs, data: &Path) -> Result<ExitCode> {
     })
 }
 
-/// Pulls `reference` into the registry cache of `data`.
+/// Pulls `reference` into the registry cache of `data`, and checks its signature when
+/// `verify` names keys.
 async fn pull_into_cache(
     reference: &OciRef,
     registry: &RegistryArgs,
+    verify: &VerifyArgs,
     data: &Path,
 ) -> Result<hookhost::registry::Pulled> {
     let cache = hookhost::registry::cache_dir(data);
-    Ok(registry.connect(reference)?.pull(reference, &cache).await?)
+    let registry = registry.connect(reference)?;
+    let mut pulled = registry.pull(reference, &cache).await?;
+    if !verify.keys.is_empty() {
+        let keys = hookhost::registry::read_keys(&verify.keys)?;
+        let key = hookhost::registry::verify_signature(
+            reference,
+            &pulled.manifest,
+            &keys,
+            &cache,
+            Some(&registry),
+        )
+        .await?;
+        hookhost::announce::note(&format!("signed by {}", key.file));
+        pulled.signed_by.push(key.file.clone());
+    }
+    Ok(pulled)
 }
 
 /// `KEY=VALUE` settings: the value as TOML when it is TOML (`10`, `["a"]`, `"x"`), else

@@ -365,10 +365,21 @@ async fn inspect_components(
         let file = match component {
             ComponentRef::Oci(written) => {
                 let reference = hookhost::registry::OciRef::parse(written)?;
-                let fetched =
-                    hookhost::registry::fetch(&reference, pulled, &plan.insecure_registries)
-                        .await?;
+                let signers = hookhost::registry::read_signers(&plan.signers_of(written))?;
+                let fetched = hookhost::registry::fetch(
+                    &reference,
+                    pulled,
+                    &plan.insecure_registries,
+                    &signers,
+                )
+                .await?;
                 lines.push(format!("       {}\n", reference.at(&fetched.manifest)));
+                if !fetched.signed_by.is_empty() {
+                    lines.push(format!(
+                        "       signed by {}\n",
+                        fetched.signed_by.join(", ")
+                    ));
+                }
                 &ComponentRef::File(fetched.path)
             }
             _ => component,

@@ -177,6 +177,19 @@ pub struct RegistryConfig {
     /// still checked against its digest.
     #[serde(default)]
     pub insecure_remote: bool,
+    /// Every component from this registry must be signed by one of these keys to load
+    /// (besides what a component's own `require_signature` asks).
+    #[serde(default)]
+    pub require_signature: Option<Spanned<SignatureConfig>>,
+}
+
+/// `require_signature = { keys = ["cosign.pub", …] }`: the PEM ECDSA P-256 public keys a
+/// registry component must be signed by, one of them at least, in the form `cosign sign
+/// --key` (and `hookhost component sign`) writes (see `crate::registry`'s `signature`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureConfig {
+    pub keys: Vec<String>,
 }
 
 /// The `[telemetry]` table.
@@ -531,6 +544,9 @@ pub struct ToolConfig {
     /// component at load (for language runtimes that import more than they use).
     #[serde(default)]
     pub allow_unknown_imports: bool,
+    /// An `oci://` component must be signed by one of these keys to load.
+    #[serde(default)]
+    pub require_signature: Option<Spanned<SignatureConfig>>,
 }
 
 /// One `[[hooks]]` entry. (Its fields repeat [`ToolConfig`]'s rather than flatten it:
@@ -564,4 +580,7 @@ pub struct HookConfig {
     /// `per-call` (default): a fresh instance per call. `per-session`: one kept per session.
     #[serde(default)]
     pub instance: InstanceMode,
+    /// As for tools: an `oci://` component must be signed by one of these keys to load.
+    #[serde(default)]
+    pub require_signature: Option<Spanned<SignatureConfig>>,
 }

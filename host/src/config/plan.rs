@@ -43,6 +43,9 @@ pub struct Plan {
     /// The registries reached over plain HTTP (`[registries."HOST"] insecure`), by
     /// `host[:port]`.
     pub insecure_registries: Vec<String>,
+    /// The keys every component of a registry must be signed by (`[registries."HOST"]
+    /// require_signature`), by `host[:port]`.
+    pub registry_signers: BTreeMap<String, Vec<PathBuf>>,
     pub engine: EngineConfig,
     /// Whether any limits set fuel: the engine meters fuel only then.
     pub fuel: bool,
@@ -95,6 +98,7 @@ impl Plan {
             bash: None,
             upstreams: Vec::new(),
             insecure_registries: Vec::new(),
+            registry_signers: BTreeMap::new(),
             engine: EngineConfig::default(),
             fuel: false,
             max_memory_bytes: Limits::default().memory_bytes,
@@ -123,6 +127,24 @@ impl Plan {
                 .collect(),
             None => self.hooks.iter().collect(),
         }
+    }
+
+    /// The key sets the `oci://` component `written` must be signed by, one key of each: its
+    /// registry's and each of its uses' (a hook, a tool) `require_signature`.
+    pub fn signers_of(&self, written: &str) -> Vec<Vec<PathBuf>> {
+        let registry = crate::registry::OciRef::parse(written)
+            .ok()
+            .and_then(|r| self.registry_signers.get(r.registry()).cloned());
+        let uses = self
+            .tools
+            .iter()
+            .chain(self.hooks.iter().map(|h| &h.component))
+            .filter(|c| matches!(&c.component, ComponentRef::Oci(r) if r == written))
+            .filter_map(|c| c.require_signature.clone());
+        let mut sets: Vec<Vec<PathBuf>> = registry.into_iter().chain(uses).collect();
+        sets.sort();
+        sets.dedup();
+        sets
     }
 
     /// The plan of a daemon that only answers agents' hooks (`serve --hooks`): the
@@ -209,6 +231,9 @@ pub struct ComponentPlan {
     pub setting_values: BTreeMap<String, WrittenSetting>,
     pub limits: LimitOverrides,
     pub allow_unknown_imports: bool,
+    /// The public keys one of which must have signed it (`require_signature`); an
+    /// `oci://` component only.
+    pub require_signature: Option<Vec<PathBuf>>,
 }
 
 /// A setting as the config writes it.

@@ -81,6 +81,49 @@ fn a_one_shot_call_of_a_tool_loads_it_and_the_hooks_around_it_only() {
 }
 
 #[test]
+fn signatures_are_required_of_registry_components_by_their_registry_and_their_uses() {
+    let parse = |extra: &str| Config::parse(&format!("{DEFAULT_CONFIG}\n{extra}"), "t.toml");
+    let hook = |name: &str, component: &str, keys: &str| {
+        format!(
+            "[[hooks]]\nname = \"{name}\"\ncomponent = \"{component}\"\n\
+             require_signature = {{ keys = [{keys}] }}\n"
+        )
+    };
+    let guard = "oci://127.0.0.1:5000/hooks/guard:v1";
+    let plan = parse(&format!(
+        "{}{}[registries.\"127.0.0.1:5000\"]\nrequire_signature = {{ keys = [\"ops.pub\"] }}\n",
+        hook("a", guard, "\"a.pub\", \"b.pub\""),
+        hook("b", guard, "\"c.pub\""),
+    ))
+    .unwrap()
+    .plan;
+    let sets: Vec<Vec<std::path::PathBuf>> =
+        [vec!["a.pub", "b.pub"], vec!["c.pub"], vec!["ops.pub"]]
+            .iter()
+            .map(|keys| keys.iter().map(Into::into).collect())
+            .collect();
+    assert_eq!(plan.signers_of(guard), sets);
+    // Another registry's component: none of them.
+    assert!(
+        plan.signers_of("oci://localhost:5000/hooks/guard:v1")
+            .is_empty()
+    );
+    // Only a registry's component is signed, and a key is named.
+    let refused = parse(&hook("c", "builtin:audit", "\"a.pub\""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("hooks.c.require_signature: only a component from a registry"),
+        "{refused}"
+    );
+    let refused = parse(&hook("c", guard, "")).unwrap_err().to_string();
+    assert!(
+        refused.contains("name at least one public key"),
+        "{refused}"
+    );
+}
+
+#[test]
 fn plain_http_registries_are_loopback_unless_spelled_out() {
     let parse = |extra: &str| Config::parse(&format!("{DEFAULT_CONFIG}\n{extra}"), "t.toml");
     let plan = parse("[registries.\"127.0.0.1:5000\"]\ninsecure = true\n")

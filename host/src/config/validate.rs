@@ -3,8 +3,8 @@
 //! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
 
 use super::{
-    BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, Plan, ShellSandboxPlan, TlsFiles,
-    UpstreamConfig, UpstreamOAuth, UpstreamScope, WrittenSetting,
+    BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, Plan, ShellSandboxPlan, SignatureConfig,
+    TlsFiles, UpstreamConfig, UpstreamOAuth, UpstreamScope, WrittenSetting,
 };
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
@@ -19,6 +19,7 @@ use crate::sessions::{Quota, Tenant, WorkdirTemplate};
 use crate::trace::TraceSettings;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
+use std::path::PathBuf;
 use std::time::Duration;
 use toml::Spanned;
 
@@ -31,6 +32,7 @@ impl Config {
         self.check_engine()?;
         let tenants = self.tenants_plan(&hook_names)?;
         self.check_stores()?;
+        let (insecure_registries, registry_signers) = self.registries_plan()?;
         Ok(Plan {
             mounts: self.mount_table(&mounts)?,
             tools: self.tools_plan(&mounts, text)?,
@@ -46,7 +48,8 @@ impl Config {
                 false => None,
             },
             upstreams: self.upstreams_plan()?,
-            insecure_registries: self.insecure_registries()?,
+            insecure_registries,
+            registry_signers,
             engine: self.engine.clone(),
             fuel: self.uses_fuel(),
             max_memory_bytes: self.max_memory_bytes(),
@@ -116,14 +119,17 @@ impl Config {
             check_grants(mounts, &owner, &tool.grants)?;
             check_tool_settings(&owner, &tool.component, &tool.settings)?;
             check_limits(&owner, tool.limits.out_of_range(), &tool.limits.span)?;
-            tools.push(ComponentPlan::of(
+            let mut plan = ComponentPlan::of(
                 name.get_ref(),
                 &tool.component,
                 &tool.grants,
                 (&tool.settings, text),
                 *tool.limits,
                 tool.allow_unknown_imports,
-            ));
+            );
+            plan.require_signature =
+                require_signature(&owner, &plan.component, tool.require_signature.as_ref())?;
+            tools.push(plan);
         }
         Ok(tools)
     }
@@ -157,15 +163,21 @@ impl Config {
             check_component(&format!("{owner}.component"), &hook.component)?;
             check_grants(mounts, &owner, &hook.grants)?;
             check_limits(&owner, hook.limits.out_of_range(), &hook.limits.span)?;
+            let mut component = ComponentPlan::of(
+                hook.name.get_ref(),
+                &hook.component,
+                &hook.grants,
+                (&hook.settings, text),
+                *hook.limits,
+                hook.allow_unknown_imports,
+            );
+            component.require_signature = require_signature(
+                &owner,
+                &component.component,
+                hook.require_signature.as_ref(),
+            )?;
             hooks.push(HookPlan {
-                component: ComponentPlan::of(
-                    hook.name.get_ref(),
-                    &hook.component,
-                    &hook.grants,
-                    (&hook.settings, text),
-                    *hook.limits,
-                    hook.allow_unknown_imports,
-                ),
+                component,
                 on_failure: hook.on_failure,
                 tools: hook
                     .tools
@@ -717,10 +729,12 @@ impl Config {
 }
 
 impl Config {
-    /// `[registries]`: the hosts reached over plain HTTP; `insecure` alone only for a
-    /// loopback registry.
-    fn insecure_registries(&self) -> Result<Vec<String>, Invalid> {
+    /// `[registries]`: the hosts reached over plain HTTP (`insecure` alone only for a
+    /// loopback registry), and the keys each one's components must be signed by.
+    #[allow(clippy::type_complexity)]
+    fn registries_plan(&self) -> Result<(Vec<String>, BTreeMap<String, Vec<PathBuf>>), Invalid> {
         let mut insecure = Vec::new();
+        let mut signers = BTreeMap::new();
         for (host, registry) in &self.registries {
             let key = format!("registries.{:?}", host.get_ref());
             let probe = format!("{}{}/probe:probe", crate::registry::SCHEME, host.get_ref());
@@ -746,8 +760,12 @@ impl Config {
             if registry.insecure {
                 insecure.push(host.get_ref().clone());
             }
+            if let Some(required) = &registry.require_signature {
+                let keys = signature_keys(&format!("{key}.require_signature"), required)?;
+                signers.insert(host.get_ref().clone(), keys);
+            }
         }
-        Ok(insecure)
+        Ok((insecure, signers))
     }
 }
 
@@ -875,8 +893,42 @@ impl ComponentPlan {
                 .collect(),
             limits,
             allow_unknown_imports,
+            require_signature: None,
         }
     }
+}
+
+/// `OWNER.require_signature`: for an `oci://` component only (a file on this host is the
+/// operator's own), with at least one key.
+fn require_signature(
+    owner: &str,
+    component: &ComponentRef,
+    required: Option<&Spanned<SignatureConfig>>,
+) -> Result<Option<Vec<PathBuf>>, Invalid> {
+    let Some(required) = required else {
+        return Ok(None);
+    };
+    if !matches!(component, ComponentRef::Oci(_)) {
+        return Err(Invalid::at(
+            required.span(),
+            format!(
+                "{owner}.require_signature: only a component from a registry (oci://…) is \
+                 signed; {component} is not"
+            ),
+        ));
+    }
+    signature_keys(&format!("{owner}.require_signature"), required).map(Some)
+}
+
+/// The keys of a `require_signature`: at least one.
+fn signature_keys(key: &str, required: &Spanned<SignatureConfig>) -> Result<Vec<PathBuf>, Invalid> {
+    if required.get_ref().keys.is_empty() {
+        return Err(Invalid::at(
+            required.span(),
+            format!("{key}.keys: name at least one public key (a PEM file, cosign.pub)"),
+        ));
+    }
+    Ok(required.get_ref().keys.iter().map(PathBuf::from).collect())
 }
 
 /// Checks that every mount `owner` (`tools.NAME`, `bash`…) is granted is declared.

@@ -124,7 +124,9 @@ pub(super) async fn pull_components(
         .collect();
     for written in components {
         let reference = crate::registry::OciRef::parse(&written)?;
-        let pulled = crate::registry::fetch(&reference, data, &plan.insecure_registries).await?;
+        let signers = crate::registry::read_signers(&plan.signers_of(&written))?;
+        let pulled =
+            crate::registry::fetch(&reference, data, &plan.insecure_registries, &signers).await?;
         loader.pulled(&written, pulled.path, &pulled.layer);
     }
     Ok(())
