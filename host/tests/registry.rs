@@ -903,3 +903,99 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The Bytecode Alliance's `wkg` (crates.io `wkg`), which `.ci/run` installs.
+fn wkg(home: &Path, args: &[&str]) -> String {
+    let wkg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ci-wkg/bin/wkg");
+    assert!(
+        wkg.is_file(),
+        "{} is missing: `.ci/run` installs it (cargo install wkg)",
+        wkg.display()
+    );
+    // Its config, cache and credentials in `home`, none of the machine's.
+    let o = Command::new(wkg)
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("DOCKER_CONFIG", home.join("docker"))
+        .env_remove("WKG_OCI_USERNAME")
+        .env_remove("WKG_OCI_PASSWORD")
+        .output()
+        .expect("wkg runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "wkg {args:?}: {said}");
+    said
+}
+
+#[test]
+fn wkg_pulls_what_hookhost_pushes_and_a_hook_wkg_pushed_runs_signed_by_digest() {
+    let registry = Registry::start(None);
+    let data = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let address = registry.address.as_str();
+    let guard = common::example_hook("c-guard.wasm");
+    let want = std::fs::read(&guard).unwrap();
+
+    // hookhost pushes, wkg pulls the very bytes.
+    let tagged = registry.reference("hooks/guard:v1");
+    ok(&hookhost(
+        data.path(),
+        &["component", "push", &guard, &tagged, "--insecure"],
+        &[],
+    ));
+    let out = home.path().join("from-hookhost.wasm");
+    let plain = format!("{address}/hooks/guard:v1");
+    let out_arg = out.to_str().unwrap();
+    wkg(
+        home.path(),
+        &["oci", "pull", "--insecure", address, &plain, "-o", out_arg],
+    );
+    assert!(std::fs::read(&out).unwrap() == want);
+
+    // A third party pushes with wkg; the operator signs it and runs it by digest, its
+    // signature required.
+    let theirs = format!("{address}/third-party/guard:1.0.0");
+    let said = wkg(
+        home.path(),
+        &["oci", "push", "--insecure", address, &theirs, &guard],
+    );
+    let digest = said
+        .split_whitespace()
+        .find(|word| word.starts_with("sha256:"))
+        .unwrap_or_else(|| panic!("wkg says the digest: {said}"));
+    let pinned = format!("{}@{digest}", registry.reference("third-party/guard"));
+    let out = data.path().join("from-wkg.wasm");
+    let pulled = ok(&hookhost(
+        data.path(),
+        &[
+            "component",
+            "pull",
+            &pinned,
+            "-o",
+            out.to_str().unwrap(),
+            "--insecure",
+        ],
+        &[],
+    ));
+    assert_eq!(pulled, pinned);
+    assert!(std::fs::read(&out).unwrap() == want);
+    let keys = tempfile::tempdir().unwrap();
+    let public = key_pair(keys.path(), "operator", false);
+    assert_eq!(sign(data.path(), &pinned, keys.path(), "operator"), digest);
+    let config = config_with(
+        data.path(),
+        "third-party.toml",
+        &pinned,
+        address,
+        &format!("require_signature = {{ keys = [\"{public}\"] }}\n"),
+        "",
+    );
+    assert!(writes(data.path(), &config, "hello").is_ok());
+    let refused = writes(data.path(), &config, "my secret").unwrap_err();
+    assert!(refused.contains("secret"), "{refused}");
+}

@@ -189,6 +189,8 @@ pub struct RegistryConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignatureConfig {
+    /// The public keys' PEM files (`cosign.pub`, `openssl ec -pubout`), one of which must
+    /// have signed the component's manifest.
     pub keys: Vec<String>,
 }
 
