@@ -170,9 +170,9 @@ pub struct ComponentLoader {
     provided: Mutex<HashMap<String, bool>>,
     /// The SHA-256 of each component compiled, by its name in the config.
     digests: Mutex<HashMap<String, [u8; 32]>>,
-    /// Registry components' files in the cache and their layers' digests (`sha256:…`), by
+    /// Registry components as pulled (their files in the cache, their digests), by
     /// reference as written.
-    pulled: Mutex<HashMap<String, (PathBuf, String)>>,
+    pulled: Mutex<HashMap<String, crate::registry::Pulled>>,
     _ticker: EpochTicker,
 }
 
@@ -325,7 +325,7 @@ impl ComponentLoader {
                 // What the cache holds must be what the registry's manifest named.
                 if let ComponentRef::Oci(reference) = component {
                     let pulled = self.pulled.lock().unwrap_or_else(|e| e.into_inner());
-                    let layer = pulled.get(reference).map(|(_, layer)| layer.as_str());
+                    let layer = pulled.get(reference).map(|p| p.layer.as_str());
                     if layer != Some(&format!("sha256:{}", crate::ids::hex(&digest))) {
                         return Err(LoadError::NotPulled { component: name });
                     }
@@ -522,13 +522,22 @@ impl ComponentLoader {
         matches!((loaded, now), (Some(loaded), Ok(now)) if loaded == now)
     }
 
-    /// Takes `path` as the component `reference` (`oci://…`) names, pulled (a reload that
+    /// Takes `pulled` as the component `reference` (`oci://…`) names (a reload that
     /// resolves a tag anew gives it again).
-    pub fn pulled(&self, reference: &str, path: PathBuf, layer: &str) {
+    pub fn pulled(&self, reference: &str, pulled: crate::registry::Pulled) {
         self.pulled
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(reference.to_string(), (path, layer.to_string()));
+            .insert(reference.to_string(), pulled);
+    }
+
+    /// What the component `reference` (`oci://…`) was last pulled as.
+    pub fn pulled_of(&self, reference: &str) -> Option<crate::registry::Pulled> {
+        self.pulled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(reference)
+            .cloned()
     }
 
     /// The file a file or registry component is read from.
@@ -540,7 +549,7 @@ impl ComponentLoader {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get(reference)
-                .map(|(path, _)| path.clone())
+                .map(|p| p.path.clone())
                 .ok_or_else(|| LoadError::NotPulled {
                     component: reference.clone(),
                 }),

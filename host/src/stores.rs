@@ -36,6 +36,11 @@ pub struct StoreComponent {
 }
 
 impl StoreComponent {
+    /// The component, as the config names it.
+    pub fn component(&self) -> &ComponentRef {
+        &self.component
+    }
+
     pub fn new(pre: StorePre, component: ComponentRef, sandbox: Arc<Sandbox>) -> StoreComponent {
         StoreComponent {
             pre,

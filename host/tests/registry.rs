@@ -715,6 +715,52 @@ fn a_registry_hook_loads_only_when_a_required_key_signed_its_manifest() {
         "{checked}"
     );
 
+    // The admin page says where each component came from, by digest, and who signed it.
+    let admin_token = "admin-token-of-the-registry-test-0123456789";
+    let served = data.path().join("served.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replacen(
+        "[serve]\n",
+        &format!("[serve]\nadmin_token = \"{admin_token}\"\n"),
+        1,
+    );
+    std::fs::write(&served, text).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&served)
+        .args(["serve", "--http", "127.0.0.1:0", "--unauthenticated-bash"])
+        .env("DOCKER_CONFIG", data.path().join("no-docker-config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = common::announced_url(&mut server);
+    let base = url.trim_end_matches("/mcp");
+    let (status, overview) = common::http_get(base, "/admin/api/overview", Some(admin_token));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(status, 200, "{overview}");
+    let overview: serde_json::Value = serde_json::from_str(&overview).unwrap();
+    let components = overview["components"].as_array().unwrap();
+    let guard_entry = components
+        .iter()
+        .find(|c| c["owner"] == "hooks.guard")
+        .unwrap_or_else(|| panic!("{overview}"));
+    assert_eq!(guard_entry["source"], pinned.as_str());
+    assert_eq!(guard_entry["digest"], digest.as_str());
+    assert_eq!(guard_entry["signed_by"], serde_json::json!([signer]));
+    let audit = components
+        .iter()
+        .find(|c| c["owner"] == "hooks.audit")
+        .unwrap();
+    assert!(
+        audit["digest"].is_null() && audit["source"] == "builtin:audit",
+        "{audit}"
+    );
+
     // What cosign reads: the `sha256-HEX.sig` manifest, one simple-signing layer per
     // signature, each verified here by openssl, which hookhost did not write.
     let sig_tag = format!("{}.sig", digest.replace(':', "-"));

@@ -263,10 +263,26 @@ async fn overview(State(admin): State<Arc<Admin>>) -> Response {
         .into_iter()
         .map(|(name, state)| json!({"name": name, "state": state}))
         .collect();
+    // Where each component came from: a registry's by the digest it resolved to, so that
+    // the hosts of a fleet can be compared.
+    let components: Vec<Value> = runtime
+        .components()
+        .into_iter()
+        .map(|(owner, source, pulled)| {
+            json!({
+                "owner": owner,
+                "source": source.to_string(),
+                "digest": pulled.as_ref().map(|p| &p.manifest),
+                "layer": pulled.as_ref().map(|p| &p.layer),
+                "signed_by": pulled.map(|p| p.signed_by).unwrap_or_default(),
+            })
+        })
+        .collect();
     axum::Json(json!({
         "config": runtime.config_file(),
         "tenants": tenant_list,
         "upstreams": upstreams,
+        "components": components,
     }))
     .into_response()
 }

@@ -122,12 +122,18 @@ pub(super) async fn pull_components(
             _ => None,
         })
         .collect();
+    // Every one pulled and verified before the loader takes any: a reload refused here
+    // (a moved tag, a missing signature) leaves the components in effect as they were.
+    let mut pulled = Vec::with_capacity(components.len());
     for written in components {
         let reference = crate::registry::OciRef::parse(&written)?;
         let signers = crate::registry::read_signers(&plan.signers_of(&written))?;
-        let pulled =
+        let fetched =
             crate::registry::fetch(&reference, data, &plan.insecure_registries, &signers).await?;
-        loader.pulled(&written, pulled.path, &pulled.layer);
+        pulled.push((written, fetched));
+    }
+    for (written, fetched) in pulled {
+        loader.pulled(&written, fetched);
     }
     Ok(())
 }

@@ -417,6 +417,38 @@ impl Runtime {
         upstreams
     }
 
+    /// Each component of the config in effect, by who uses it (`hooks.NAME`, `tools.NAME`,
+    /// `persistent."PATH".store`): as the config names it, and for a registry's, what it
+    /// was pulled as (its digests, the keys that signed it).
+    pub fn components(&self) -> Vec<(String, ComponentRef, Option<crate::registry::Pulled>)> {
+        let served = self.served.load();
+        let hooks = served.hooks.iter().map(|(plan, _)| {
+            (
+                format!("hooks.{}", plan.component.name),
+                &plan.component.component,
+            )
+        });
+        let tools = served
+            .guest_tools
+            .iter()
+            .map(|(plan, _)| (format!("tools.{}", plan.name), &plan.component));
+        let stores = served
+            .stores
+            .iter()
+            .map(|(path, store)| (format!("persistent.{path:?}.store"), store.component()));
+        hooks
+            .chain(tools)
+            .chain(stores)
+            .map(|(owner, component)| {
+                let pulled = match component {
+                    ComponentRef::Oci(written) => served.loader.pulled_of(written),
+                    _ => None,
+                };
+                (owner, component.clone(), pulled)
+            })
+            .collect()
+    }
+
     /// Each upstream server by name: `up`, `down` (it died and is being restarted; its
     /// tools answer with an error) or `unavailable` (it did not start, and is being tried
     /// again).

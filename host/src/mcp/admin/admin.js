@@ -67,6 +67,19 @@ function drawUpstreams(upstreams) {
   }
 }
 
+function drawComponents(components) {
+  const body = $("components").tBodies[0];
+  body.replaceChildren();
+  for (const c of components) {
+    body.append(el("tr", { "data-component": c.owner },
+      el("td", {}, c.owner),
+      el("td", {}, el("code", {}, c.source)),
+      el("td", {}, c.digest ? el("code", {}, c.digest)
+        : el("span", { class: "muted" }, c.source.startsWith("builtin:") ? "built in" : "a file on this host")),
+      el("td", {}, c.signed_by.length ? c.signed_by.join(", ") : el("span", { class: "muted" }, "not required"))));
+  }
+}
+
 function facts(tenant) {
   const calls = Object.entries(tenant.calls);
   const callText = calls.length ? calls.map(([o, n]) => n + " " + o).join(", ") : "none";
@@ -117,6 +130,7 @@ async function refresh() {
   const overview = await api("GET", "overview");
   $("config").textContent = overview.config;
   drawUpstreams(overview.upstreams);
+  drawComponents(overview.components);
   drawTenants(overview.tenants);
 }
 
