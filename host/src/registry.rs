@@ -265,6 +265,48 @@ pub struct Pulled {
     pub signed_by: Vec<String>,
 }
 
+/// Where plain HTTP is allowed ([`Registry::connect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainHttp<'a> {
+    /// HTTPS only.
+    Never,
+    /// To the registry if it is this machine (`localhost`, a loopback address); another is
+    /// refused rather than reached over HTTPS, so that a mistake is said.
+    Loopback,
+    /// To this registry (`host[:port]`) and no other.
+    To(&'a str),
+}
+
+/// A user and password a config gives a registry (`[registries."HOST"]`, resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: crate::secret::Secret,
+    pub password: crate::secret::Secret,
+}
+
+/// What a config says of its registries (`[registries."HOST"]`), by `host[:port]`.
+#[derive(Debug, Clone, Default)]
+pub struct Registries {
+    /// Reached over plain HTTP (`insecure`).
+    pub insecure: Vec<String>,
+    /// Their credentials (`username`, `password`).
+    pub credentials: BTreeMap<String, Credentials>,
+    /// The keys every component of one must be signed by (`require_signature`).
+    pub signers: BTreeMap<String, Vec<PathBuf>>,
+}
+
+impl Registries {
+    /// A client for `reference`'s registry, as the config says to reach it.
+    pub fn connect(&self, reference: &OciRef) -> Result<Registry, RegistryError> {
+        let registry = reference.registry();
+        let plain = match self.insecure.iter().any(|r| r == registry) {
+            true => PlainHttp::To(registry),
+            false => PlainHttp::Never,
+        };
+        Registry::connect(reference, plain, self.credentials.get(registry))
+    }
+}
+
 /// A connection to one registry, with the credentials it is given.
 pub struct Registry {
     client: Client,
@@ -272,28 +314,27 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A client for `reference`'s registry: HTTPS, or plain HTTP when `insecure` and the
-    /// registry is loopback, or when `insecure_host` names it (`host:port`, as written in
-    /// the reference). Credentials from [`USERNAME_VAR`]/[`PASSWORD_VAR`], else the Docker
-    /// config file (`$DOCKER_CONFIG/config.json`, `~/.docker/config.json`), else none.
+    /// A client for `reference`'s registry: HTTPS unless `plain` allows plain HTTP to it.
+    /// Credentials: `given` (a config's `[registries."HOST"]`), else [`USERNAME_VAR`] and
+    /// [`PASSWORD_VAR`] when [`HOST_VAR`] names this registry, else the Docker config file
+    /// (`$DOCKER_CONFIG/config.json`, `~/.docker/config.json`), else none.
     pub fn connect(
         reference: &OciRef,
-        insecure: bool,
-        insecure_host: Option<&str>,
+        plain: PlainHttp<'_>,
+        given: Option<&Credentials>,
     ) -> Result<Registry, RegistryError> {
         crate::crypto::install_crypto_provider();
         let registry = reference.registry().to_string();
-        let plain = match insecure_host {
-            Some(named) if named == registry => true,
-            Some(_) => false,
-            None if insecure && reference.is_loopback() => true,
-            None if insecure => {
+        let plain = match plain {
+            PlainHttp::Never => false,
+            PlainHttp::To(named) => named == registry,
+            PlainHttp::Loopback if reference.is_loopback() => true,
+            PlainHttp::Loopback => {
                 return Err(RegistryError::PlainHttp {
                     reference: reference.to_string(),
                     registry,
                 });
             }
-            None => false,
         };
         let protocol = if plain {
             ClientProtocol::HttpsExcept(vec![registry])
@@ -314,7 +355,13 @@ impl Registry {
             stage: "making the client",
             source,
         })?;
-        let auth = credentials(reference)?;
+        let auth = match given {
+            Some(given) => RegistryAuth::Basic(
+                given.username.expose().to_string(),
+                given.password.expose().to_string(),
+            ),
+            None => credentials(reference)?,
+        };
         Ok(Registry { client, auth })
     }
 
@@ -494,8 +541,8 @@ fn failed<'a>(
     }
 }
 
-/// The component `reference` names, in the cache of `data` (a data directory), with plain
-/// HTTP to the registries `insecure` lists:
+/// The component `reference` names, in the cache of `data` (a data directory), its registry
+/// reached as `registries` says:
 /// - pinned by digest and pulled before: taken from the cache, the registry not asked (a
 ///   host runs offline on what it pulled);
 /// - by tag: resolved now, and logged with the digest it resolved to;
@@ -508,16 +555,13 @@ fn failed<'a>(
 pub async fn fetch(
     reference: &OciRef,
     data: &Path,
-    insecure: &[String],
+    registries: &Registries,
     signers: &[Vec<TrustedKey>],
 ) -> Result<Pulled, RegistryError> {
     let bound = crate::limits::REGISTRY_FETCH_TIMEOUT;
     tokio::time::timeout(bound, async {
         let cache = cache_dir(data);
-        let connect = || {
-            let plain = insecure.iter().any(|r| r == reference.registry());
-            Registry::connect(reference, false, plain.then_some(reference.registry()))
-        };
+        let connect = || registries.connect(reference);
         let (mut pulled, mut registry) = fetch_component(reference, &cache, connect).await?;
         for keys in signers {
             let key = match signature::verify(reference, &pulled.manifest, keys, &cache, None).await {

@@ -389,7 +389,53 @@ fn a_registry_is_not_trusted_with_bytes_plain_http_or_credentials() {
         ],
     );
     failed(&wrong);
-    for output in [&pushed, &pulled, &wrong] {
+    // Credentials a config gives the registry, from the environment and a secret file: a
+    // chain runs the guarded registry's hook; without them it cannot start.
+    let password_file = data.path().join("registry-password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let signed_in = format!(
+        "username = \"${{HOOKHOST_TEST_REGISTRY_USER}}\"\npassword = \"${{file:{}}}\"\n",
+        password_file.display()
+    );
+    let config = config_with(
+        data.path(),
+        "guarded.toml",
+        &tagged,
+        &guarded.address,
+        "",
+        &signed_in,
+    );
+    let call = [
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "write_file",
+        r#"{"path": "/workspace/f.txt", "content": "hello"}"#,
+    ];
+    let from_config = hookhost(data.path(), &call, &[("HOOKHOST_TEST_REGISTRY_USER", USER)]);
+    ok(&from_config);
+    let anonymous = config_with(
+        data.path(),
+        "anonymous.toml",
+        &tagged,
+        &guarded.address,
+        "",
+        "",
+    );
+    let fresh = tempfile::tempdir().unwrap();
+    let refused = hookhost(
+        fresh.path(),
+        &[
+            "--config",
+            anonymous.to_str().unwrap(),
+            "call",
+            "write_file",
+            "{}",
+        ],
+        &[],
+    );
+    failed(&refused);
+    for output in [&pushed, &pulled, &wrong, &from_config, &refused] {
         for stream in [&output.stdout, &output.stderr] {
             let text = String::from_utf8_lossy(stream);
             assert!(

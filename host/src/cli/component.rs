@@ -62,12 +62,13 @@ pub struct RegistryArgs {
 
 impl RegistryArgs {
     fn connect(&self, reference: &OciRef) -> Result<Registry> {
-        let (insecure, host) = match self.insecure.as_deref() {
-            None => (false, None),
-            Some("") => (true, None),
-            Some(host) => (true, Some(host)),
+        use hookhost::registry::PlainHttp;
+        let plain = match self.insecure.as_deref() {
+            None => PlainHttp::Never,
+            Some("") => PlainHttp::Loopback,
+            Some(host) => PlainHttp::To(host),
         };
-        Ok(Registry::connect(reference, insecure, host)?)
+        Ok(Registry::connect(reference, plain, None)?)
     }
 }
 

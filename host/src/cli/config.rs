@@ -366,13 +366,9 @@ async fn inspect_components(
             ComponentRef::Oci(written) => {
                 let reference = hookhost::registry::OciRef::parse(written)?;
                 let signers = hookhost::registry::read_signers(&plan.signers_of(written))?;
-                let fetched = hookhost::registry::fetch(
-                    &reference,
-                    pulled,
-                    &plan.insecure_registries,
-                    &signers,
-                )
-                .await?;
+                let fetched =
+                    hookhost::registry::fetch(&reference, pulled, &plan.registries, &signers)
+                        .await?;
                 lines.push(format!("       {}\n", reference.at(&fetched.manifest)));
                 if !fetched.signed_by.is_empty() {
                     lines.push(format!(

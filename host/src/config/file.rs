@@ -177,6 +177,13 @@ pub struct RegistryConfig {
     /// still checked against its digest.
     #[serde(default)]
     pub insecure_remote: bool,
+    /// The user to sign in as (`${NAME}` and `${file:PATH}` are replaced), with `password`;
+    /// over the environment's and the Docker config file's.
+    #[serde(default)]
+    pub username: Option<Spanned<Secret>>,
+    /// Its password or token (`"${REGISTRY_TOKEN}"`, `"${file:/run/secrets/registry}"`).
+    #[serde(default)]
+    pub password: Option<Spanned<Secret>>,
     /// Every component from this registry must be signed by one of these keys to load
     /// (besides what a component's own `require_signature` asks).
     #[serde(default)]

@@ -40,12 +40,9 @@ pub struct Plan {
     /// The `bash` tool, when enabled.
     pub bash: Option<BashPlan>,
     pub upstreams: Vec<(String, UpstreamConfig)>,
-    /// The registries reached over plain HTTP (`[registries."HOST"] insecure`), by
-    /// `host[:port]`.
-    pub insecure_registries: Vec<String>,
-    /// The keys every component of a registry must be signed by (`[registries."HOST"]
-    /// require_signature`), by `host[:port]`.
-    pub registry_signers: BTreeMap<String, Vec<PathBuf>>,
+    /// How `oci://` components' registries are reached, and what they must be signed by
+    /// (`[registries."HOST"]`).
+    pub registries: crate::registry::Registries,
     pub engine: EngineConfig,
     /// Whether any limits set fuel: the engine meters fuel only then.
     pub fuel: bool,
@@ -97,8 +94,7 @@ impl Plan {
             jwt: None,
             bash: None,
             upstreams: Vec::new(),
-            insecure_registries: Vec::new(),
-            registry_signers: BTreeMap::new(),
+            registries: Default::default(),
             engine: EngineConfig::default(),
             fuel: false,
             max_memory_bytes: Limits::default().memory_bytes,
@@ -134,7 +130,7 @@ impl Plan {
     pub fn signers_of(&self, written: &str) -> Vec<Vec<PathBuf>> {
         let registry = crate::registry::OciRef::parse(written)
             .ok()
-            .and_then(|r| self.registry_signers.get(r.registry()).cloned());
+            .and_then(|r| self.registries.signers.get(r.registry()).cloned());
         let uses = self
             .tools
             .iter()

@@ -129,13 +129,13 @@ fn plain_http_registries_are_loopback_unless_spelled_out() {
     let plan = parse("[registries.\"127.0.0.1:5000\"]\ninsecure = true\n")
         .unwrap()
         .plan;
-    assert_eq!(plan.insecure_registries, ["127.0.0.1:5000"]);
+    assert_eq!(plan.registries.insecure, ["127.0.0.1:5000"]);
     let remote = "[registries.\"registry.internal:5000\"]\ninsecure = true\n";
     let refused = parse(remote).unwrap_err().to_string();
     assert!(refused.contains("insecure_remote"), "{refused}");
     let spelled = format!("{remote}insecure_remote = true\n");
     assert_eq!(
-        parse(&spelled).unwrap().plan.insecure_registries,
+        parse(&spelled).unwrap().plan.registries.insecure,
         ["registry.internal:5000"]
     );
     let bad = "[[hooks]]\nname = \"x\"\ncomponent = \"oci://127.0.0.1:5000/hooks/x\"\n";

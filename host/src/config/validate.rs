@@ -32,7 +32,6 @@ impl Config {
         self.check_engine()?;
         let tenants = self.tenants_plan(&hook_names)?;
         self.check_stores()?;
-        let (insecure_registries, registry_signers) = self.registries_plan()?;
         Ok(Plan {
             mounts: self.mount_table(&mounts)?,
             tools: self.tools_plan(&mounts, text)?,
@@ -48,8 +47,7 @@ impl Config {
                 false => None,
             },
             upstreams: self.upstreams_plan()?,
-            insecure_registries,
-            registry_signers,
+            registries: self.registries_plan()?,
             engine: self.engine.clone(),
             fuel: self.uses_fuel(),
             max_memory_bytes: self.max_memory_bytes(),
@@ -730,11 +728,10 @@ impl Config {
 
 impl Config {
     /// `[registries]`: the hosts reached over plain HTTP (`insecure` alone only for a
-    /// loopback registry), and the keys each one's components must be signed by.
-    #[allow(clippy::type_complexity)]
-    fn registries_plan(&self) -> Result<(Vec<String>, BTreeMap<String, Vec<PathBuf>>), Invalid> {
-        let mut insecure = Vec::new();
-        let mut signers = BTreeMap::new();
+    /// loopback registry), their credentials (resolved), and the keys each one's
+    /// components must be signed by.
+    fn registries_plan(&self) -> Result<crate::registry::Registries, Invalid> {
+        let mut plan = crate::registry::Registries::default();
         for (host, registry) in &self.registries {
             let key = format!("registries.{:?}", host.get_ref());
             let probe = format!("{}{}/probe:probe", crate::registry::SCHEME, host.get_ref());
@@ -758,14 +755,36 @@ impl Config {
                 ));
             }
             if registry.insecure {
-                insecure.push(host.get_ref().clone());
+                plan.insecure.push(host.get_ref().clone());
             }
             if let Some(required) = &registry.require_signature {
                 let keys = signature_keys(&format!("{key}.require_signature"), required)?;
-                signers.insert(host.get_ref().clone(), keys);
+                plan.signers.insert(host.get_ref().clone(), keys);
+            }
+            let resolved = |secret: &Spanned<Secret>, name: &str| {
+                secret
+                    .get_ref()
+                    .resolved()
+                    .map_err(|why| Invalid::at(secret.span(), format!("{key}.{name}: {why}")))
+            };
+            match (&registry.username, &registry.password) {
+                (Some(username), Some(password)) => {
+                    let credentials = crate::registry::Credentials {
+                        username: resolved(username, "username")?,
+                        password: resolved(password, "password")?,
+                    };
+                    plan.credentials.insert(host.get_ref().clone(), credentials);
+                }
+                (None, None) => {}
+                _ => {
+                    return Err(Invalid::at(
+                        host.span(),
+                        format!("{key}: username and password go together"),
+                    ));
+                }
             }
         }
-        Ok((insecure, signers))
+        Ok(plan)
     }
 }
 

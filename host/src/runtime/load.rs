@@ -128,8 +128,7 @@ pub(super) async fn pull_components(
     for written in components {
         let reference = crate::registry::OciRef::parse(&written)?;
         let signers = crate::registry::read_signers(&plan.signers_of(&written))?;
-        let fetched =
-            crate::registry::fetch(&reference, data, &plan.insecure_registries, &signers).await?;
+        let fetched = crate::registry::fetch(&reference, data, &plan.registries, &signers).await?;
         pulled.push((written, fetched));
     }
     for (written, fetched) in pulled {
