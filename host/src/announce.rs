@@ -37,6 +37,16 @@ pub fn error(message: &str) {
 
 fn say(level: &str, message: &str, url: Option<&str>) {
     if !JSON.load(Ordering::Relaxed) {
+        // A message may carry what a peer said (a registry's error, a server's reason):
+        // its control characters are shown escaped, never sent to the terminal.
+        let message: String = message
+            .chars()
+            .map(|c| match c {
+                '\n' | '\t' => c.to_string(),
+                c if c.is_control() => c.escape_default().to_string(),
+                c => c.to_string(),
+            })
+            .collect();
         match level {
             "WARN" => eprintln!("hookhost: warning: {message}"),
             "ERROR" => eprintln!("hookhost: error: {message}"),

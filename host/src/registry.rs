@@ -98,6 +98,12 @@ pub enum RegistryError {
     },
     #[error("{file}: {why}")]
     Key { file: String, why: String },
+    #[error("{reference}: not signed: its component is {layer}, not the file given ({file})")]
+    NotTheFile {
+        reference: String,
+        layer: String,
+        file: String,
+    },
     #[error("{reference}: credentials: {why}")]
     Credentials { reference: String, why: String },
     #[error("{path}: {source}")]
@@ -167,6 +173,21 @@ impl OciRef {
         if !host_ok {
             return Err(refused("the registry is not a host[:port]"));
         }
+        // One spelling per registry, so that a `[registries."HOST"]` rule cannot be passed
+        // by another (`Registry.Example.com.`, `:0443`): lowercase, no final dot, the port
+        // as a number, and HTTPS's 443 left out.
+        let registry = {
+            let (name, port) = match host.split_once(':') {
+                Some((name, port)) => (name, Some(port)),
+                None => (host, None),
+            };
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            match port.map(str::parse::<u16>) {
+                None | Some(Ok(443)) => name,
+                Some(Ok(port)) => format!("{name}:{port}"),
+                Some(Err(_)) => return Err(refused("the registry's port is not a port")),
+            }
+        };
         let component_ok = |c: &str| {
             let bytes = c.as_bytes();
             !c.is_empty()
@@ -188,7 +209,7 @@ impl OciRef {
                 && t.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
         };
-        let (registry, repository) = (host.to_string(), repository.to_string());
+        let repository = repository.to_string();
         let reference = match (tag, digest) {
             (_, Some(d)) if !is_sha256(d) => {
                 return Err(refused("the digest is not sha256: and 64 hex digits"));
@@ -824,9 +845,22 @@ mod tests {
             "oci://127.0.0.1:5000/hooks/au..dit:v1",
             "oci://127.0.0.1:x/hooks/audit:v1",
             "oci://a b.io/hooks/audit:v1",
+            "oci://127.0.0.1:70000/hooks/audit:v1",
         ] {
             assert!(OciRef::parse(bad).is_err(), "{bad}");
         }
+        // One spelling per registry: what `[registries."HOST"]` rules are looked up by.
+        for spelling in [
+            "Registry.Example.COM",
+            "registry.example.com.",
+            "registry.example.com:443",
+            "registry.example.com:0443",
+        ] {
+            let reference = OciRef::parse(&format!("oci://{spelling}/a/b:v1")).unwrap();
+            assert_eq!(reference.registry(), "registry.example.com", "{spelling}");
+        }
+        let port = OciRef::parse("oci://LOCALHOST:05000/a/b:v1").unwrap();
+        assert_eq!(port.registry(), "localhost:5000");
     }
 
     #[test]

@@ -689,7 +689,8 @@ fn key_pair(dir: &Path, name: &str, pkcs8: bool) -> String {
     dir.join(public).display().to_string()
 }
 
-/// Signs `reference` with `dir/NAME.pem`: the manifest digest signed.
+/// Signs `reference` with `dir/NAME.pem`: the manifest digest signed. Signing by tag is
+/// warned about.
 fn sign(data: &Path, reference: &str, dir: &Path, name: &str) -> String {
     let key = dir.join(format!("{name}.pem"));
     let args = [
@@ -700,7 +701,11 @@ fn sign(data: &Path, reference: &str, dir: &Path, name: &str) -> String {
         key.to_str().unwrap(),
         "--insecure",
     ];
-    digest_of(&ok(&hookhost(data, &args, &[]))).to_string()
+    let output = hookhost(data, &args, &[]);
+    let printed = ok(&output);
+    let warned = String::from_utf8_lossy(&output.stderr).contains("sign by digest");
+    assert_eq!(warned, !reference.contains('@'), "{output:?}");
+    digest_of(&printed).to_string()
 }
 
 #[test]
@@ -747,9 +752,52 @@ fn a_registry_hook_loads_only_when_a_required_key_signed_its_manifest() {
     let said = writes(data.path(), &config, "hello").unwrap_err();
     assert!(said.contains("another key"), "{said}");
 
+    // Someone without the key fills the signatures' manifest with layers that are not
+    // signatures (junk, a 100 KB annotation): signing again drops them, and the one
+    // signature that counts is found.
+    let sig_path = format!("/v2/hooks/guard/manifests/{}.sig", digest.replace(':', "-"));
+    let (_, text) = registry.get(&sig_path);
+    let mut hostile: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let real = hostile["layers"][0].clone();
+    let mut junk = Vec::new();
+    for i in 0..20 {
+        let mut layer = real.clone();
+        layer["annotations"]["dev.cosignproject.cosign/signature"] = format!("junk-{i}").into();
+        junk.push(layer);
+    }
+    let mut huge = real.clone();
+    huge["annotations"]["dev.cosignproject.cosign/signature"] = "A".repeat(100_000).into();
+    junk.push(huge);
+    junk.push(real);
+    hostile["layers"] = junk.into();
+    let status = put_manifest(&registry.address, &sig_path, &hostile.to_string());
+    assert_eq!(status, 201);
+    // Signing by tag says what the tag named, and refuses when it is not the file given.
+    let signer_key = keys.path().join("signer.pem");
+    let by_tag = hookhost(
+        data.path(),
+        &[
+            "component",
+            "sign",
+            &tagged,
+            "--key",
+            signer_key.to_str().unwrap(),
+            "--insecure",
+            "--file",
+            &common::example_hook("js-footer.wasm"),
+        ],
+        &[],
+    );
+    let said = failed(&by_tag);
+    assert!(said.contains("not the file given"), "{said}");
+
     // By the key required: it loads and runs, and `config check` says who signed it.
     assert_eq!(sign(data.path(), &pinned, keys.path(), "signer"), digest);
     assert!(writes(data.path(), &config, "hello").is_ok());
+    let sigs = data
+        .path()
+        .join(format!("cache/oci/{}.sigs", digest.replace(':', "-")));
+    assert!(std::fs::metadata(&sigs).unwrap().len() < 4096);
     assert!(writes(data.path(), &config, "my secret").is_err());
     let checked = ok(&hookhost(
         data.path(),
@@ -1090,4 +1138,28 @@ fn wkg_pulls_what_hookhost_pushes_and_a_hook_wkg_pushed_runs_signed_by_digest() 
     assert!(writes(data.path(), &config, "hello").is_ok());
     let refused = writes(data.path(), &config, "my secret").unwrap_err();
     assert!(refused.contains("secret"), "{refused}");
+}
+
+/// `PUT path` with an OCI manifest `body` to the registry at `address`: the status.
+fn put_manifest(address: &str, path: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "PUT {path} HTTP/1.1\r\nHost: {address}\r\n\
+         Content-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
 }

@@ -36,6 +36,10 @@ pub struct SignArgs {
     /// key.pem -pubout -out key.pub`, is what `require_signature` names).
     #[arg(long, value_name = "FILE")]
     key: std::path::PathBuf,
+    /// Sign only if the component in the registry is this `.wasm` file, byte for byte:
+    /// what to give when signing by tag, which the registry resolves.
+    #[arg(long, value_name = "WASM")]
+    file: Option<std::path::PathBuf>,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -67,6 +71,17 @@ impl RegistryArgs {
             None => PlainHttp::Never,
             Some("") => PlainHttp::Loopback,
             Some(host) => PlainHttp::To(host),
+        };
+        // The name as references spell it (lowercase, …), for the comparison.
+        let named = match plain {
+            PlainHttp::To(host) => OciRef::parse(&format!("oci://{host}/probe:probe"))
+                .map(|r| r.registry().to_string())
+                .with_context(|| format!("--insecure {host}: not a registry host[:port]"))?,
+            _ => String::new(),
+        };
+        let plain = match plain {
+            PlainHttp::To(_) => PlainHttp::To(&named),
+            other => other,
         };
         Ok(Registry::connect(reference, plain, None)?)
     }
@@ -107,13 +122,40 @@ pub struct PullArgs {
 pub async fn sign(args: SignArgs) -> Result<ExitCode> {
     let reference = OciRef::parse(&args.reference)?;
     let key = hookhost::registry::read_signing_key(&args.key)?;
-    let digest = args
-        .registry
-        .connect(&reference)?
-        .sign(&reference, &key)
-        .await?;
+    let expected = match &args.file {
+        Some(file) => Some(hookhost::registry::digest_of(
+            &std::fs::read(file).with_context(|| format!("reading {}", file.display()))?,
+        )),
+        None => None,
+    };
+    let registry = args.registry.connect(&reference)?;
+    let (digest, layer) = bounded(
+        &reference,
+        registry.sign(&reference, &key, expected.as_deref()),
+    )
+    .await?;
+    if reference.digest().is_none() && expected.is_none() {
+        // As cosign warns: the registry said which manifest the tag names.
+        hookhost::announce::warning(&format!(
+            "signed what the tag names now, {digest} (its component: {layer}); sign by \
+             digest, or give --file, to be sure it is what you meant"
+        ));
+    }
     println!("{}", reference.at(&digest));
     Ok(ExitCode::SUCCESS)
+}
+
+/// A registry operation of `reference`, bounded by `REGISTRY_FETCH_TIMEOUT` as a start's
+/// pulls are: a registry that trickles cannot hold a command.
+async fn bounded<T>(
+    reference: &OciRef,
+    operation: impl std::future::Future<Output = Result<T, hookhost::registry::RegistryError>>,
+) -> Result<T> {
+    let bound = hookhost::limits::REGISTRY_FETCH_TIMEOUT;
+    match tokio::time::timeout(bound, operation).await {
+        Ok(done) => Ok(done?),
+        Err(_) => bail!("{reference}: the registry took more than {bound:?}"),
+    }
 }
 
 /// Pushes the component (checked first unless `--force`); prints its manifest's digest.
@@ -142,11 +184,8 @@ pub async fn push(args: PushArgs, data: &Path) -> Result<ExitCode> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let digest = args
-        .registry
-        .connect(&reference)?
-        .push(&reference, wasm, &title)
-        .await?;
+    let registry = args.registry.connect(&reference)?;
+    let digest = bounded(&reference, registry.push(&reference, wasm, &title)).await?;
     println!("{}", reference.at(&digest));
     Ok(ExitCode::SUCCESS)
 }
@@ -283,17 +322,17 @@ async fn pull_into_cache(
 ) -> Result<hookhost::registry::Pulled> {
     let cache = hookhost::registry::cache_dir(data);
     let registry = registry.connect(reference)?;
-    let mut pulled = registry.pull(reference, &cache).await?;
+    let mut pulled = bounded(reference, registry.pull(reference, &cache)).await?;
     if !verify.keys.is_empty() {
         let keys = hookhost::registry::read_keys(&verify.keys)?;
-        let key = hookhost::registry::verify_signature(
+        let verified = hookhost::registry::verify_signature(
             reference,
             &pulled.manifest,
             &keys,
             &cache,
             Some(&registry),
-        )
-        .await?;
+        );
+        let key = bounded(reference, verified).await?;
         hookhost::announce::note(&format!("signed by {}", key.file));
         pulled.signed_by.push(key.file.clone());
     }

@@ -138,6 +138,9 @@ fn plain_http_registries_are_loopback_unless_spelled_out() {
         parse(&spelled).unwrap().plan.registries.insecure,
         ["registry.internal:5000"]
     );
+    let twice = "[registries.\"127.0.0.1:5000\"]\n[registries.\"127.0.0.1:05000\"]\n";
+    let refused = parse(twice).unwrap_err().to_string();
+    assert!(refused.contains("listed twice"), "{refused}");
     let bad = "[[hooks]]\nname = \"x\"\ncomponent = \"oci://127.0.0.1:5000/hooks/x\"\n";
     let refused = parse(bad).unwrap_err().to_string();
     assert!(refused.contains("no tag and no digest"), "{refused}");

@@ -732,6 +732,7 @@ impl Config {
     /// components must be signed by.
     fn registries_plan(&self) -> Result<crate::registry::Registries, Invalid> {
         let mut plan = crate::registry::Registries::default();
+        let mut names = BTreeSet::new();
         for (host, registry) in &self.registries {
             let key = format!("registries.{:?}", host.get_ref());
             let probe = format!("{}{}/probe:probe", crate::registry::SCHEME, host.get_ref());
@@ -754,12 +755,20 @@ impl Config {
                     ),
                 ));
             }
+            // As references name it (see `OciRef::parse`): one spelling per registry.
+            let name = reference.registry().to_string();
+            if !names.insert(name.clone()) {
+                return Err(Invalid::at(
+                    host.span(),
+                    format!("{key}: {name} is listed twice, spelled differently"),
+                ));
+            }
             if registry.insecure {
-                plan.insecure.push(host.get_ref().clone());
+                plan.insecure.push(name.clone());
             }
             if let Some(required) = &registry.require_signature {
                 let keys = signature_keys(&format!("{key}.require_signature"), required)?;
-                plan.signers.insert(host.get_ref().clone(), keys);
+                plan.signers.insert(name.clone(), keys);
             }
             let resolved = |secret: &Spanned<Secret>, name: &str| {
                 secret
@@ -773,7 +782,7 @@ impl Config {
                         username: resolved(username, "username")?,
                         password: resolved(password, "password")?,
                     };
-                    plan.credentials.insert(host.get_ref().clone(), credentials);
+                    plan.credentials.insert(name.clone(), credentials);
                 }
                 (None, None) => {}
                 _ => {

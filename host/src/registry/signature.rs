@@ -210,6 +210,31 @@ fn signature_tag(reference: &OciRef, digest: &str) -> OciRef {
     }
 }
 
+/// The signature a layer of a `.sig` manifest carries, if the layer is one: of the payload
+/// media type, a sha256 digest, a payload of at most [`MAX_SIGNATURE_PAYLOAD_BYTES`], and
+/// an annotation that decodes to a DER signature. What a registry puts there otherwise is
+/// neither fetched, nor kept, nor signed beside.
+fn well_formed(layer: &OciDescriptor) -> Option<&str> {
+    let signature = layer.annotations.as_ref()?.get(SIGNATURE_ANNOTATION)?;
+    let payload_fits = u64::try_from(layer.size).is_ok_and(|s| s <= MAX_SIGNATURE_PAYLOAD_BYTES);
+    let ok = layer.media_type == PAYLOAD_MEDIA_TYPE
+        && is_sha256(&layer.digest)
+        && payload_fits
+        && signature.len() <= MAX_SIGNATURE_CHARS
+        && BASE64
+            .decode(signature.trim())
+            .is_ok_and(|der| Signature::from_der(&der).is_ok());
+    ok.then_some(signature.as_str())
+}
+
+/// The longest signature annotation read: an ECDSA P-256 DER signature is at most 72
+/// bytes, 96 in base64.
+const MAX_SIGNATURE_CHARS: usize = 128;
+
+/// The largest cache file of signatures read: [`MAX_SIGNATURES`] of the largest.
+const MAX_CACHED_SIGNATURES_BYTES: u64 =
+    MAX_SIGNATURES as u64 * (MAX_SIGNATURE_PAYLOAD_BYTES * 4 / 3 + 256);
+
 /// The cache's file of the signatures found for the manifest `digest` (a checked sha256).
 fn cache_name(digest: &str) -> String {
     format!("{}.sigs", digest.replace(':', "-"))
@@ -217,16 +242,44 @@ fn cache_name(digest: &str) -> String {
 
 impl Registry {
     /// Signs the manifest `reference` names now with `key`, adding the signature to its
-    /// `sha256-….sig` manifest (made if there is none); the signed manifest's digest.
+    /// `sha256-….sig` manifest (made if there is none, its ill-formed layers dropped), if its
+    /// layer is `expected_layer` when that is given; the
+    /// signed manifest's digest and its component layer's. The manifest is fetched, and
+    /// its digest is that of the bytes fetched (not a header's), and must be a component's.
     pub async fn sign(
         &self,
         reference: &OciRef,
         key: &SigningKey,
-    ) -> Result<String, RegistryError> {
-        let digest = self.resolve(reference).await?;
+        expected_layer: Option<&str>,
+    ) -> Result<(String, String), RegistryError> {
+        let (manifest, digest) = self
+            .client
+            .pull_image_manifest(&reference.reference, &self.auth)
+            .await
+            .map_err(failed(reference, "pulling the manifest to sign"))?;
+        let layer = super::wasm_layer(&manifest)
+            .map_err(|why| RegistryError::Layout {
+                reference: reference.to_string(),
+                why,
+            })?
+            .digest
+            .clone();
+        if let Some(expected) = expected_layer
+            && expected != layer
+        {
+            return Err(RegistryError::NotTheFile {
+                reference: reference.to_string(),
+                layer,
+                file: expected.to_string(),
+            });
+        }
         let tag = signature_tag(reference, &digest);
-        let mut layers = match self.signatures_manifest(&tag).await? {
-            Some(manifest) => manifest.layers,
+        let mut layers: Vec<OciDescriptor> = match self.signatures_manifest(&tag).await? {
+            Some(manifest) => manifest
+                .layers
+                .into_iter()
+                .filter(|l| well_formed(l).is_some())
+                .collect(),
             None => Vec::new(),
         };
         let payload = payload(reference, &digest);
@@ -276,7 +329,7 @@ impl Registry {
         .expect("a config serializes");
         self.push_image(&tag, IMAGE_CONFIG_MEDIA_TYPE, config, layers)
             .await?;
-        Ok(digest)
+        Ok((digest, layer))
     }
 
     /// The manifest of the signatures tag `tag`, or `None` when there is none.
@@ -307,7 +360,9 @@ impl Registry {
         }
     }
 
-    /// The signatures the registry holds for the manifest `digest` of `reference`.
+    /// The signatures the registry holds for the manifest `digest` of `reference`: the
+    /// newest [`MAX_SIGNATURES`] well-formed ones ([`well_formed`]). A layer whose payload
+    /// cannot be had is passed over, so that one bad layer does not hide the others.
     async fn signatures(
         &self,
         reference: &OciRef,
@@ -318,25 +373,21 @@ impl Registry {
             return Ok(Vec::new());
         };
         let mut found = Vec::new();
-        for layer in manifest.layers.iter().take(MAX_SIGNATURES) {
-            let Some(signature) = layer
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
-            else {
-                continue;
-            };
-            if layer.media_type != PAYLOAD_MEDIA_TYPE
-                || !is_sha256(&layer.digest)
-                || u64::try_from(layer.size).map_or(true, |s| s > MAX_SIGNATURE_PAYLOAD_BYTES)
-            {
-                continue;
+        let layers = manifest
+            .layers
+            .iter()
+            .rev()
+            .filter_map(|l| Some((l, well_formed(l)?)));
+        for (layer, signature) in layers.take(MAX_SIGNATURES) {
+            match self.small_blob(&tag, layer).await {
+                Ok(payload) => found.push(Found {
+                    payload: BASE64.encode(payload),
+                    signature: signature.to_string(),
+                }),
+                Err(e) => {
+                    tracing::debug!(component = %reference, error = %e, "a signature's payload is passed over")
+                }
             }
-            let payload = self.small_blob(&tag, layer).await?;
-            found.push(Found {
-                payload: BASE64.encode(payload),
-                signature: signature.clone(),
-            });
         }
         Ok(found)
     }
@@ -409,8 +460,10 @@ pub async fn verify<'k>(
         return Err(refused(format!("its digest {digest:?} is not sha256")));
     }
     let file = cache.join(cache_name(digest));
-    let kept: Vec<Found> = std::fs::read(&file)
-        .ok()
+    let kept: Vec<Found> = std::fs::metadata(&file)
+        .is_ok_and(|m| m.len() <= MAX_CACHED_SIGNATURES_BYTES)
+        .then(|| std::fs::read(&file).ok())
+        .flatten()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default();
     if let Some(key) = kept.iter().find_map(|f| f.verify(digest, keys).ok()) {
@@ -427,14 +480,18 @@ pub async fn verify<'k>(
         .signatures(reference, digest)
         .await
         .map_err(|e| refused(format!("{cached}, and the registry cannot be asked: {e}")))?;
-    if found != kept {
-        let json = serde_json::to_vec(&found).expect("signatures serialize");
-        write_whole(cache, &file, &json)?;
-    }
     let mut reasons = Vec::new();
     for signature in &found {
         match signature.verify(digest, keys) {
-            Ok(key) => return Ok(key),
+            Ok(key) => {
+                // Kept only when one verifies: a registry cannot replace signatures that
+                // verify offline with ones that do not.
+                if found != kept {
+                    let json = serde_json::to_vec(&found).expect("signatures serialize");
+                    write_whole(cache, &file, &json)?;
+                }
+                return Ok(key);
+            }
             Err(why) => reasons.push(why),
         }
     }
