@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -1162,4 +1163,140 @@ fn put_manifest(address: &str, path: &str, body: &str) -> u16 {
         .nth(1)
         .and_then(|code| code.parse().ok())
         .unwrap_or(0)
+}
+
+/// `tests/mcp/client.py MODE ARGS…` with the Python MCP SDK of `target/ci-venv` (`.ci/run`
+/// installs it): what it printed, or a panic with it.
+fn mcp_client(args: &[&str]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(root.join("target/ci-venv/bin/python"))
+        .arg(root.join("tests/mcp/client.py"))
+        .args(args)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the MCP client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
+    let registry = Registry::start(None);
+    let data = tempfile::tempdir().unwrap();
+    let builtin = ok(&hookhost(data.path(), &["config", "show"], &[]));
+    let (unhooked, _) = builtin.split_once("[[hooks]]").unwrap();
+    let admin_token = "admin-token-of-the-reload-test-0123456789";
+    let mut config = unhooked.replacen(
+        "[serve]\n",
+        &format!("[serve]\nadmin_token = \"{admin_token}\"\n"),
+        1,
+    );
+    let mut pushed = BTreeMap::new();
+    for (name, settings) in [
+        (
+            "rust-budget",
+            "settings = { file = \"/session/calls\" }\ngrants = { \"/session\" = \"rw\" }",
+        ),
+        (
+            "c-guard",
+            "settings = { deny = [\"*secret*\"], field = \"content\" }",
+        ),
+        ("js-footer", ""),
+        ("python-redactor", ""),
+    ] {
+        let tagged = registry.reference(&format!("hooks/{name}:v1"));
+        let file = common::example_hook(&format!("{name}.wasm"));
+        let args = ["component", "push", &file, &tagged, "--insecure", "--force"];
+        pushed.insert(
+            name,
+            digest_of(&ok(&hookhost(data.path(), &args, &[]))).to_string(),
+        );
+        config.push_str(&format!(
+            "\n[[hooks]]\nname = \"{name}\"\ncomponent = \"{tagged}\"\n{settings}\n"
+        ));
+    }
+    config.push_str(&format!(
+        "\n[registries.\"{}\"]\ninsecure = true\n",
+        registry.address
+    ));
+    let config_file = data.path().join("chain.toml");
+    std::fs::write(&config_file, config).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config_file)
+        .args([
+            "-v",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--unauthenticated-bash",
+        ])
+        .env("DOCKER_CONFIG", data.path().join("no-docker-config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (url, log) = common::announced_url_and_log(&mut server);
+    let base = url.trim_end_matches("/mcp").to_string();
+    let digests = || {
+        let (status, overview) = common::http_get(&base, "/admin/api/overview", Some(admin_token));
+        assert_eq!(status, 200, "{overview}");
+        let overview: serde_json::Value = serde_json::from_str(&overview).unwrap();
+        overview["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let owner = c["owner"].as_str().unwrap().trim_start_matches("hooks.");
+                (
+                    owner.to_string(),
+                    c["digest"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect::<BTreeMap<String, String>>()
+    };
+
+    // The Python SDK's client calls through the four; the admin page names each digest.
+    mcp_client(&["registry-chain", &url]);
+    let served = digests();
+    for (name, digest) in &pushed {
+        assert_eq!(&served[*name], digest, "{served:?}");
+    }
+
+    // The guard's tag moves (the same code under another file name: another manifest); a
+    // reload resolves it again, logs the new digest, and the chain still guards.
+    let renamed = data.path().join("c-guard-1.1.wasm");
+    std::fs::copy(common::example_hook("c-guard.wasm"), &renamed).unwrap();
+    let tagged = registry.reference("hooks/c-guard:v1");
+    let args = [
+        "component",
+        "push",
+        renamed.to_str().unwrap(),
+        &tagged,
+        "--insecure",
+    ];
+    let moved = digest_of(&ok(&hookhost(data.path(), &args, &[]))).to_string();
+    assert_ne!(moved, pushed["c-guard"]);
+    let (status, answer) =
+        common::http_request(&base, "POST", "/admin/api/reload", Some(admin_token));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(digests()["c-guard"], moved);
+    assert_eq!(digests()["js-footer"], pushed["js-footer"]);
+    let logged = log.lock().unwrap().join("\n");
+    assert!(
+        logged.contains("pulled from its registry") && logged.contains(&moved),
+        "{logged}"
+    );
+    // Each of the four ran: none failed (a failing hook is skipped, and logged).
+    assert!(!logged.contains("hook failed"), "{logged}");
+    mcp_client(&["registry-chain", &url]);
+    let _ = server.kill();
+    let _ = server.wait();
 }

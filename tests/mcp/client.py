@@ -21,6 +21,7 @@ assertion, so a failure exits non-zero with the reason.
     client.py rates URL TOKEN_A TOKEN_B
     client.py reload URL TOKEN_A TOKEN_B TOKEN_C CONFIG HOOKHOST_PID UPSTREAM_PY COUNTER
     client.py tls URL CA TOKEN CERT KEY RENEWED_CERT RENEWED_KEY HOOKHOST_PID
+    client.py registry-chain URL
 """
 
 import asyncio
@@ -1172,6 +1173,19 @@ async def auth_throttle(url, token, admin_token):
     print("auth throttle ok", flush=True)
 
 
+async def registry_chain(url):
+    """Through a chain whose hooks all come from an OCI registry (host/tests/registry.rs):
+    a write goes through the four of them; the C guard refuses one that says "secret"."""
+    async with streamable_http_client(url) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            done = await session.call_tool("write_file", {"path": "/workspace/a.txt", "content": "hello"})
+            assert not is_error(done), text(done)
+            refused = await session.call_tool("write_file", {"path": "/workspace/b.txt", "content": "my secret"})
+            assert is_error(refused) and "secret" in text(refused), text(refused)
+    print("registry chain ok", flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "stdio-disconnect": stdio_disconnect, "workdir": workdir, "http": http, "http-checks": http_checks,
@@ -1179,5 +1193,6 @@ if __name__ == "__main__":
              "bash-sessions": bash_sessions, "upstream": upstream, "rich": rich, "fleet": fleet,
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
              "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload,
-             "tls": tls, "auth-throttle": auth_throttle}
+             "tls": tls, "auth-throttle": auth_throttle,
+             "registry-chain": registry_chain}
     asyncio.run(modes[mode](*rest))
