@@ -814,25 +814,8 @@ fn a_registry_hook_loads_only_when_a_required_key_signed_its_manifest() {
     let admin_token = "admin-token-of-the-registry-test-0123456789";
     let served = data.path().join("served.toml");
     let text = std::fs::read_to_string(&config).unwrap();
-    let text = text.replacen(
-        "[serve]\n",
-        &format!("[serve]\nadmin_token = \"{admin_token}\"\n"),
-        1,
-    );
-    std::fs::write(&served, text).unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(data.path())
-        .arg("--config")
-        .arg(&served)
-        .args(["serve", "--http", "127.0.0.1:0", "--unauthenticated-bash"])
-        .env("DOCKER_CONFIG", data.path().join("no-docker-config"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = common::announced_url(&mut server);
+    std::fs::write(&served, with_admin_token(&text, admin_token)).unwrap();
+    let (mut server, url, _) = serve_http(data.path(), &served);
     let base = url.trim_end_matches("/mcp");
     let (status, overview) = common::http_get(base, "/admin/api/overview", Some(admin_token));
     let _ = server.kill();
@@ -1190,11 +1173,7 @@ fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     let builtin = ok(&hookhost(data.path(), &["config", "show"], &[]));
     let (unhooked, _) = builtin.split_once("[[hooks]]").unwrap();
     let admin_token = "admin-token-of-the-reload-test-0123456789";
-    let mut config = unhooked.replacen(
-        "[serve]\n",
-        &format!("[serve]\nadmin_token = \"{admin_token}\"\n"),
-        1,
-    );
+    let mut config = with_admin_token(unhooked, admin_token);
     let mut pushed = BTreeMap::new();
     for (name, settings) in [
         (
@@ -1225,25 +1204,7 @@ fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     ));
     let config_file = data.path().join("chain.toml");
     std::fs::write(&config_file, config).unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(data.path())
-        .arg("--config")
-        .arg(&config_file)
-        .args([
-            "-v",
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--unauthenticated-bash",
-        ])
-        .env("DOCKER_CONFIG", data.path().join("no-docker-config"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (url, log) = common::announced_url_and_log(&mut server);
+    let (mut server, url, log) = serve_http(data.path(), &config_file);
     let base = url.trim_end_matches("/mcp").to_string();
     let digests = || {
         let (status, overview) = common::http_get(&base, "/admin/api/overview", Some(admin_token));
@@ -1299,4 +1260,38 @@ fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     mcp_client(&["registry-chain", &url]);
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// `config` (a config's text) with `[serve] admin_token = TOKEN`.
+fn with_admin_token(config: &str, token: &str) -> String {
+    let line = format!("[serve]\nadmin_token = \"{token}\"\n");
+    config.replacen("[serve]\n", &line, 1)
+}
+
+/// `hookhost -v serve --http 127.0.0.1:0` with `config`: the child, its MCP URL, and its
+/// log as it comes.
+fn serve_http(
+    data: &Path,
+    config: &Path,
+) -> (Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .args([
+            "-v",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--unauthenticated-bash",
+        ])
+        .env("DOCKER_CONFIG", data.join("no-docker-config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (url, log) = common::announced_url_and_log(&mut server);
+    (server, url, log)
 }
