@@ -408,11 +408,7 @@ impl Registry {
             .client
             .pull_blob_stream(&tag.reference, &from_registry)
             .await
-            .map_err(|source| RegistryError::Distribution {
-                reference: named.clone(),
-                stage: "pulling a signature",
-                source,
-            })?
+            .map_err(failed(tag, "pulling a signature"))?
             .stream;
         let mut bytes = Vec::new();
         while let Some(chunk) = stream.next().await {
@@ -437,7 +433,8 @@ impl Registry {
 
 /// Checks that the manifest `digest` of `reference` is signed by one of `keys`: with the
 /// signatures the cache holds for it, else (or when none of those verifies) with the
-/// registry's, which the cache then keeps. `registry` is `None` when the registry cannot
+/// registry's, which the cache then keeps if one of them verifies. `registry` is `None`
+/// when the registry cannot
 /// be asked (a pinned component loaded offline). The key that signed it.
 pub async fn verify<'k>(
     reference: &OciRef,
