@@ -815,11 +815,10 @@ fn a_registry_hook_loads_only_when_a_required_key_signed_its_manifest() {
     let served = data.path().join("served.toml");
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&served, with_admin_token(&text, admin_token)).unwrap();
-    let (mut server, url, _) = serve_http(data.path(), &served);
+    let (server, url, _) = serve_http(data.path(), &served);
     let base = url.trim_end_matches("/mcp");
     let (status, overview) = common::http_get(base, "/admin/api/overview", Some(admin_token));
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert_eq!(status, 200, "{overview}");
     let overview: serde_json::Value = serde_json::from_str(&overview).unwrap();
     let components = overview["components"].as_array().unwrap();
@@ -1204,7 +1203,7 @@ fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     ));
     let config_file = data.path().join("chain.toml");
     std::fs::write(&config_file, config).unwrap();
-    let (mut server, url, log) = serve_http(data.path(), &config_file);
+    let (server, url, log) = serve_http(data.path(), &config_file);
     let base = url.trim_end_matches("/mcp").to_string();
     let digests = || {
         let (status, overview) = common::http_get(&base, "/admin/api/overview", Some(admin_token));
@@ -1258,8 +1257,7 @@ fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     // Each of the four ran: none failed (a failing hook is skipped, and logged).
     assert!(!logged.contains("hook failed"), "{logged}");
     mcp_client(&["registry-chain", &url]);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
 }
 
 /// `config` (a config's text) with `[serve] admin_token = TOKEN`.
@@ -1268,12 +1266,27 @@ fn with_admin_token(config: &str, token: &str) -> String {
     config.replacen("[serve]\n", &line, 1)
 }
 
-/// `hookhost -v serve --http 127.0.0.1:0` with `config`: the child, its MCP URL, and its
+/// A `hookhost serve` child, killed by its process id when dropped: also when a test's
+/// assertion fails while it runs.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `hookhost -v serve --http 127.0.0.1:0` with `config`: the server, its MCP URL, and its
 /// log as it comes.
 fn serve_http(
     data: &Path,
     config: &Path,
-) -> (Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+) -> (
+    Server,
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
         .arg("--data")
         .arg(data)
@@ -1293,5 +1306,5 @@ fn serve_http(
         .spawn()
         .unwrap();
     let (url, log) = common::announced_url_and_log(&mut server);
-    (server, url, log)
+    (Server(server), url, log)
 }
