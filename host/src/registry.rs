@@ -161,32 +161,26 @@ impl OciRef {
             Some((repository, tag)) if !tag.contains('/') => (repository, Some(tag)),
             _ => (name, None),
         };
-        let host_ok = {
-            let (name, port) = host.split_once(':').unwrap_or((host, "1"));
-            !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-                && !port.is_empty()
-                && port.bytes().all(|b| b.is_ascii_digit())
-        };
-        if !host_ok {
-            return Err(refused("the registry is not a host[:port]"));
-        }
         // One spelling per registry, so that a `[registries."HOST"]` rule cannot be passed
         // by another (`Registry.Example.com.`, `:0443`): lowercase, no final dot, the port
         // as a number, and HTTPS's 443 left out.
-        let registry = {
-            let (name, port) = match host.split_once(':') {
-                Some((name, port)) => (name, Some(port)),
-                None => (host, None),
-            };
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            match port.map(str::parse::<u16>) {
-                None | Some(Ok(443)) => name,
-                Some(Ok(port)) => format!("{name}:{port}"),
-                Some(Err(_)) => return Err(refused("the registry's port is not a port")),
-            }
+        let (name, port) = match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        };
+        let name_ok = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        if !(name_ok && port_ok) {
+            return Err(refused("the registry is not a host[:port]"));
+        }
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        let registry = match port.map(str::parse::<u16>) {
+            None | Some(Ok(443)) => name,
+            Some(Ok(port)) => format!("{name}:{port}"),
+            Some(Err(_)) => return Err(refused("the registry's port is not a port")),
         };
         let component_ok = |c: &str| {
             let bytes = c.as_bytes();
@@ -465,6 +459,48 @@ impl Registry {
         Ok(digest)
     }
 
+    /// The blob `layer` describes, of `reference`'s repository: from the registry, never
+    /// from the `urls` a descriptor may list (a registry would have the host fetch whatever
+    /// it names); cut off past the size the descriptor announces, and hashing to its digest.
+    /// `stage` says what it is, in an error.
+    async fn blob(
+        &self,
+        reference: &OciRef,
+        layer: &OciDescriptor,
+        stage: &'static str,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let tampered = || RegistryError::Tampered {
+            reference: reference.to_string(),
+            digest: layer.digest.clone(),
+        };
+        let size = u64::try_from(layer.size).unwrap_or(0);
+        let from_registry = OciDescriptor {
+            urls: None,
+            ..layer.clone()
+        };
+        let mut stream = self
+            .client
+            .pull_blob_stream(&reference.reference, &from_registry)
+            .await
+            .map_err(failed(reference, stage))?
+            .stream;
+        let mut bytes = Vec::with_capacity(size as usize);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|source| RegistryError::Io {
+                path: reference.to_string(),
+                source,
+            })?;
+            if (bytes.len() + chunk.len()) as u64 > size {
+                return Err(tampered());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        if digest_of(&bytes) != layer.digest {
+            return Err(tampered());
+        }
+        Ok(bytes)
+    }
+
     /// The manifest digest `reference` resolves to now (a tag's current one; a digest's
     /// own, once the registry has it).
     pub async fn resolve(&self, reference: &OciRef) -> Result<String, RegistryError> {
@@ -503,38 +539,7 @@ impl Registry {
         let path = cache.join(cache_name(&layer.digest));
         let whole = std::fs::read(&path).is_ok_and(|bytes| digest_of(&bytes) == layer.digest);
         if !whole {
-            // Not from the `urls` a descriptor may list: a registry would have the host
-            // fetch whatever it names.
-            let from_registry = OciDescriptor {
-                urls: None,
-                ..layer.clone()
-            };
-            let mut stream = self
-                .client
-                .pull_blob_stream(r, &from_registry)
-                .await
-                .map_err(failed(reference, "pulling the component"))?
-                .stream;
-            let mut bytes = Vec::with_capacity(size as usize);
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| RegistryError::Io {
-                    path: named.clone(),
-                    source: e,
-                })?;
-                if (bytes.len() + chunk.len()) as u64 > size {
-                    return Err(RegistryError::Tampered {
-                        reference: named,
-                        digest: layer.digest.clone(),
-                    });
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            if digest_of(&bytes) != layer.digest {
-                return Err(RegistryError::Tampered {
-                    reference: named,
-                    digest: layer.digest.clone(),
-                });
-            }
+            let bytes = self.blob(reference, layer, "pulling the component").await?;
             write_whole(cache, &path, &bytes)?;
         }
         if is_sha256(&manifest_digest) {

@@ -379,7 +379,7 @@ impl Registry {
             .rev()
             .filter_map(|l| Some((l, well_formed(l)?)));
         for (layer, signature) in layers.take(MAX_SIGNATURES) {
-            match self.small_blob(&tag, layer).await {
+            match self.blob(&tag, layer, "pulling a signature").await {
                 Ok(payload) => found.push(Found {
                     payload: BASE64.encode(payload),
                     signature: signature.to_string(),
@@ -390,44 +390,6 @@ impl Registry {
             }
         }
         Ok(found)
-    }
-
-    /// A blob of at most [`MAX_SIGNATURE_PAYLOAD_BYTES`], checked against its digest.
-    async fn small_blob(
-        &self,
-        tag: &OciRef,
-        layer: &OciDescriptor,
-    ) -> Result<Vec<u8>, RegistryError> {
-        use futures_util::StreamExt as _;
-        let named = tag.to_string();
-        let from_registry = OciDescriptor {
-            urls: None,
-            ..layer.clone()
-        };
-        let mut stream = self
-            .client
-            .pull_blob_stream(&tag.reference, &from_registry)
-            .await
-            .map_err(failed(tag, "pulling a signature"))?
-            .stream;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|source| RegistryError::Io {
-                path: named.clone(),
-                source,
-            })?;
-            bytes.extend_from_slice(&chunk);
-            if bytes.len() as u64 > MAX_SIGNATURE_PAYLOAD_BYTES {
-                break;
-            }
-        }
-        if digest_of(&bytes) != layer.digest {
-            return Err(RegistryError::Tampered {
-                reference: named,
-                digest: layer.digest.clone(),
-            });
-        }
-        Ok(bytes)
     }
 }
 
