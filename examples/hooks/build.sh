@@ -12,6 +12,6 @@ export GUEST_KIT="${GUEST_KIT:-$root/target/release/guest-kit}"
 if [ ! -x "$GUEST_KIT" ]; then
     cargo build --quiet --release --manifest-path "$root/Cargo.toml" -p guest-kit
 fi
-for hook in rust-budget c-guard python-redactor js-footer; do
+for hook in rust-budget rust-audit-shipper c-guard python-redactor js-footer; do
     "$here/$hook/build.sh" "$out"
 done

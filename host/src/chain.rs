@@ -27,7 +27,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::ids::ToolMatch;
 use crate::limits::{LimitOverrides, Limits, MAX_ARGUMENTS_BYTES};
 use crate::sandbox::{self, Access, Grants, Sandbox, Settings, StoreState};
-use crate::sessions::{Caller, Session, SessionHolder, SessionKey};
+use crate::sessions::{Caller, SessionHolder, SessionKey};
 use crate::trace::{CallTrace, Phase, PhaseEnd};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -108,6 +108,8 @@ pub struct HookLayer {
     pub settings: Settings,
     /// The hook's own limits, over the tenant's.
     pub limits: LimitOverrides,
+    /// The hosts it may reach.
+    pub network: Option<Arc<crate::network::Allow>>,
     pub on_failure: FailurePolicy,
     pub tools: ToolMatch,
     pub instance: InstanceMode,
@@ -448,16 +450,16 @@ impl HookChain {
     async fn start(
         &self,
         layer: &HookLayer,
-        session: &Session,
+        caller: &Caller<'_>,
         limits: &Limits,
     ) -> Result<Slot, Failure> {
         if layer.instance == InstanceMode::PerCall {
             return self
-                .instantiate(layer, session, limits)
+                .instantiate(layer, caller, limits)
                 .await
                 .map(Slot::Fresh);
         }
-        let key = session.key();
+        let key = caller.key();
         let existing = layer
             .kept
             .lock()
@@ -468,7 +470,7 @@ impl HookChain {
             Some(kept) => kept,
             None => {
                 let fresh = Arc::new(tokio::sync::Mutex::new(
-                    self.instantiate(layer, session, limits).await?,
+                    self.instantiate(layer, caller, limits).await?,
                 ));
                 layer
                     .kept
@@ -479,7 +481,15 @@ impl HookChain {
                     .clone()
             }
         };
-        Ok(Slot::Kept(kept.lock_owned().await))
+        let mut kept = kept.lock_owned().await;
+        // A kept instance's requests are this call's (its log, its tenant's ceiling now).
+        kept.store.data_mut().set_egress(self.egress(layer, caller));
+        Ok(Slot::Kept(kept))
+    }
+
+    fn egress(&self, layer: &HookLayer, caller: &Caller<'_>) -> crate::network::Egress {
+        self.sandbox
+            .egress(&layer.name, layer.network.as_ref(), caller)
     }
 
     /// A fresh instance of `layer` for a call in `session` (what `component check` drives).
@@ -499,12 +509,18 @@ impl HookChain {
     async fn instantiate(
         &self,
         layer: &HookLayer,
-        session: &Session,
+        caller: &Caller<'_>,
         limits: &Limits,
     ) -> Result<HookInstance, Failure> {
         let mut store = self
             .sandbox
-            .store(session.mounts(), &layer.grants, &layer.settings, limits)
+            .store(
+                caller.mounts(),
+                &layer.grants,
+                &layer.settings,
+                limits,
+                self.egress(layer, caller),
+            )
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
         let hook = layer.pre.instantiate(&mut store, limits).await?;
         Ok(HookInstance {

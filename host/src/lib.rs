@@ -60,6 +60,7 @@ pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod mounts;
+pub mod network;
 pub mod persistent;
 pub mod registry;
 pub mod runtime;

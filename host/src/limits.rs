@@ -30,6 +30,23 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 /// for the log: at `debug` for a working hook, with the failure when it fails.
 pub const GUEST_STDERR_BYTES: usize = 64 * 1024;
 
+/// Outgoing HTTP requests one component call may make, granted hosts or not: enough for
+/// a hook that ships a batch or follows a few redirects, not for one that floods a
+/// service on the tenant's behalf.
+pub const DEFAULT_NETWORK_REQUESTS: u32 = 32;
+
+/// Bytes one component call's requests may move, request and response bodies together:
+/// 16 MiB, as its output. A body past it fails (`HttpRequestBodySize`,
+/// `HttpResponseBodySize`).
+pub const DEFAULT_NETWORK_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How long a component's request may wait for its connection (and the guest may ask for
+/// less): a host that does not answer fails the request, not the whole call.
+pub const NETWORK_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the host waits on DNS for a component's request.
+pub const NETWORK_DNS_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Elements of one instance's WebAssembly tables (function references): bounds the host
 /// memory behind them.
 pub const MAX_TABLE_ELEMENTS: usize = 100_000;
@@ -264,6 +281,10 @@ pub struct Limits {
     pub fuel: Option<u64>,
     /// Resource handles one instance may hold at once.
     pub max_resources: usize,
+    /// Outgoing HTTP requests one call may make (see [`crate::network`]).
+    pub network_requests: u32,
+    /// Bytes one call's requests may move, request and response bodies together.
+    pub network_bytes: u64,
 }
 
 impl Default for Limits {
@@ -274,6 +295,8 @@ impl Default for Limits {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             fuel: None,
             max_resources: DEFAULT_MAX_RESOURCES,
+            network_requests: DEFAULT_NETWORK_REQUESTS,
+            network_bytes: DEFAULT_NETWORK_BYTES,
         }
     }
 }
@@ -291,6 +314,8 @@ impl Limits {
             max_output_bytes: overrides.max_output_bytes.unwrap_or(self.max_output_bytes),
             fuel: overrides.fuel.or(self.fuel),
             max_resources: overrides.max_resources.unwrap_or(self.max_resources),
+            network_requests: overrides.network_requests.unwrap_or(self.network_requests),
+            network_bytes: overrides.network_bytes.unwrap_or(self.network_bytes),
         }
     }
 }
@@ -331,6 +356,10 @@ pub struct LimitOverrides {
     pub fuel: Option<u64>,
     /// Resource handles a call may hold (`DEFAULT_MAX_RESOURCES` below all).
     pub max_resources: Option<usize>,
+    /// Outgoing HTTP requests a call may make (`DEFAULT_NETWORK_REQUESTS` below all).
+    pub network_requests: Option<u32>,
+    /// Bytes a call's requests may move (`DEFAULT_NETWORK_BYTES` below all).
+    pub network_bytes: Option<u64>,
 }
 
 impl LimitOverrides {
@@ -343,6 +372,8 @@ impl LimitOverrides {
             ("max_output_bytes", self.max_output_bytes),
             ("fuel", self.fuel),
             ("max_resources", self.max_resources.map(|n| n as u64)),
+            ("network_requests", self.network_requests.map(u64::from)),
+            ("network_bytes", self.network_bytes),
         ];
         out_of_range(&set, COMPONENT_LIMIT_RANGES)
     }
@@ -360,6 +391,8 @@ pub const COMPONENT_LIMIT_RANGES: &[(&str, u64, u64)] = &[
     ("max_output_bytes", 1, 1024 * 1024 * 1024),
     ("fuel", 1, u64::MAX),
     ("max_resources", 1, 1_000_000),
+    ("network_requests", 1, 1_000_000),
+    ("network_bytes", 1, 1024 * 1024 * 1024 * 1024),
 ];
 
 /// What each `bash` limit may be set to, `(key, least, most)`: below the least bash cannot

@@ -76,6 +76,26 @@ struct UpstreamLabels {
     state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NetworkLabels {
+    tenant: String,
+    component: String,
+    host: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NetworkBytesLabels {
+    tenant: String,
+    component: String,
+    host: String,
+    direction: String,
+}
+
+/// The `host` label of a request no grant let through: the host a component asked for is
+/// its own choice, so it never becomes a label (each would be a new series).
+const NOT_GRANTED: &str = "(not granted)";
+
 /// Latency buckets: 50 µs to ~105 s, doubling.
 fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 22))
@@ -98,6 +118,8 @@ pub struct Metrics {
     upstream_instances: Family<UpstreamLabels, Gauge>,
     commits: Family<CommitLabels, Counter>,
     auth_failures: Family<ReasonLabels, Counter>,
+    network_requests: Family<NetworkLabels, Counter>,
+    network_bytes: Family<NetworkBytesLabels, Counter>,
     /// Calls by tenant and outcome, and refusals, for the admin page (a family cannot be
     /// read back by label).
     tallies: std::sync::Mutex<BTreeMap<String, Tally>>,
@@ -145,6 +167,8 @@ impl Default for Metrics {
             upstream_instances: Family::default(),
             commits: Family::default(),
             auth_failures: Family::default(),
+            network_requests: Family::default(),
+            network_bytes: Family::default(),
             tallies: Default::default(),
         };
         registry.register(
@@ -212,6 +236,16 @@ impl Default for Metrics {
             "auth_failures",
             "Requests refused for their credentials, by reason (missing, invalid_token, invalid_jwt, admin_token, throttled)",
             metrics.auth_failures.clone(),
+        );
+        registry.register(
+            "network_requests",
+            "Components' outgoing HTTP requests, by tenant, component, the grant entry that let them through (host) and outcome (answered, denied, prohibited, limited, failed)",
+            metrics.network_requests.clone(),
+        );
+        registry.register(
+            "network_bytes",
+            "Body bytes of components' outgoing HTTP requests, by tenant, component, grant entry (host) and direction (out, in)",
+            metrics.network_bytes.clone(),
         );
         Metrics {
             registry,
@@ -285,6 +319,39 @@ impl Metrics {
                 reason: reason.into(),
             })
             .inc();
+    }
+
+    /// A component's request ended with `outcome`, let through by the grant entry `rule`
+    /// (none: no entry did), having moved `bytes` (out, in).
+    pub fn network(
+        &self,
+        tenant: &str,
+        component: &str,
+        rule: Option<&str>,
+        outcome: &str,
+        bytes: (u64, u64),
+    ) {
+        let host = rule.unwrap_or(NOT_GRANTED);
+        self.network_requests
+            .get_or_create(&NetworkLabels {
+                tenant: tenant.into(),
+                component: component.into(),
+                host: host.into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+        for (direction, n) in [("out", bytes.0), ("in", bytes.1)] {
+            if n > 0 {
+                self.network_bytes
+                    .get_or_create(&NetworkBytesLabels {
+                        tenant: tenant.into(),
+                        component: component.into(),
+                        host: host.into(),
+                        direction: direction.into(),
+                    })
+                    .inc_by(n);
+            }
+        }
     }
 
     /// A persistent directory's commit ended: `succeeded`, `conflict` or `failed`.

@@ -3,8 +3,10 @@
 //! Every call into a component gets a new [`Store`] whose WASI context holds:
 //! - only the mounts the operator granted to that component, for that session, each
 //!   preopened under its virtual path, read-only or read-write;
-//! - no environment variables, no arguments, no stdin, no network (TCP, UDP and name
+//! - no environment variables, no arguments, no stdin, no sockets (TCP, UDP and name
 //!   lookups are all denied); stdout is discarded and stderr is kept (bounded) for the log;
+//! - `wasi:http` requests to the hosts its network grant lets through, and nothing else
+//!   (see [`crate::network`]);
 //! - the operator's settings for the component, readable through `wasi:config/store`.
 //!
 //! and runs under [`Limits`]: a memory cap enforced by a [`ResourceLimiter`], a wall-clock
@@ -16,6 +18,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::guest_log::GuestLog;
 use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
 use crate::mounts::{MountError, ResolvedMount};
+use crate::network::{Egress, NetworkSettings, Policy};
 use crate::sessions::dirs::MountDirs;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -26,6 +29,7 @@ use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_config::{WasiConfig, WasiConfigVariables};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// How a component may use a granted mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -67,6 +71,8 @@ pub struct StoreState {
     wasi: WasiCtx,
     table: ResourceTable,
     config: WasiConfigVariables,
+    http: WasiHttpCtx,
+    egress: Egress,
     limiter: MemoryLimiter,
     stderr: GuestLog,
     deadline: Instant,
@@ -82,8 +88,19 @@ impl WasiView for StoreState {
     }
 }
 
-/// The imports every component may use: WASI preview 2 and `wasi:config/store`. Anything
-/// else a component imports makes it fail to load, naming the import.
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
+        }
+    }
+}
+
+/// The imports every component may use: WASI preview 2, `wasi:http` (outgoing, each
+/// request checked against the component's grant) and `wasi:config/store`. Anything else
+/// a component imports makes it fail to load, naming the import.
 ///
 /// # Errors
 ///
@@ -91,6 +108,7 @@ impl WasiView for StoreState {
 pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     refuse_special_files(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut StoreState| {
         WasiConfig::from(&s.config)
@@ -167,17 +185,38 @@ fn refuse_special_files(linker: &mut Linker<StoreState>) -> wasmtime::Result<()>
 const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
 /// Makes the stores of component calls: the engine, the mount directories (made and
-/// checked before a grant), and whether the engine meters fuel.
+/// checked before a grant), whether the engine meters fuel, and how components' requests
+/// are resolved and verified.
 pub struct Sandbox {
     engine: Engine,
     dirs: Arc<MountDirs>,
     fuel: bool,
+    /// Replaced when a reload changes `[network]`.
+    network: arc_swap::ArcSwap<Policy>,
 }
 
 impl Sandbox {
     /// `fuel` must say whether `engine` was configured with `consume_fuel`.
     pub fn new(engine: Engine, dirs: Arc<MountDirs>, fuel: bool) -> Sandbox {
-        Sandbox { engine, dirs, fuel }
+        Sandbox {
+            engine,
+            dirs,
+            fuel,
+            network: arc_swap::ArcSwap::from_pointee(Policy::system()),
+        }
+    }
+
+    /// Resolves and verifies components' requests as `settings` say from now on (a request
+    /// under way keeps the policy it began with).
+    ///
+    /// # Errors
+    ///
+    /// When the resolver of its name servers cannot be made.
+    pub fn set_network(&self, settings: &NetworkSettings) -> Result<(), String> {
+        if self.network.load().settings() != settings {
+            self.network.store(Arc::new(Policy::new(settings)?));
+        }
+        Ok(())
     }
 
     /// Makes and checks `mount`'s directory (see [`MountDirs::ensure`]).
@@ -194,7 +233,7 @@ impl Sandbox {
     }
 
     /// The store in which the host asks a component about itself at load (a tool's or a
-    /// hook's `describe`): no mounts, no grants, the default limits under the component's
+    /// hook's `describe`): no mounts, no grants, no network, the default limits under the component's
     /// own, which it returns too — but never a shorter deadline than the default: a
     /// `deadline_ms` bounds the component's calls, and a start on a busy host must not fail
     /// because instantiating it took longer than one call may.
@@ -210,13 +249,47 @@ impl Sandbox {
         let mut limits = Limits::default().with(limits);
         limits.deadline_ms = limits.deadline_ms.max(Limits::default().deadline_ms);
         let store = self
-            .store(&[], &Grants::new(), settings, &limits)
+            .store(
+                &[],
+                &Grants::new(),
+                settings,
+                &limits,
+                self.no_network("describe"),
+            )
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
         Ok((store, limits))
     }
 
+    /// The egress of a component that reaches nothing (its requests are refused, and
+    /// recorded nowhere but the log).
+    pub fn no_network(&self, component: &str) -> Egress {
+        Egress::new(
+            self.network.load_full(),
+            Default::default(),
+            component,
+            None,
+        )
+    }
+
+    /// The egress of `component`, granted `grant`, in a call of `caller`: its requests
+    /// checked under the caller's tenant's ceiling, recorded in the call's log.
+    pub fn egress(
+        &self,
+        component: &str,
+        grant: Option<&Arc<crate::network::Allow>>,
+        caller: &crate::sessions::Caller<'_>,
+    ) -> Egress {
+        Egress::new(
+            self.network.load_full(),
+            caller.reach(grant),
+            component,
+            Some(caller.requests.clone()),
+        )
+    }
+
     /// The store for one call into a component: its grants preopened from `mounts`
-    /// (creating the directories, 0700, as needed), its settings, its limits, armed.
+    /// (creating the directories, 0700, as needed), its settings, its limits, armed, and
+    /// its `egress`.
     ///
     /// # Errors
     ///
@@ -228,6 +301,7 @@ impl Sandbox {
         grants: &Grants,
         settings: &Settings,
         limits: &Limits,
+        egress: Egress,
     ) -> Result<Store<StoreState>, MountError> {
         let stderr = GuestLog::default();
         let mut wasi = WasiCtxBuilder::new();
@@ -261,6 +335,8 @@ impl Sandbox {
             wasi: wasi.build(),
             table,
             config: settings.iter().collect(),
+            http: WasiHttpCtx::new(),
+            egress,
             limiter: MemoryLimiter {
                 max_bytes: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
                 exceeded: false,
@@ -284,10 +360,11 @@ impl Sandbox {
     }
 }
 
-/// Starts the budget of one call: the deadline is `limits.deadline()` from now, and the
-/// fuel (when metered) is refilled to `limits.fuel`.
+/// Starts the budget of one call: the deadline is `limits.deadline()` from now, the fuel
+/// (when metered) is refilled to `limits.fuel`, the network's to its limits.
 pub fn arm(store: &mut Store<StoreState>, limits: &Limits) {
     store.data_mut().deadline = Instant::now() + limits.deadline();
+    store.data().egress.arm(limits);
     if store.data().fuel {
         // Cannot fail: fuel is enabled in this engine.
         let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
@@ -295,6 +372,11 @@ pub fn arm(store: &mut Store<StoreState>, limits: &Limits) {
 }
 
 impl StoreState {
+    /// Where its component's requests go from now on (a kept instance's next call).
+    pub fn set_egress(&mut self, egress: Egress) {
+        self.egress = egress;
+    }
+
     /// What the guest wrote to stderr since it was last logged, for a failure's log line.
     pub fn stderr(&self) -> String {
         self.stderr.peek()

@@ -78,7 +78,13 @@ impl StoreComponent {
             (CHECKOUT_PATH.to_string(), checkout),
         ]);
         self.sandbox
-            .store(&mounts, &grants, &Settings::new(), dirs.limits)
+            .store(
+                &mounts,
+                &grants,
+                &Settings::new(),
+                dirs.limits,
+                self.sandbox.no_network(&self.component.to_string()),
+            )
             .map_err(|e| self.failed(e))
     }
 

@@ -12,6 +12,7 @@ use crate::failure::Failure;
 use crate::limits::Limits;
 use crate::sessions::{Caller, Session};
 use crate::{Runtime, TenantId};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The behaviour suite of a hook: each case on a fresh instance, as a call gets one.
@@ -28,9 +29,11 @@ pub(super) async fn check(
         unreachable!("the scratch config has the checked hook as its only layer");
     };
     // The scratch config declares no tenant.
+    let requests = Arc::default();
     let caller = Caller {
         session,
         tenant: None,
+        requests: &requests,
     };
     let limits = caller.limits().with(&layer.limits);
     describe(runtime, layer, &limits, report).await;

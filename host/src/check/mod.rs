@@ -529,6 +529,7 @@ fn scratch_plan(
         limits,
         allow_unknown_imports: !unprovided.is_empty(),
         require_signature: None,
+        network: None,
     };
     let mut plan = Plan::new(mounts, "component check");
     plan.engine.pooling = false;

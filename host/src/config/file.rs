@@ -72,6 +72,10 @@ pub struct Config {
     /// reached over HTTPS.
     #[serde(default)]
     pub registries: BTreeMap<Spanned<String>, RegistryConfig>,
+    /// How components' granted requests are resolved and verified (see
+    /// [`crate::network`]).
+    #[serde(default)]
+    pub network: NetworkConfig,
     /// The file it was read from, for messages (`<built-in config>`, `<config>`).
     #[serde(skip)]
     pub source: String,
@@ -199,6 +203,33 @@ pub struct SignatureConfig {
     /// The public keys' PEM files (`cosign.pub`, `openssl ec -pubout`), one of which must
     /// have signed the component's manifest.
     pub keys: Vec<String>,
+}
+
+/// The `[network]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// DNS servers (`"10.0.0.2"`, `"127.0.0.1:5353"`) asked for the names components'
+    /// requests go to, instead of the system's resolver (`/etc/hosts`, `resolv.conf`).
+    #[serde(default)]
+    pub nameservers: Vec<Spanned<String>>,
+    /// PEM files of certificate authorities that components' HTTPS requests trust besides
+    /// the system's roots (a company's internal CA).
+    #[serde(default)]
+    pub ca_certificates: Vec<PathBuf>,
+}
+
+/// `network = { allow = ["api.example.com", "*.internal.example:8443", "10.0.0.5:8181"] }`
+/// on a hook, a tool or a tenant: the hosts its `wasi:http` requests may go to (see
+/// [`crate::network`]); nothing when left out.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkGrant {
+    /// Hosts (`api.example.com`), names under a domain (`*.example.com`), addresses
+    /// (`10.0.0.5`, `[fd00::5]`) or `*` (every public host), each with an optional
+    /// `:port` (every port when left out). A name is reached only at public addresses; a
+    /// private, loopback or link-local one needs its address listed too.
+    pub allow: Vec<String>,
 }
 
 /// The `[telemetry]` table.
@@ -467,6 +498,11 @@ pub struct TenantConfig {
     /// [`crate::sessions::WorkdirTemplate`]. The operator chooses it; a client never does.
     #[serde(default)]
     pub workdir: Option<Spanned<String>>,
+    /// The most any component may reach in its sessions: a request goes out only when
+    /// both the component's grant and this one let it through. Left out, components'
+    /// grants alone decide.
+    #[serde(default)]
+    pub network: Option<Spanned<NetworkGrant>>,
 }
 
 /// The `[bash]` table.
@@ -556,6 +592,9 @@ pub struct ToolConfig {
     /// An `oci://` component must be signed by one of these keys to load.
     #[serde(default)]
     pub require_signature: Option<Spanned<SignatureConfig>>,
+    /// The hosts its `wasi:http` requests may reach; none when left out.
+    #[serde(default)]
+    pub network: Option<Spanned<NetworkGrant>>,
 }
 
 /// One `[[hooks]]` entry. (Its fields repeat [`ToolConfig`]'s rather than flatten it:
@@ -592,4 +631,7 @@ pub struct HookConfig {
     /// As for tools: an `oci://` component must be signed by one of these keys to load.
     #[serde(default)]
     pub require_signature: Option<Spanned<SignatureConfig>>,
+    /// The hosts its `wasi:http` requests may reach; none when left out.
+    #[serde(default)]
+    pub network: Option<Spanned<NetworkGrant>>,
 }

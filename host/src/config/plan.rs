@@ -43,6 +43,8 @@ pub struct Plan {
     /// How `oci://` components' registries are reached, and what they must be signed by
     /// (`[registries."HOST"]`).
     pub registries: crate::registry::Registries,
+    /// `[network]`: how components' requests are resolved and verified.
+    pub network: crate::network::NetworkSettings,
     pub engine: EngineConfig,
     /// Whether any limits set fuel: the engine meters fuel only then.
     pub fuel: bool,
@@ -95,6 +97,7 @@ impl Plan {
             bash: None,
             upstreams: Vec::new(),
             registries: Default::default(),
+            network: Default::default(),
             engine: EngineConfig::default(),
             fuel: false,
             max_memory_bytes: Limits::default().memory_bytes,
@@ -230,6 +233,8 @@ pub struct ComponentPlan {
     /// The public keys one of which must have signed it (`require_signature`); an
     /// `oci://` component only.
     pub require_signature: Option<Vec<PathBuf>>,
+    /// The hosts its `wasi:http` requests may reach; none when `None`.
+    pub network: Option<std::sync::Arc<crate::network::Allow>>,
 }
 
 /// A setting as the config writes it.

@@ -3,8 +3,8 @@
 //! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
 
 use super::{
-    BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, Plan, ShellSandboxPlan, SignatureConfig,
-    TlsFiles, UpstreamConfig, UpstreamOAuth, UpstreamScope, WrittenSetting,
+    BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, NetworkGrant, Plan, ShellSandboxPlan,
+    SignatureConfig, TlsFiles, UpstreamConfig, UpstreamOAuth, UpstreamScope, WrittenSetting,
 };
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
@@ -48,6 +48,7 @@ impl Config {
             },
             upstreams: self.upstreams_plan()?,
             registries: self.registries_plan()?,
+            network: self.network_plan()?,
             engine: self.engine.clone(),
             fuel: self.uses_fuel(),
             max_memory_bytes: self.max_memory_bytes(),
@@ -66,6 +67,34 @@ impl Config {
             keep_artifacts: self.keep_artifacts()?,
             shutdown_grace: self.shutdown_grace()?,
             source: self.source.clone(),
+        })
+    }
+
+    /// `[network]`: name servers as addresses (port 53 when left out).
+    fn network_plan(&self) -> Result<crate::network::NetworkSettings, Invalid> {
+        let nameservers = self
+            .network
+            .nameservers
+            .iter()
+            .map(|written| {
+                let server = written.get_ref();
+                server
+                    .parse::<std::net::SocketAddr>()
+                    .or_else(|_| server.parse::<std::net::IpAddr>().map(|ip| (ip, 53).into()))
+                    .map_err(|_| {
+                        Invalid::at(
+                            written.span(),
+                            format!(
+                                "network.nameservers: \"{server}\" is not an address \
+                                 (\"10.0.0.2\", \"127.0.0.1:5353\", \"[::1]:53\")"
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(crate::network::NetworkSettings {
+            nameservers,
+            ca_certificates: self.network.ca_certificates.clone(),
         })
     }
 
@@ -127,6 +156,7 @@ impl Config {
             );
             plan.require_signature =
                 require_signature(&owner, &plan.component, tool.require_signature.as_ref())?;
+            plan.network = network_grant(&owner, tool.network.as_ref())?;
             tools.push(plan);
         }
         Ok(tools)
@@ -174,6 +204,7 @@ impl Config {
                 &component.component,
                 hook.require_signature.as_ref(),
             )?;
+            component.network = network_grant(&owner, hook.network.as_ref())?;
             hooks.push(HookPlan {
                 component,
                 on_failure: hook.on_failure,
@@ -368,6 +399,7 @@ impl Config {
                     prompts: tenant.prompts.as_deref().map(ToolMatch::new),
                     trace: tenant.trace,
                     shell_network: tenant.bash.network,
+                    network: network_grant(&owner, tenant.network.as_ref())?,
                     shell_limits: *tenant.bash.limits,
                     rate: *tenant.rate,
                 },
@@ -922,8 +954,22 @@ impl ComponentPlan {
             limits,
             allow_unknown_imports,
             require_signature: None,
+            network: None,
         }
     }
+}
+
+/// `OWNER.network`: an `allow` list of hosts, each entry read (see [`crate::network::Allow`]).
+fn network_grant(
+    owner: &str,
+    grant: Option<&Spanned<NetworkGrant>>,
+) -> Result<Option<std::sync::Arc<crate::network::Allow>>, Invalid> {
+    let Some(grant) = grant else {
+        return Ok(None);
+    };
+    crate::network::Allow::parse(&grant.get_ref().allow)
+        .map(|allow| Some(std::sync::Arc::new(allow)))
+        .map_err(|why| Invalid::at(grant.span(), format!("{owner}.network.allow: {why}")))
 }
 
 /// `OWNER.require_signature`: for an `oci://` component only (a file on this host is the

@@ -6,6 +6,7 @@ use super::served::Served;
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::chain::{self, HookChain};
 use crate::failure::Failure;
+use crate::network::RequestLog;
 use crate::sandbox::Access;
 use crate::sessions::rate::Admitted;
 use crate::sessions::{Action, Caller, InFlight, Tenant};
@@ -248,6 +249,8 @@ pub enum Rate {
 pub struct Admission<'a> {
     tenant: Option<Arc<Tenant>>,
     chain: Arc<HookChain>,
+    /// The network requests of the call's components, for its trace.
+    requests: Arc<RequestLog>,
     _rate: Option<Admitted>,
     _running: InFlight<'a>,
 }
@@ -258,6 +261,7 @@ impl Admission<'_> {
         Caller {
             session,
             tenant: self.tenant.as_deref(),
+            requests: &self.requests,
         }
     }
 
@@ -312,6 +316,7 @@ impl Runtime {
         Ok(Admission {
             tenant,
             chain: served.chain(&session.tenant).clone(),
+            requests: Arc::default(),
             _rate: rate,
             _running: self.sessions.enter(session),
         })

@@ -33,6 +33,8 @@ pub enum StartError {
     DescribeHook { hook: String, source: Failure },
     #[error("{0}")]
     Settings(String),
+    #[error("network: {0}")]
+    Network(String),
     #[error("tools.{tool}: the name is taken by another tool")]
     DuplicateTool { tool: String },
     #[error(
@@ -187,15 +189,7 @@ pub(super) async fn load_tools(
                 described
             }
         };
-        let tool = GuestTool::new(
-            pre,
-            &spec.name,
-            descriptor,
-            sandbox.clone(),
-            spec.grants.clone(),
-            spec.settings.clone(),
-            spec.limits,
-        );
+        let tool = GuestTool::new(pre, spec, descriptor, sandbox.clone());
         tools.push((spec.clone(), Arc::new(tool) as Arc<dyn Tool>));
     }
     Ok(tools)
@@ -323,6 +317,7 @@ pub(super) async fn load_hooks(
             grants: spec.grants,
             settings: spec.settings,
             limits: spec.limits,
+            network: spec.network,
             on_failure: hook.on_failure,
             tools: hook.tools,
             instance: hook.instance,

@@ -199,7 +199,8 @@ impl Runtime {
             return Ok(Vec::new());
         }
         let tenants = self.tenants();
-        let caller = tenants.caller(session)?;
+        let requests = Arc::default();
+        let caller = tenants.caller(session, &requests)?;
         let id = format!("{COMMIT_CALL}-{}", uuid::Uuid::new_v4().simple());
         let mut trace = self.tracer.begin(&caller, &id, COMMIT_CALL);
         let committed = match resolve {

@@ -97,6 +97,9 @@ impl Served {
                 (Arc::new(loader), Arc::new(sandbox))
             }
         };
+        sandbox
+            .set_network(&plan.network)
+            .map_err(StartError::Network)?;
         super::load::pull_components(&plan, &loader, dirs.data_root()).await?;
         let kept_tools = same_engine.map_or(&[][..], |k| &k.guest_tools);
         let guest_tools = load_tools(&plan.tools, kept_tools, &loader, &sandbox).await?;

@@ -15,6 +15,7 @@ use super::rate::{Admitted, RateRefusal, Rates};
 use super::table::SessionError;
 use crate::ids::{TenantId, ToolMatch};
 use crate::limits::{LimitOverrides, Limits, RateLimit, ShellLimitOverrides};
+use crate::network::RequestLog;
 use crate::secret::TokenDigest;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -48,6 +49,9 @@ pub struct Tenant {
     pub shell_network: Option<bool>,
     /// `[tenants.ID.bash] limits`, over `[bash]`'s.
     pub shell_limits: ShellLimitOverrides,
+    /// The most its components may reach (see [`crate::network`]); their grants alone
+    /// when `None`.
+    pub network: Option<Arc<crate::network::Allow>>,
     /// How fast its calls may come, and how many at once.
     pub rate: RateLimit,
 }
@@ -133,10 +137,15 @@ impl Tenants {
     ///
     /// [`SessionError::UnknownTenant`] when its tenant is no longer declared (a reload
     /// removed it).
-    pub fn caller<'a>(&'a self, session: &'a Session) -> Result<Caller<'a>, SessionError> {
+    pub fn caller<'a>(
+        &'a self,
+        session: &'a Session,
+        requests: &'a Arc<RequestLog>,
+    ) -> Result<Caller<'a>, SessionError> {
         Ok(Caller {
             session,
             tenant: self.get(&session.tenant)?.map(Arc::as_ref),
+            requests,
         })
     }
 
@@ -233,6 +242,8 @@ pub struct Caller<'a> {
     pub session: &'a Session,
     /// Its tenant's declaration; `None` for an undeclared tenant (no bounds of its own).
     pub tenant: Option<&'a Tenant>,
+    /// Where its components' network requests are recorded as they end, for its trace.
+    pub requests: &'a Arc<RequestLog>,
 }
 
 impl Caller<'_> {
@@ -240,6 +251,14 @@ impl Caller<'_> {
     /// tenant's overrides.
     pub fn limits(&self) -> Limits {
         Limits::default().with(&self.tenant_limits())
+    }
+
+    /// What a component granted `grant` may reach in this caller's tenant.
+    pub fn reach(&self, grant: Option<&Arc<crate::network::Allow>>) -> crate::network::Reach {
+        crate::network::Reach {
+            grant: grant.cloned(),
+            ceiling: self.tenant.and_then(|t| t.network.clone()),
+        }
     }
 
     /// The limits its tenant sets itself (none for an undeclared tenant): what bounds the

@@ -2,8 +2,10 @@
 
 use super::{Callee, Tool};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolPre, ToolResult};
+use crate::config::ComponentPlan;
 use crate::failure::{Failure, FailureKind};
 use crate::limits::LimitOverrides;
+use crate::network::Allow;
 use crate::sandbox::{Grants, Sandbox, Settings};
 use crate::sessions::{Caller, SessionHolder};
 use std::sync::Arc;
@@ -17,28 +19,29 @@ pub struct GuestTool {
     settings: Settings,
     /// The tool's own limits, over the tenant's.
     limits: LimitOverrides,
+    /// The hosts it may reach.
+    network: Option<Arc<Allow>>,
 }
 
 impl GuestTool {
     /// The tool `pre` as `descriptor` (what [`GuestTool::describe`] said of it, or what
-    /// was remembered of that), registered under `name`, the operator's name for it.
+    /// was remembered of that), as `spec` configures it: under the operator's name for
+    /// it, with its grants, settings, limits and network.
     pub fn new(
         pre: ToolPre,
-        name: &str,
+        spec: &ComponentPlan,
         mut descriptor: ToolDescriptor,
         sandbox: Arc<Sandbox>,
-        grants: Grants,
-        settings: Settings,
-        limits: LimitOverrides,
     ) -> GuestTool {
-        descriptor.name = name.to_string();
+        descriptor.name = spec.name.clone();
         GuestTool {
             pre,
             descriptor,
             sandbox,
-            grants,
-            settings,
-            limits,
+            grants: spec.grants.clone(),
+            settings: spec.settings.clone(),
+            limits: spec.limits,
+            network: spec.network.clone(),
         }
     }
 }
@@ -96,7 +99,14 @@ impl Callee for GuestTool {
         let limits = caller.limits().with(&self.limits);
         let mut store = self
             .sandbox
-            .store(caller.mounts(), &self.grants, &self.settings, &limits)
+            .store(
+                caller.mounts(),
+                &self.grants,
+                &self.settings,
+                &limits,
+                self.sandbox
+                    .egress(&self.descriptor.name, self.network.as_ref(), caller),
+            )
             .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
         let result = self
             .pre

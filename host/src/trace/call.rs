@@ -9,6 +9,7 @@ use super::{
 use crate::limits::{INLINE_DIFF_BYTES, TRACE_TEXT_BYTES};
 use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
+use crate::network::{Request, RequestLog};
 use crate::persistent::{CommitReport, LoadReport, PersistentError};
 use crate::sessions::{Session, SessionError};
 use serde::Serialize;
@@ -34,6 +35,8 @@ pub struct CallTrace<'a> {
     pub(super) lines: Vec<String>,
     /// Diff files written for this call.
     pub(super) diffs: u32,
+    /// The call's components' network requests, as they end.
+    pub(super) requests: Arc<RequestLog>,
 }
 
 /// A phase under way.
@@ -128,6 +131,7 @@ impl<'a> CallTrace<'a> {
                 .offloaded(self.session.tenant.as_str(), &watch.layer, took_out);
         }
         let Some(state) = self.state.clone() else {
+            self.network(Some(watch.phase));
             return;
         };
         let duration_us = elapsed.as_micros() as u64;
@@ -169,6 +173,7 @@ impl<'a> CallTrace<'a> {
             ),
         };
         self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
+        self.network(Some(watch.phase));
         for mount in watch.writable {
             if let Some(look) = observe(&state, &mount, false, &self.budget).await {
                 self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes)
@@ -267,11 +272,59 @@ impl<'a> CallTrace<'a> {
 
     /// Writes the events of a trace that is not a call's (a commit at a turn's end).
     pub fn end(mut self) {
+        self.network(None);
         self.flush();
+    }
+
+    /// `network.request`: each request the call's components made that ended since the
+    /// last look, with its component as the layer (`phase` when it ended in one), and
+    /// counted in the metrics.
+    fn network(&mut self, phase: Option<Phase>) {
+        for request in self.requests.take() {
+            let Request {
+                component,
+                method,
+                host,
+                port,
+                rule,
+                address,
+                status,
+                bytes_out,
+                bytes_in,
+                duration,
+                outcome,
+                reason,
+            } = request;
+            self.metrics.network(
+                self.session.tenant.as_str(),
+                &component,
+                rule.as_deref(),
+                outcome.as_str(),
+                (bytes_out, bytes_in),
+            );
+            self.event(
+                "network.request",
+                Some(&component),
+                phase.map(Phase::as_str),
+                serde_json::json!({
+                    "method": method,
+                    "host": host,
+                    "port": port,
+                    "address": address,
+                    "status": status,
+                    "outcome": outcome.as_str(),
+                    "reason": reason,
+                    "bytes_out": bytes_out,
+                    "bytes_in": bytes_in,
+                    "ms": duration.as_secs_f64() * 1000.0,
+                }),
+            );
+        }
     }
 
     /// The call's last event, and every event not yet written goes to the trace file.
     pub fn finish(mut self, outcome: &str, output_bytes: usize, duration: Duration) {
+        self.network(None);
         self.metrics.call(
             self.session.tenant.as_str(),
             self.tool,

@@ -251,6 +251,7 @@ impl Tracer {
             diff_time_left: crate::limits::MAX_DIFF_TIME_PER_CALL,
             lines: Vec::new(),
             diffs: 0,
+            requests: caller.requests.clone(),
         }
     }
 

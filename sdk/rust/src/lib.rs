@@ -88,6 +88,8 @@ pub use described::exports::harness::hooks::hook_info::{HookDescription, Setting
 /// Writing files without a thread hop per write: use it rather than `std::fs` to write.
 pub use hookhost_fs as files;
 
+pub mod http;
+
 /// A hook: both phases have pass-through defaults, so a hook writes only the phase it needs.
 pub trait Hook {
     /// Runs before the tool, outermost hook first: `Ok` lets the call through (see

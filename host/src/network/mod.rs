@@ -1,0 +1,274 @@
+//! Network grants: which hosts a component may reach over `wasi:http`, and how each of
+//! its requests is checked, bounded and accounted.
+//!
+//! The security rules, all enforced here:
+//! - **Deny by default.** A component reaches a host only when its grant (`network = {
+//!   allow = [...] }` on its hook, tool or store) lets it through, and, when its tenant
+//!   declares `network`, the tenant's grant too: a tenant's grant is a ceiling no
+//!   component's can pass. Anything else is answered at once with `HttpRequestDenied`.
+//! - **Only `wasi:http`.** `wasi:sockets` (TCP, UDP, name lookups) stays denied to every
+//!   component, granted or not: a socket names an address, so a grant of names cannot be
+//!   checked on it, and a component holding one could speak any protocol to anything its
+//!   addresses reach. Over `wasi:http` the host makes the connection itself, to a host it
+//!   checked.
+//! - **Names are checked after resolution.** The host resolves a granted name once, refuses
+//!   the addresses that lead into this machine or its networks — loopback, link-local
+//!   (cloud metadata at 169.254.169.254), private, shared (CGNAT), this host's own, and
+//!   the others [`address::special`] lists — unless the grant names that address itself
+//!   (`"10.0.0.5:8181"`), and connects to the address it checked: a name that resolves to
+//!   a public address when checked and to a private one a moment later (DNS rebinding)
+//!   never gets a second resolution to exploit.
+//! - **Redirects are the component's.** `wasi:http` hands a 3xx to the component; the
+//!   request it makes next is checked anew.
+//! - **HTTPS is verified** against the system's roots and `[network] ca_certificates`;
+//!   there is no switch to turn verification off.
+//! - **Bounded.** One call of a component may make [`crate::limits::Limits::network_requests`]
+//!   requests and move [`crate::limits::Limits::network_bytes`] bytes (request and
+//!   response bodies together); its deadline covers the time it waits on the network.
+//! - **Accounted, never read.** Each request is logged, traced (`network.request`: host,
+//!   method, status, bytes, time, outcome) and counted by tenant, component and the grant
+//!   entry that let it through; headers and bodies never are.
+
+pub mod address;
+pub mod allow;
+mod egress;
+
+pub use allow::{Allow, Host};
+pub use egress::Egress;
+
+use crate::limits::NETWORK_DNS_TIMEOUT;
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The `[network]` table as the plan keeps it: how the host resolves and verifies for
+/// every component.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkSettings {
+    /// DNS servers to ask (`"127.0.0.1:5353"`), instead of the system's resolver.
+    pub nameservers: Vec<SocketAddr>,
+    /// PEM files of certificate authorities trusted besides the system's.
+    pub ca_certificates: Vec<PathBuf>,
+}
+
+/// How the host reaches hosts for components: its resolver and its TLS configuration.
+pub struct Policy {
+    settings: NetworkSettings,
+    resolver: Resolver,
+    /// Made at the first HTTPS request (reading the system's roots takes milliseconds).
+    tls: OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
+}
+
+enum Resolver {
+    /// `getaddrinfo`, as every program on the host resolves (`/etc/hosts`, nsswitch).
+    System,
+    /// The configured servers, asked directly.
+    Servers(Box<TokioResolver>),
+}
+
+impl Policy {
+    /// The policy of `settings`.
+    ///
+    /// # Errors
+    ///
+    /// When the resolver cannot be made of the configured servers.
+    pub fn new(settings: &NetworkSettings) -> Result<Policy, String> {
+        let resolver = match settings.nameservers.as_slice() {
+            [] => Resolver::System,
+            servers => {
+                let config = ResolverConfig::from_name_servers(
+                    servers
+                        .iter()
+                        .map(|server| {
+                            let mut config = NameServerConfig::udp_and_tcp(server.ip());
+                            for connection in &mut config.connections {
+                                connection.port = server.port();
+                            }
+                            config
+                        })
+                        .collect(),
+                );
+                let mut builder =
+                    TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
+                builder.options_mut().timeout = NETWORK_DNS_TIMEOUT;
+                let resolver = builder.build().map_err(|e| {
+                    format!("cannot make the resolver of [network] nameservers: {e}")
+                })?;
+                Resolver::Servers(Box::new(resolver))
+            }
+        };
+        Ok(Policy {
+            settings: settings.clone(),
+            resolver,
+            tls: OnceLock::new(),
+        })
+    }
+
+    /// The system's resolver and roots.
+    pub fn system() -> Policy {
+        Policy {
+            settings: NetworkSettings::default(),
+            resolver: Resolver::System,
+            tls: OnceLock::new(),
+        }
+    }
+
+    /// What it was made of.
+    pub fn settings(&self) -> &NetworkSettings {
+        &self.settings
+    }
+
+    /// The addresses of `name`, within [`NETWORK_DNS_TIMEOUT`].
+    async fn resolve(&self, name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+        let resolved = async {
+            match &self.resolver {
+                Resolver::System => tokio::net::lookup_host((name, port))
+                    .await
+                    .map(|found| found.map(|a| a.ip()).collect())
+                    .map_err(|e| e.to_string()),
+                Resolver::Servers(resolver) => resolver
+                    .lookup_ip(name)
+                    .await
+                    .map(|found| found.iter().collect())
+                    .map_err(|e| e.to_string()),
+            }
+        };
+        match tokio::time::timeout(NETWORK_DNS_TIMEOUT, resolved).await {
+            Ok(Ok(found)) if Vec::is_empty(&found) => Err("no address".into()),
+            Ok(found) => found,
+            Err(_) => Err(format!("no answer in {NETWORK_DNS_TIMEOUT:?}")),
+        }
+    }
+
+    /// The TLS client configuration: the system's roots and the configured ones.
+    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        self.tls
+            .get_or_init(|| {
+                use rustls_pki_types::CertificateDer;
+                use rustls_pki_types::pem::PemObject;
+                crate::crypto::install_crypto_provider();
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+                for path in &self.settings.ca_certificates {
+                    let certs = CertificateDer::pem_file_iter(path)
+                        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                        .map_err(|e| {
+                            format!("[network] ca_certificates {}: {e}", path.display())
+                        })?;
+                    roots.add_parsable_certificates(certs);
+                }
+                let config = rustls::ClientConfig::builder()
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+                Ok(Arc::new(config))
+            })
+            .clone()
+    }
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A response came (whatever its status).
+    Answered,
+    /// No grant lets its host through: `HttpRequestDenied`.
+    Denied,
+    /// Its host's addresses are all special and not granted: `DestinationIpProhibited`.
+    Prohibited,
+    /// Past the call's `network_requests` or `network_bytes`.
+    Limited,
+    /// The name, the connection, TLS or HTTP failed.
+    Failed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Answered => "answered",
+            Outcome::Denied => "denied",
+            Outcome::Prohibited => "prohibited",
+            Outcome::Limited => "limited",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// One request of a component, once it ended: what the trace and the metrics say of it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The hook or tool that made it.
+    pub component: Arc<str>,
+    pub method: String,
+    /// As the request named it (`api.example.com`, `[::1]`).
+    pub host: String,
+    pub port: u16,
+    /// The grant entry that let it through, as written; `None` when none did.
+    pub rule: Option<String>,
+    /// The address it was sent to.
+    pub address: Option<IpAddr>,
+    pub status: Option<u16>,
+    /// Request body bytes sent.
+    pub bytes_out: u64,
+    /// Response body bytes received.
+    pub bytes_in: u64,
+    pub duration: Duration,
+    pub outcome: Outcome,
+    /// Why it was refused or failed.
+    pub reason: Option<String>,
+}
+
+/// The requests of one call's components, as they end, until its trace takes them.
+#[derive(Debug, Default)]
+pub struct RequestLog {
+    ended: Mutex<Vec<Request>>,
+}
+
+impl RequestLog {
+    fn push(&self, request: Request) {
+        self.ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(request);
+    }
+
+    /// The requests that ended since the last time.
+    pub fn take(&self) -> Vec<Request> {
+        std::mem::take(&mut *self.ended.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// What one component may reach in one tenant: its grant, under its tenant's ceiling.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    /// The component's `network` grant; nothing when `None`.
+    pub grant: Option<Arc<Allow>>,
+    /// Its tenant's `network`, when the tenant declares one.
+    pub ceiling: Option<Arc<Allow>>,
+}
+
+impl Reach {
+    /// The entry that lets a request to `host`:`port` through: the component's, when the
+    /// ceiling lets it through too.
+    fn permits(&self, host: Host<'_>, port: u16) -> Option<&allow::Rule> {
+        let rule = self.grant.as_deref()?.permits(host, port)?;
+        match &self.ceiling {
+            Some(ceiling) => ceiling.permits(host, port).map(|_| rule),
+            None => Some(rule),
+        }
+    }
+
+    /// Whether the grants name `address` itself (and so let a special address through).
+    fn names_address(&self, address: IpAddr, port: u16) -> bool {
+        self.grant
+            .as_deref()
+            .is_some_and(|g| g.names_address(address, port))
+            && self
+                .ceiling
+                .as_deref()
+                .is_none_or(|c| c.names_address(address, port))
+    }
+}
