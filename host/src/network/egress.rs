@@ -1,13 +1,13 @@
 //! A component's outgoing HTTP: `wasmtime-wasi-http`'s [`WasiHttpHooks`], sending what its
 //! grant lets through to the address the host checked (see [`super`] for the rules).
 
-use super::{Host, Outcome, Policy, Reach, Request, RequestLog, address};
+use super::{Failure, Host, Outcome, Policy, Reach, Request, RequestLog};
 use crate::limits::{Limits, NETWORK_CONNECT_TIMEOUT};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -326,79 +326,36 @@ impl Sending {
         Ok((response, driven))
     }
 
-    /// A connection to the first address of `host` the grants let through.
+    /// A connection to the first address of `host` the grants let through, as the
+    /// component's request's error when there is none.
     async fn connect(
         &self,
         host: &str,
         port: u16,
         options: Option<RequestOptions>,
     ) -> Result<(tokio::net::TcpStream, SocketAddr), (Outcome, String, Error)> {
-        let addresses = match Host::parse(host) {
-            Host::Address(address) => vec![address],
-            Host::Name(name) => self.policy.resolve(name, port).await.map_err(|why| {
-                (
-                    Outcome::Failed,
-                    format!("cannot resolve {name}: {why}"),
-                    Error::DnsError {
-                        rcode: Some(why),
-                        info_code: None,
-                    },
-                )
-            })?,
-        };
-        let mut refused = None;
-        let allowed: Vec<IpAddr> = addresses
-            .into_iter()
-            .filter(|&address| match self.judge(address, port) {
-                Ok(()) => true,
-                Err(why) => {
-                    refused.get_or_insert(why);
-                    false
-                }
-            })
-            .collect();
-        if allowed.is_empty() {
-            let why = refused.unwrap_or_else(|| "no address".into());
-            return Err((Outcome::Prohibited, why, Error::DestinationIpProhibited));
-        }
         let timeout = options
             .and_then(|o| o.connect_timeout)
             .map_or(NETWORK_CONNECT_TIMEOUT, |t| t.min(NETWORK_CONNECT_TIMEOUT));
-        let mut last = None;
-        for address in allowed {
-            let address = SocketAddr::new(address, port);
-            match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address)).await {
-                Ok(Ok(stream)) => {
-                    let _ = stream.set_nodelay(true);
-                    return Ok((stream, address));
-                }
-                Ok(Err(e)) => last = Some((format!("{address}: {e}"), connect_error(&e))),
-                Err(_) => {
-                    last = Some((
-                        format!("{address}: no connection in {timeout:?}"),
-                        Error::ConnectionTimeout,
-                    ))
-                }
-            }
-        }
-        let (why, error) = last.expect("at least one address was tried");
-        Err((Outcome::Failed, why, error))
-    }
-
-    /// Whether a request may go to `address`: a public one, or one the grants name.
-    fn judge(&self, address: IpAddr, port: u16) -> Result<(), String> {
-        if self.reach.names_address(address, port) {
-            return Ok(());
-        }
-        if let Some(why) = address::special(address) {
-            return Err(format!("{address} is {why}, which the grant does not name"));
-        }
-        if address::is_own(address) {
-            return Err(format!(
-                "{address} is this host's own address, which the grant does not name"
-            ));
-        }
-        Ok(())
+        self.policy
+            .connect(&self.reach, host, port, timeout)
+            .await
+            .map_err(|refused| {
+                let error = match refused.failure {
+                    Failure::Resolve => Error::DnsError {
+                        rcode: Some(refused.why.clone()),
+                        info_code: None,
+                    },
+                    Failure::Prohibited => Error::DestinationIpProhibited,
+                    Failure::Timeout => Error::ConnectionTimeout,
+                    Failure::Connect(kind) => connect_error(kind),
+                };
+                let outcome = match refused.failure {
+                    Failure::Prohibited => Outcome::Prohibited,
+                    _ => Outcome::Failed,
+                };
+                (outcome, refused.why, error)
+            })
     }
 }
 
@@ -547,9 +504,9 @@ where
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Io for T {}
 
-fn connect_error(e: &std::io::Error) -> Error {
+fn connect_error(kind: std::io::ErrorKind) -> Error {
     use std::io::ErrorKind;
-    match e.kind() {
+    match kind {
         ErrorKind::ConnectionRefused => Error::ConnectionRefused,
         ErrorKind::TimedOut => Error::ConnectionTimeout,
         ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable | ErrorKind::NetworkDown => {

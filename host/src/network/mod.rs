@@ -123,7 +123,11 @@ impl Policy {
     }
 
     /// The addresses of `name`, within [`NETWORK_DNS_TIMEOUT`].
-    async fn resolve(&self, name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+    ///
+    /// # Errors
+    ///
+    /// Why there are none.
+    pub async fn resolve(&self, name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
         let resolved = async {
             match &self.resolver {
                 Resolver::System => tokio::net::lookup_host((name, port))
@@ -142,6 +146,70 @@ impl Policy {
             Ok(found) => found,
             Err(_) => Err(format!("no answer in {NETWORK_DNS_TIMEOUT:?}")),
         }
+    }
+
+    /// A connection to the first address of `host` (a name or an address literal) that
+    /// `reach` lets a request to `port` go to, each tried within `timeout`: the name
+    /// resolved once, and the connection made to the address judged.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refused`]: the name has no address, every address is refused, or none could
+    /// be connected to.
+    pub async fn connect(
+        &self,
+        reach: &Reach,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<(tokio::net::TcpStream, SocketAddr), Refused> {
+        let addresses = match Host::parse(host) {
+            Host::Address(address) => vec![address],
+            Host::Name(name) => self.resolve(name, port).await.map_err(|why| Refused {
+                failure: Failure::Resolve,
+                why: format!("cannot resolve {name}: {why}"),
+            })?,
+        };
+        let mut refused = None;
+        let allowed: Vec<IpAddr> = addresses
+            .into_iter()
+            .filter(|&address| match reach.judge(address, port) {
+                Ok(()) => true,
+                Err(why) => {
+                    refused.get_or_insert(why);
+                    false
+                }
+            })
+            .collect();
+        if allowed.is_empty() {
+            return Err(Refused {
+                failure: Failure::Prohibited,
+                why: refused.unwrap_or_else(|| format!("{host} has no address")),
+            });
+        }
+        let mut last = None;
+        for address in allowed {
+            let address = SocketAddr::new(address, port);
+            match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(address)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok((stream, address));
+                }
+                Ok(Err(e)) => {
+                    last = Some(Refused {
+                        failure: Failure::Connect(e.kind()),
+                        why: format!("{address}: {e}"),
+                    })
+                }
+                Err(_) => {
+                    last = Some(Refused {
+                        failure: Failure::Timeout,
+                        why: format!("{address}: no connection in {timeout:?}"),
+                    })
+                }
+            }
+        }
+        Err(last.expect("at least one address was tried"))
     }
 
     /// The TLS client configuration: the system's roots and the configured ones.
@@ -168,6 +236,27 @@ impl Policy {
             })
             .clone()
     }
+}
+
+/// Why [`Policy::connect`] made no connection.
+#[derive(Debug)]
+pub struct Refused {
+    pub failure: Failure,
+    /// Said for the log, the trace and the one who asked.
+    pub why: String,
+}
+
+/// What [`Policy::connect`] stopped at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The name has no address.
+    Resolve,
+    /// Every address is special and not named by the grant.
+    Prohibited,
+    /// No address answered in time.
+    Timeout,
+    /// The last address refused (or another socket error).
+    Connect(std::io::ErrorKind),
 }
 
 /// How a request ended.
@@ -253,12 +342,29 @@ pub struct Reach {
 impl Reach {
     /// The entry that lets a request to `host`:`port` through: the component's, when the
     /// ceiling lets it through too.
-    fn permits(&self, host: Host<'_>, port: u16) -> Option<&allow::Rule> {
+    pub fn permits(&self, host: Host<'_>, port: u16) -> Option<&allow::Rule> {
         let rule = self.grant.as_deref()?.permits(host, port)?;
         match &self.ceiling {
             Some(ceiling) => ceiling.permits(host, port).map(|_| rule),
             None => Some(rule),
         }
+    }
+
+    /// Whether a request may go to `address`: a public one, or one the grants name; else
+    /// why not.
+    pub fn judge(&self, address: IpAddr, port: u16) -> Result<(), String> {
+        if self.names_address(address, port) {
+            return Ok(());
+        }
+        if let Some(why) = address::special(address) {
+            return Err(format!("{address} is {why}, which the grant does not name"));
+        }
+        if address::is_own(address) {
+            return Err(format!(
+                "{address} is this host's own address, which the grant does not name"
+            ));
+        }
+        Ok(())
     }
 
     /// Whether the grants name `address` itself (and so let a special address through).
