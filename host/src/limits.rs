@@ -171,6 +171,39 @@ pub const MAX_SANDBOX_LOG_LINE: usize = 1024;
 /// How long a new `bash` sandbox may take to start before the command fails.
 pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The port inside a `bash` sandbox on which its allow-list proxy listens (127.0.0.1 of
+/// the sandbox's own network namespace; see `tools::bash::proxy`): Squid's, which tools
+/// and people recognise as a proxy's. The launcher binds it before any command runs, so
+/// no command can take it first.
+pub const SHELL_PROXY_PORT: u16 = 3128;
+
+/// Connections one sandbox's proxy serves at once (CONNECT tunnels, plain-HTTP requests
+/// and SOCKS5 tunnels together): enough for `pip` and `npm`, which open a few each, while
+/// a command that opens thousands holds at most this many of the host's descriptors
+/// (two each). Past it, a new connection waits in the listen queue until one ends.
+pub const SHELL_PROXY_MAX_CONNECTIONS: usize = 64;
+
+/// How long a proxied connection may pass no byte either way before the proxy closes it:
+/// a tunnel a command forgot never outlives its use by long (and none outlives its
+/// command, whose end closes them all).
+pub const SHELL_PROXY_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a command's client has to send its request to the proxy (an HTTP request's
+/// head, a SOCKS5 greeting and request) before the proxy closes the connection.
+pub const SHELL_PROXY_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest HTTP request head the proxy reads (hyper's smallest read buffer): a
+/// request line and headers, never a body.
+pub const SHELL_PROXY_MAX_HEAD: usize = 8 * 1024;
+
+/// How long a sandbox's proxy waits after it failed to accept a connection (out of
+/// descriptors, most likely) before it tries again.
+pub const SHELL_PROXY_ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Refusals of one command the `bash` tool names in its output, one line each (the same
+/// host and port said once); past them, one line counts the rest.
+pub const SHELL_PROXY_MAX_NOTES: usize = 16;
+
 /// Component instances the pooling allocator keeps slots for: every live instance (one per
 /// hook and tool of each call in flight, plus each per-session instance) takes one.
 pub const DEFAULT_POOL_INSTANCES: u32 = 1_000;
@@ -498,22 +531,35 @@ pub const DEFAULT_BASH_MOUNT: &str = "/workspace";
 /// otherwise: the model reads offloaded outputs there.
 pub const DEFAULT_BASH_RO_MOUNT: &str = "/artifacts";
 
-/// What confines one command beside its mounts: the network switch and the limits, as
-/// `[bash]` sets them and a tenant's `[tenants.ID.bash]` overrides them
-/// ([`ShellPolicy::with`]).
+/// What confines one sandbox beside its mounts: whether slirp4netns routes its network
+/// namespace (`network = true`), and the limits of its commands. Made of
+/// [`ShellNetwork`] and [`ShellLimits`] for each sandbox; an allow-list's sandbox is
+/// closed here (`network: false`) and reaches out only through its proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ShellPolicy {
     pub network: bool,
     pub limits: ShellLimits,
 }
 
-impl ShellPolicy {
-    /// This policy with a tenant's `network` and `limits` over it.
-    pub fn with(self, network: Option<bool>, limits: &ShellLimitOverrides) -> ShellPolicy {
-        ShellPolicy {
-            network: network.unwrap_or(self.network),
-            limits: self.limits.with(limits),
-        }
+/// What a sandboxed command may reach: `[bash] network`, which a tenant's
+/// `[tenants.ID.bash] network` replaces whole.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ShellNetwork {
+    /// `false`, the default: a network namespace of its own with only a loopback.
+    #[default]
+    Closed,
+    /// `true`: whatever the host reaches, through slirp4netns (never the host's loopback
+    /// or abstract sockets).
+    Open,
+    /// `{ allow = [...] }`: its own namespace with only a loopback, on which the host's
+    /// proxy ([`SHELL_PROXY_PORT`]) reaches the listed hosts and nothing else.
+    Allow(std::sync::Arc<crate::network::Allow>),
+}
+
+impl ShellNetwork {
+    /// Whether slirp4netns routes the sandbox.
+    pub fn is_open(&self) -> bool {
+        matches!(self, ShellNetwork::Open)
     }
 }
 

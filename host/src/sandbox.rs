@@ -219,6 +219,11 @@ impl Sandbox {
         Ok(())
     }
 
+    /// How the host resolves and connects for components now (and for `bash`'s proxy).
+    pub fn network_policy(&self) -> Arc<Policy> {
+        self.network.load_full()
+    }
+
     /// Makes and checks `mount`'s directory (see [`MountDirs::ensure`]).
     ///
     /// # Errors

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use hookhost::config::{Config, Loaded, Plan};
+use hookhost::limits::ShellNetwork;
 use hookhost::{Runtime, TenantId};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -306,22 +307,36 @@ fn bash_text(
         Some(Err(unavailable)) => return format!("host-native, CANNOT RUN: {unavailable}"),
         _ => return "host-native".into(),
     };
-    let open: Vec<String> = tenants
+    let said = |network: &ShellNetwork| match network {
+        ShellNetwork::Closed => "off".to_string(),
+        ShellNetwork::Open => "ON".to_string(),
+        ShellNetwork::Allow(allow) => format!(
+            "only through hookhost's proxy to {}",
+            match allow.is_empty() {
+                true => "nothing".to_string(),
+                false => allow.written().collect::<Vec<_>>().join(", "),
+            }
+        ),
+    };
+    let others: Vec<String> = tenants
         .iter()
-        .filter(|(_, t)| t.shell_network.is_some_and(|n| n != shell.policy.network))
-        .map(|(id, _)| id.to_string())
+        .filter_map(|(id, t)| {
+            let own = t.shell_network.as_ref().filter(|n| **n != shell.network)?;
+            Some(format!("{} for {id}", said(own)))
+        })
         .collect();
-    let network = match (shell.policy.network, open.is_empty()) {
-        (false, true) => "off".to_string(),
-        (true, true) => "ON".to_string(),
-        (false, false) => format!("off (on for {})", open.join(", ")),
-        (true, false) => format!("ON (off for {})", open.join(", ")),
-    };
-    let network = match (shell.policy.network, open.is_empty()) {
-        (false, true) => network,
-        _ => format!("{network}: {}", ready.network),
-    };
-    let limits = shell.policy.limits;
+    let mut network = said(&shell.network);
+    if !others.is_empty() {
+        network = format!("{network} ({})", others.join("; "));
+    }
+    let any_open = shell.network.is_open()
+        || tenants
+            .values()
+            .any(|t| t.shell_network.as_ref().is_some_and(ShellNetwork::is_open));
+    if any_open {
+        network = format!("{network}; open networks: {}", ready.network);
+    }
+    let limits = shell.limits;
     format!(
         "host-native, runs in {} sandboxed by {}{}\n       network: {network}; processes: {} ({}); \
          memory: {} bytes ({}); cpu: {} s a process; files up to {} bytes; /tmp: {} bytes",

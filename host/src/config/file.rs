@@ -530,10 +530,12 @@ pub struct BashConfig {
     /// reads every other tenant's files and this config's tokens.
     #[serde(default)]
     pub unsandboxed_with_tenants: bool,
-    /// Let commands reach the network (off: a network namespace of their own, with only
-    /// a loopback). A tenant's `[tenants.ID.bash] network` overrides it.
+    /// What commands may reach: `false` (the default: a network namespace of their own,
+    /// with only a loopback), `true` (whatever the host reaches, through slirp4netns), or
+    /// `{ allow = [...] }` (the listed hosts, through hookhost's proxy). A tenant's
+    /// `[tenants.ID.bash] network` replaces it.
     #[serde(default)]
-    pub network: bool,
+    pub network: Option<Spanned<BashNetwork>>,
     /// Bounds of each command (see [`crate::limits::ShellLimits`]); a tenant's override these.
     #[serde(default)]
     pub limits: Located<ShellLimitOverrides>,
@@ -551,20 +553,34 @@ impl Default for BashConfig {
             grants: None,
             sandbox: true,
             unsandboxed_with_tenants: false,
-            network: false,
+            network: None,
             limits: Located::default(),
             bwrap: None,
         }
     }
 }
 
+/// `[bash] network` (or a tenant's): a switch, or the hosts commands reach through
+/// hookhost's proxy (see `tools::bash::proxy`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "`true`, `false` or `{ allow = [\"host\", \"host:port\", …] }`"
+)]
+pub enum BashNetwork {
+    /// `true`: whatever the host reaches (slirp4netns); `false`: nothing.
+    Switch(bool),
+    /// `{ allow = [...] }`: entries as a component's `network` grant takes them.
+    Allow(NetworkGrant),
+}
+
 /// A `[tenants.ID.bash]` table: the tenant's own network switch and limits for `bash`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantBashConfig {
-    /// Over `[bash] network`.
+    /// Replaces `[bash] network`.
     #[serde(default)]
-    pub network: Option<bool>,
+    pub network: Option<Spanned<BashNetwork>>,
     /// Over `[bash] limits`.
     #[serde(default)]
     pub limits: Located<ShellLimitOverrides>,

@@ -198,6 +198,8 @@ fn kind(sources: &Sources, ty: &str) -> String {
         "bool" => "boolean".into(),
         "u8" | "u16" | "u32" | "u64" | "usize" | "NonZeroU32" | "NonZeroU64" => "integer".into(),
         "Access" => "`\"ro\"` \\| `\"rw\"`".into(),
+        // An untagged enum: what each variant takes.
+        "BashNetwork" => "boolean, or `{ allow = [...] }`".into(),
         "Value" => "any value".into(),
         name => match sources.items.get(name) {
             Some(item) if item.is_enum => item

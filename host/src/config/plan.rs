@@ -5,7 +5,7 @@ use super::file::{EngineConfig, TraceConfig};
 use crate::chain::{FailurePolicy, InstanceMode};
 use crate::component::ComponentRef;
 use crate::ids::{TenantId, ToolMatch};
-use crate::limits::{LimitOverrides, Limits, ShellPolicy};
+use crate::limits::{LimitOverrides, Limits, ShellLimits, ShellNetwork};
 use crate::mounts::MountTable;
 use crate::sandbox::{Grants, Settings};
 use crate::secret::{Secret, TokenDigest};
@@ -275,10 +275,31 @@ pub struct BashPlan {
 }
 
 /// A sandboxed `bash`: bubblewrap, and what confines commands beside their mounts (each
-/// tenant's [`Tenant::shell_network`] and [`Tenant::shell_limits`] override it).
+/// tenant's [`Tenant::shell_network`] replaces its network, [`Tenant::shell_limits`]
+/// override its limits: see [`ShellSandboxPlan::for_tenant`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShellSandboxPlan {
     /// The bubblewrap program, when the config names one.
     pub bwrap: Option<PathBuf>,
-    pub policy: ShellPolicy,
+    /// `[bash] network`.
+    pub network: ShellNetwork,
+    /// `[bash] limits` over the defaults.
+    pub limits: ShellLimits,
+}
+
+impl ShellSandboxPlan {
+    /// The network and limits of `tenant`'s commands (`None`: an undeclared tenant's,
+    /// `[bash]`'s own), and whether the network is the tenant's own setting.
+    pub fn for_tenant(&self, tenant: Option<&Tenant>) -> (ShellNetwork, ShellLimits, bool) {
+        match tenant {
+            Some(t) => (
+                t.shell_network
+                    .clone()
+                    .unwrap_or_else(|| self.network.clone()),
+                self.limits.with(&t.shell_limits),
+                t.shell_network.is_some(),
+            ),
+            None => (self.network.clone(), self.limits, false),
+        }
+    }
 }

@@ -3,14 +3,15 @@
 //! checked after them: grants after `[mounts]`, tenants' chains after `[[hooks]]`.
 
 use super::{
-    BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, NetworkGrant, Plan, ShellSandboxPlan,
-    SignatureConfig, TlsFiles, UpstreamConfig, UpstreamOAuth, UpstreamScope, WrittenSetting,
+    BashNetwork, BashPlan, ComponentPlan, Config, HookPlan, JwtPlan, NetworkGrant, Plan,
+    ShellSandboxPlan, SignatureConfig, TlsFiles, UpstreamConfig, UpstreamOAuth, UpstreamScope,
+    WrittenSetting,
 };
 use crate::component::{ComponentRef, SettingType};
 use crate::ids::{TenantId, ToolMatch};
 use crate::limits::{
     DEFAULT_BASH_RO_MOUNT, LimitOverrides, Limits, MAX_BASH_TIMEOUT, MAX_ID_BYTES, MIN_TOKEN_BYTES,
-    SYSTEM_PATHS, ShellLimits, ShellPolicy,
+    SYSTEM_PATHS, ShellLimits, ShellNetwork,
 };
 use crate::mounts::{MountError, MountSpec, MountTable, Scope};
 use crate::sandbox::{Access, Grants, Settings};
@@ -398,7 +399,10 @@ impl Config {
                     resources: tenant.resources.as_deref().map(ToolMatch::new),
                     prompts: tenant.prompts.as_deref().map(ToolMatch::new),
                     trace: tenant.trace,
-                    shell_network: tenant.bash.network,
+                    shell_network: shell_network(
+                        &format!("{owner}.bash"),
+                        tenant.bash.network.as_ref(),
+                    )?,
                     network: network_grant(&owner, tenant.network.as_ref())?,
                     shell_limits: *tenant.bash.limits,
                     rate: *tenant.rate,
@@ -623,10 +627,8 @@ impl Config {
         let sandbox = if bash.sandbox {
             Some(ShellSandboxPlan {
                 bwrap: bash.bwrap.clone(),
-                policy: ShellPolicy {
-                    network: bash.network,
-                    limits: ShellLimits::default().with(&bash.limits),
-                },
+                network: shell_network("bash", bash.network.as_ref())?.unwrap_or_default(),
+                limits: ShellLimits::default().with(&bash.limits),
             })
         } else {
             if !self.tenants.is_empty() && !bash.unsandboxed_with_tenants {
@@ -967,9 +969,34 @@ fn network_grant(
     let Some(grant) = grant else {
         return Ok(None);
     };
-    crate::network::Allow::parse(&grant.get_ref().allow)
-        .map(|allow| Some(std::sync::Arc::new(allow)))
-        .map_err(|why| Invalid::at(grant.span(), format!("{owner}.network.allow: {why}")))
+    allow_list(owner, grant.get_ref(), grant.span()).map(Some)
+}
+
+/// `OWNER.network` of `[bash]` or a tenant's `bash` table: a switch or an `allow` list,
+/// read as a component's grant is.
+fn shell_network(
+    owner: &str,
+    network: Option<&Spanned<BashNetwork>>,
+) -> Result<Option<ShellNetwork>, Invalid> {
+    let Some(network) = network else {
+        return Ok(None);
+    };
+    Ok(Some(match network.get_ref() {
+        BashNetwork::Switch(false) => ShellNetwork::Closed,
+        BashNetwork::Switch(true) => ShellNetwork::Open,
+        BashNetwork::Allow(grant) => ShellNetwork::Allow(allow_list(owner, grant, network.span())?),
+    }))
+}
+
+/// The `allow` list of `grant`, written at `span`, each entry read.
+fn allow_list(
+    owner: &str,
+    grant: &NetworkGrant,
+    span: Range<usize>,
+) -> Result<std::sync::Arc<crate::network::Allow>, Invalid> {
+    crate::network::Allow::parse(&grant.allow)
+        .map(std::sync::Arc::new)
+        .map_err(|why| Invalid::at(span, format!("{owner}.network.allow: {why}")))
 }
 
 /// `OWNER.require_signature`: for an `oci://` component only (a file on this host is the

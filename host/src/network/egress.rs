@@ -1,7 +1,7 @@
 //! A component's outgoing HTTP: `wasmtime-wasi-http`'s [`WasiHttpHooks`], sending what its
 //! grant lets through to the address the host checked (see [`super`] for the rules).
 
-use super::{Failure, Host, Outcome, Policy, Reach, Request, RequestLog};
+use super::{Failure, Host, Outcome, Policy, Reach, Request, RequestLog, remember};
 use crate::limits::{Limits, NETWORK_CONNECT_TIMEOUT};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -106,20 +106,12 @@ impl WasiHttpHooks for Egress {
         let tls = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let host_text = uri.host().unwrap_or_default().to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let mut record = Request {
-            component: self.component.clone(),
-            method: request.method().to_string(),
-            host: host_text.clone(),
+        let mut record = Request::new(
+            self.component.clone(),
+            request.method().as_str(),
+            &host_text,
             port,
-            rule: None,
-            address: None,
-            status: None,
-            bytes_out: 0,
-            bytes_in: 0,
-            duration: std::time::Duration::ZERO,
-            outcome: Outcome::Failed,
-            reason: None,
-        };
+        );
         let host = Host::parse(&host_text);
         let Some(rule) = self.reach.permits(host, port) else {
             let reason = match (&self.reach.grant, self.reach.ceiling.is_some()) {
@@ -423,26 +415,6 @@ impl Tally {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .is_some_and(|r| r.status.is_some())
-    }
-}
-
-/// Says a request that ended: in the call's log (for the trace and metrics) and the
-/// host's log.
-fn remember(log: Option<&RequestLog>, request: Request) {
-    tracing::debug!(
-        component = %request.component,
-        method = %request.method,
-        host = %request.host,
-        port = request.port,
-        status = request.status,
-        outcome = request.outcome.as_str(),
-        reason = request.reason.as_deref().unwrap_or_default(),
-        bytes_out = request.bytes_out,
-        bytes_in = request.bytes_in,
-        "network request"
-    );
-    if let Some(log) = log {
-        log.push(request);
     }
 }
 

@@ -310,6 +310,27 @@ pub struct Request {
     pub reason: Option<String>,
 }
 
+impl Request {
+    /// A request of `component` to `host`:`port` as it starts: nothing sent or answered
+    /// yet, failed until it is.
+    pub fn new(component: Arc<str>, method: &str, host: &str, port: u16) -> Request {
+        Request {
+            component,
+            method: method.to_string(),
+            host: host.to_string(),
+            port,
+            rule: None,
+            address: None,
+            status: None,
+            bytes_out: 0,
+            bytes_in: 0,
+            duration: Duration::ZERO,
+            outcome: Outcome::Failed,
+            reason: None,
+        }
+    }
+}
+
 /// The requests of one call's components, as they end, until its trace takes them.
 #[derive(Debug, Default)]
 pub struct RequestLog {
@@ -317,7 +338,8 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
-    fn push(&self, request: Request) {
+    /// Records a request that ended (a component's, or one `bash`'s proxy made).
+    pub fn push(&self, request: Request) {
         self.ended
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -327,6 +349,26 @@ impl RequestLog {
     /// The requests that ended since the last time.
     pub fn take(&self) -> Vec<Request> {
         std::mem::take(&mut *self.ended.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Says a request that ended: in the call's log (for the trace and metrics) and the
+/// host's log.
+pub fn remember(log: Option<&RequestLog>, request: Request) {
+    tracing::debug!(
+        component = %request.component,
+        method = %request.method,
+        host = %request.host,
+        port = request.port,
+        status = request.status,
+        outcome = request.outcome.as_str(),
+        reason = request.reason.as_deref().unwrap_or_default(),
+        bytes_out = request.bytes_out,
+        bytes_in = request.bytes_in,
+        "network request"
+    );
+    if let Some(log) = log {
+        log.push(request);
     }
 }
 

@@ -45,8 +45,8 @@ pub struct Tenant {
     pub prompts: Option<ToolMatch>,
     /// Whether its sessions are traced; `[trace] enabled` when `None`.
     pub trace: Option<bool>,
-    /// `[tenants.ID.bash] network`, over `[bash]`'s.
-    pub shell_network: Option<bool>,
+    /// `[tenants.ID.bash] network`, which replaces `[bash]`'s.
+    pub shell_network: Option<crate::limits::ShellNetwork>,
     /// `[tenants.ID.bash] limits`, over `[bash]`'s.
     pub shell_limits: ShellLimitOverrides,
     /// The most its components may reach (see [`crate::network`]); their grants alone

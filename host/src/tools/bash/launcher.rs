@@ -71,6 +71,17 @@ const SYSV_IPC: &[(&str, RemoveIpc)] = &[
     }),
 ];
 
+/// What the launcher is started with: its one argument, as JSON.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Setup {
+    /// Every command's limits.
+    pub limits: ShellLimits,
+    /// The port of 127.0.0.1 to listen on for the host's proxy (see [`super::proxy`]): the
+    /// listener is made before any command runs and handed to the host with
+    /// [`Reply::Ready`]. `None`: no proxy.
+    pub proxy_port: Option<u16>,
+}
+
 /// One command to run: `bash -c command` in `workdir`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {
@@ -81,7 +92,8 @@ pub struct Request {
 /// What the launcher says.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
-    /// The sandbox is up (sent once, first).
+    /// The sandbox is up (sent once, first), with the proxy's listening socket when the
+    /// [`Setup`] asks for one.
     Ready,
     /// The command ended, with its exit code or the signal that killed it. `reusable`:
     /// the sandbox is as new and may run another command.
@@ -95,11 +107,11 @@ pub enum Reply {
 }
 
 /// `hookhost sandbox-shell`: serves the host on [`CONTROL_FD`] until it closes the socket.
-/// `limits` is the JSON of the [`ShellLimits`].
-pub fn main(limits: &str) -> ExitCode {
+/// `setup` is the JSON of its [`Setup`].
+pub fn main(setup: &str) -> ExitCode {
     let outcome = in_sandbox().and_then(|()| {
         let control = control()?;
-        let served = serve(control.as_fd(), limits);
+        let served = serve(control.as_fd(), setup);
         end_all();
         served
     });
@@ -149,15 +161,31 @@ pub(super) fn control() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) })
 }
 
-fn serve(control: BorrowedFd<'_>, limits: &str) -> io::Result<()> {
-    let limits: ShellLimits = serde_json::from_str(limits).map_err(io::Error::other)?;
+fn serve(control: BorrowedFd<'_>, setup: &str) -> io::Result<()> {
+    let Setup { limits, proxy_port } = serde_json::from_str(setup).map_err(io::Error::other)?;
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)?;
     join_new_keyring()?;
+    // Bound before any command runs, so none can take the port; kept open here as long as
+    // the sandbox lives (close-on-exec: no command inherits it), so the port never frees
+    // while the host serves it.
+    let proxy = proxy_port
+        .map(|port| {
+            std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).map_err(|e| {
+                io::Error::other(format!(
+                    "cannot listen on 127.0.0.1:{port} for the proxy: {e}"
+                ))
+            })
+        })
+        .transpose()?;
     let filter = super::seccomp::program()
         .map_err(|e| io::Error::other(format!("cannot build the system-call filter: {e}")))?;
     seccompiler::apply_filter(&filter)
         .map_err(|e| io::Error::other(format!("cannot install the system-call filter: {e}")))?;
-    send(control, &Reply::Ready)?;
+    let ready = serde_json::to_vec(&Reply::Ready)?;
+    match &proxy {
+        Some(listener) => send_with(control, &ready, &[listener.as_fd()])?,
+        None => send_with(control, &ready, &[])?,
+    }
     let mut buf = vec![0u8; MAX_MESSAGE];
     while let Some((request, [stdout, stderr])) = receive(control, &mut buf)? {
         let reply = run(control, &request, stdout, stderr, &limits)?;

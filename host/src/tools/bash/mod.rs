@@ -4,7 +4,9 @@
 //! By default commands run in a sandbox of their session ([`sandbox`]): it sees the system
 //! read-only, exactly the mounts `bash` is granted at their virtual paths (`pwd` is
 //! `/workspace`), no network unless the operator opens it, and each command is bounded in
-//! processes, memory, CPU time and file size. The sandbox is kept for the session's next
+//! processes, memory, CPU time and file size; with an allow-list (`network = { allow =
+//! [...] }`) its commands reach the listed hosts through hookhost's proxy ([`proxy`]),
+//! and the output names each host it refused. The sandbox is kept for the session's next
 //! command ([`shell`]), yet each starts clean, as in a new one: everything a command
 //! started dies with it: when it ends, times out, is cancelled (the MCP client's
 //! `notifications/cancelled`, a dropped call), when its session ends, and when hookhost
@@ -22,6 +24,7 @@ mod etc;
 pub mod guard;
 pub mod launcher;
 mod network;
+pub mod proxy;
 pub mod sandbox;
 pub mod seccomp;
 pub mod shell;
@@ -32,7 +35,9 @@ use super::{Callee, Tool};
 use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{BashPlan, ShellSandboxPlan};
 use crate::failure::Failure;
-use crate::limits::{DEFAULT_BASH_TIMEOUT, GUARD_END_GRACE, MAX_BASH_TIMEOUT};
+use crate::limits::{
+    DEFAULT_BASH_TIMEOUT, GUARD_END_GRACE, MAX_BASH_TIMEOUT, ShellNetwork, ShellPolicy,
+};
 use crate::mounts::ResolvedMount;
 use crate::sandbox::{Grants, Sandbox, writable};
 use crate::sessions::{Caller, Session, SessionHolder, SessionKey};
@@ -230,20 +235,51 @@ impl BashTool {
             .iter()
             .map(|(path, access)| Ok((self.mount(caller, path)?, *access)))
             .collect::<Result<Vec<_>, String>>()?;
-        let policy = match caller.tenant {
-            Some(t) => plan.policy.with(t.shell_network, &t.shell_limits),
-            None => plan.policy,
+        let (network, limits, _) = plan.for_tenant(caller.tenant);
+        let policy = ShellPolicy {
+            network: network.is_open(),
+            limits,
         };
+        let proxied = matches!(network, ShellNetwork::Allow(_));
         let label = caller.key().to_string();
         // A sandbox that fails to start is tried once more: under load the kernel has
         // refused bubblewrap's loopback setup in a new network namespace now and then
         // (`Failed RTM_NEWADDR`), which the next start does not meet.
-        let mut attempt = ready.start(&mounts, &self.mount, &policy, &label).await;
+        let mut attempt = ready
+            .start_with(&mounts, &self.mount, &policy, proxied, &label)
+            .await;
         if let Err(e) = &attempt {
             tracing::warn!(session = %label, error = %e, "bash: a sandbox failed to start; trying once more");
-            attempt = ready.start(&mounts, &self.mount, &policy, &label).await;
+            attempt = ready
+                .start_with(&mounts, &self.mount, &policy, proxied, &label)
+                .await;
         }
         attempt.map_err(|e| format!("bash: {e}"))
+    }
+
+    /// The network of `caller`'s commands, and with an allow-list the proxy of this one
+    /// (its connections recorded in the call's log).
+    fn network(&self, caller: &Caller<'_>) -> (ShellNetwork, Option<Arc<proxy::ProxyCall>>) {
+        let Confinement::Sandboxed { plan, .. } = &self.confinement else {
+            return (ShellNetwork::Closed, None);
+        };
+        let (network, _, tenants) = plan.for_tenant(caller.tenant);
+        let proxy = match &network {
+            ShellNetwork::Allow(allow) => {
+                let setting = match tenants {
+                    true => format!("[tenants.{}.bash] network", caller.key().tenant),
+                    false => "[bash] network".to_string(),
+                };
+                Some(Arc::new(proxy::ProxyCall::new(
+                    self.sandbox.network_policy(),
+                    allow.clone(),
+                    caller.requests.clone(),
+                    setting,
+                )))
+            }
+            _ => None,
+        };
+        (network, proxy)
     }
 
     /// Runs `command` in a sandbox of the session: a waiting one, else a new one.
@@ -256,12 +292,15 @@ impl BashTool {
         cap: usize,
     ) -> Result<Ended, String> {
         let key = &caller.key();
+        let (network, proxy) = self.network(caller);
+        let proxied = proxy.is_some();
         // A waiting sandbox may have ended meanwhile (a command killed its launcher):
-        // then a new one is made.
+        // then a new one is made; so is one made under another network setting (a
+        // reloaded config).
         let (lease, (stdout, stderr)) = loop {
             let (shell, fresh) = match pool.take(key) {
-                Some(shell) => (shell, false),
-                None => (self.start(caller).await?, true),
+                Some(shell) if shell.fits(network.is_open(), proxied) => (shell, false),
+                Some(_) | None => (self.start(caller).await?, true),
             };
             let lease = pool.lend(key, shell);
             match lease.shell().send(command, &self.mount).await {
@@ -276,7 +315,27 @@ impl BashTool {
         };
         let stdout = Capture::start(stdout, cap);
         let stderr = Capture::start(stderr, cap);
-        let reply = tokio::time::timeout(limit, lease.shell().reply()).await;
+        // The proxy serves while the command runs; its connections end with it (aborted
+        // and awaited, so that each is in the call's log before the call returns).
+        let mut connections = tokio::task::JoinSet::new();
+        let reply = {
+            let served = async {
+                match (lease.shell().proxy(), &proxy) {
+                    (Some(listener), Some(call)) => {
+                        proxy::serve(listener, call.clone(), &mut connections).await
+                    }
+                    _ => std::future::pending().await,
+                }
+            };
+            let replied = async {
+                tokio::select! {
+                    reply = lease.shell().reply() => reply,
+                    never = served => match never {},
+                }
+            };
+            tokio::time::timeout(limit, replied).await
+        };
+        connections.shutdown().await;
         let status = match reply {
             Ok(Ok(launcher::Reply::Ended {
                 code,
@@ -309,7 +368,9 @@ impl BashTool {
                 Status::Failed("the sandbox's launcher said `Ready` twice".into())
             }
         };
-        Ok(Ended::read(stdout, stderr, status).await)
+        let mut ended = Ended::read(stdout, stderr, status).await;
+        ended.network = proxy.map(|call| call.notes()).unwrap_or_default();
+        Ok(ended)
     }
 
     /// Runs `command` on the host, under its guard (see [`guard`]).
@@ -373,6 +434,8 @@ struct Ended {
     stderr: Captured,
     /// A background process still held the output open after [`DRAIN_GRACE`].
     held_open: bool,
+    /// What the proxy refused, a line each (see [`proxy`]).
+    network: Vec<String>,
     status: Status,
 }
 
@@ -385,6 +448,7 @@ impl Ended {
             stdout,
             stderr,
             held_open: out_held || err_held,
+            network: Vec::new(),
             status,
         }
     }
@@ -415,6 +479,9 @@ impl Ended {
                 "[stderr truncated: {} more bytes]",
                 self.stderr.dropped
             ));
+        }
+        for line in self.network {
+            note(line);
         }
         if self.held_open {
             note(format!(

@@ -16,6 +16,8 @@
 //! - new user, mount, PID, IPC, UTS, cgroup and network namespaces; the network
 //!   namespace has only its loopback unless the policy opens the network, and then a
 //!   device routed by slirp4netns, never the host's namespace (see [`super::network`]);
+//!   with an allow-list it has only its loopback, on which the host's proxy listens
+//!   (see [`super::proxy`]);
 //! - inside, the command is the unprivileged user [`SANDBOX_USER`] (uid [`SANDBOX_UID`]),
 //!   with no capabilities and no way to make user namespaces of its own. Outside it is
 //!   hookhost's user — host root when hookhost runs as root — so that what it writes in
@@ -52,8 +54,7 @@
 
 use super::cgroup::{Controller, SandboxCgroups};
 use super::shell::Shell;
-use crate::limits::ShellLimits;
-use crate::limits::ShellPolicy;
+use crate::limits::{SHELL_PROXY_PORT, ShellLimits, ShellPolicy};
 use crate::mounts::ResolvedMount;
 use crate::sandbox::Access;
 use std::ffi::OsString;
@@ -194,6 +195,22 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("LOGNAME", SANDBOX_USER),
     ("SHELL", "/bin/bash"),
     ("TMPDIR", "/tmp"),
+];
+
+/// The environment added for a sandbox with an allow-list (`PORT` stands for
+/// [`SHELL_PROXY_PORT`]): both spellings of the proxy variables, since programs read one
+/// or the other (curl only the lowercase `http_proxy`), SOCKS5 with names resolved by the
+/// proxy (`socks5h`) for programs that speak no HTTP proxy, and no exceptions: every
+/// connection goes through the proxy, whose answer says what it refused.
+pub const PROXY_ENVIRONMENT: &[(&str, &str)] = &[
+    ("HTTP_PROXY", "http://127.0.0.1:PORT"),
+    ("HTTPS_PROXY", "http://127.0.0.1:PORT"),
+    ("http_proxy", "http://127.0.0.1:PORT"),
+    ("https_proxy", "http://127.0.0.1:PORT"),
+    ("ALL_PROXY", "socks5h://127.0.0.1:PORT"),
+    ("all_proxy", "socks5h://127.0.0.1:PORT"),
+    ("NO_PROXY", ""),
+    ("no_proxy", ""),
 ];
 
 /// Where the hookhost program is bound inside the sandbox, to run as its launcher
@@ -399,6 +416,24 @@ impl Ready {
         policy: &ShellPolicy,
         label: &str,
     ) -> Result<Shell, String> {
+        self.start_with(mounts, workdir, policy, false, label).await
+    }
+
+    /// As [`Self::start`]; with `proxied`, a closed sandbox whose commands reach out through
+    /// the host's proxy on 127.0.0.1:[`SHELL_PROXY_PORT`] (see [`super::proxy`]): its
+    /// launcher listens there before any command runs, and [`PROXY_ENVIRONMENT`] names it.
+    ///
+    /// # Errors
+    ///
+    /// Why it did not start, as the command's error.
+    pub async fn start_with(
+        &self,
+        mounts: &[(&ResolvedMount, Access)],
+        workdir: &str,
+        policy: &ShellPolicy,
+        proxied: bool,
+        label: &str,
+    ) -> Result<Shell, String> {
         let limits = clamp(policy.limits, self.host_hard);
         let network = match (&self.slirp, policy.network) {
             (Ok(slirp), true) => Some(slirp.as_path()),
@@ -422,6 +457,12 @@ impl Ready {
         };
         args.extend(["--ro-bind".into(), etc.as_os_str().into(), "/etc".into()]);
         args.extend(["--setenv".into(), "HOME".into(), workdir.into()]);
+        if proxied {
+            for (name, value) in PROXY_ENVIRONMENT {
+                let value = value.replace("PORT", &SHELL_PROXY_PORT.to_string());
+                args.extend(["--setenv".into(), (*name).into(), value.into()]);
+            }
+        }
         let tmp_bytes = limits.tmp_bytes.to_string();
         for tmp in ["/tmp", "/dev/shm"] {
             args.extend(["--size", &tmp_bytes, "--tmpfs", tmp].map(OsString::from));
@@ -459,9 +500,21 @@ impl Ready {
             ]
             .map(OsString::from),
         );
-        let limits = serde_json::to_string(&limits).map_err(|e| e.to_string())?;
-        args.push(limits.into());
-        Shell::start(&self.bwrap, args, cgroup, network, label.to_string()).await
+        let setup = super::launcher::Setup {
+            limits,
+            proxy_port: proxied.then_some(SHELL_PROXY_PORT),
+        };
+        let setup = serde_json::to_string(&setup).map_err(|e| e.to_string())?;
+        args.push(setup.into());
+        Shell::start(
+            &self.bwrap,
+            args,
+            cgroup,
+            network,
+            proxied,
+            label.to_string(),
+        )
+        .await
     }
 }
 

@@ -37,12 +37,19 @@ pub struct Shell {
     cgroup: Option<SandboxCgroup>,
     /// slirp4netns routing its network, when the policy opens it; ends with the sandbox.
     _network: Option<Network>,
+    /// Whether slirp4netns routes it.
+    open: bool,
+    /// The listening socket its launcher made on 127.0.0.1 of its network namespace for
+    /// the proxy (see [`super::proxy`]), when it has an allow-list.
+    proxy: Option<tokio::net::TcpListener>,
 }
 
 impl Shell {
-    /// Starts `bwrap args… -- launcher sandbox-shell LIMITS` and waits for its launcher;
+    /// Starts `bwrap args… -- launcher sandbox-shell SETUP` and waits for its launcher;
     /// with `network` (the slirp4netns program), routes its network namespace through it
-    /// first (see [`super::network`]). `label` names the sandbox in the log (its session).
+    /// first (see [`super::network`]); with `proxy` (the launcher's setup asks for it),
+    /// keeps the proxy's listening socket the launcher hands over with its `Ready`.
+    /// `label` names the sandbox in the log (its session).
     ///
     /// The options reach bubblewrap through a memory file (`--args FD`), not its command
     /// line: `/proc/1/cmdline` inside shows no host path.
@@ -51,6 +58,7 @@ impl Shell {
         mut args: Vec<OsString>,
         cgroup: Option<SandboxCgroup>,
         network: Option<&Path>,
+        proxy: bool,
         label: String,
     ) -> Result<Shell, String> {
         let (ours, theirs) = rustix::net::socketpair(
@@ -149,20 +157,37 @@ impl Shell {
             .map_err(io::Error::from)
             .and_then(|()| unsafe { Ok(AsyncFd::register(ours)?) })
             .map_err(|e| format!("cannot watch the sandbox's control socket: {e}"))?;
-        let shell = Shell {
+        let mut shell = Shell {
             _bwrap: child,
             pid,
             control,
             cgroup,
+            open: network.is_some(),
             _network: network,
+            proxy: None,
         };
-        let ready = tokio::time::timeout(SHELL_START_TIMEOUT, shell.reply()).await;
+        let ready = tokio::time::timeout(SHELL_START_TIMEOUT, shell.receive()).await;
         match ready {
-            Ok(Ok(Reply::Ready)) => {
+            Ok(Ok((Reply::Ready, fds))) => {
+                if proxy {
+                    let listener = fds
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| {
+                            io::Error::other("the launcher sent no listening socket for the proxy")
+                        })
+                        .and_then(|fd| {
+                            let listener = std::net::TcpListener::from(fd);
+                            listener.set_nonblocking(true)?;
+                            tokio::net::TcpListener::from_std(listener)
+                        })
+                        .map_err(|e| format!("cannot serve the sandbox's proxy: {e}"))?;
+                    shell.proxy = Some(listener);
+                }
                 tokio::spawn(log_lines(stderr, label));
                 Ok(shell)
             }
-            Ok(Ok(other)) => Err(format!("the sandbox's launcher said {other:?} at start")),
+            Ok(Ok((other, _))) => Err(format!("the sandbox's launcher said {other:?} at start")),
             Ok(Err(_)) => {
                 drop(shell);
                 Err(said(stderr).await)
@@ -214,24 +239,60 @@ impl Shell {
     ///
     /// When the sandbox ended (the socket closed) or said something unreadable.
     pub async fn reply(&self) -> io::Result<Reply> {
+        self.receive().await.map(|(reply, _)| reply)
+    }
+
+    /// The launcher's next reply and the descriptors sent with it (close-on-exec).
+    async fn receive(&self) -> io::Result<(Reply, Vec<OwnedFd>)> {
+        use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
         let mut buf = vec![0u8; 4096];
         loop {
             let mut ready = self.control.readable().await?;
-            match ready.try_io(|fd| {
-                rustix::net::recv(fd.as_fd(), &mut buf, rustix::net::RecvFlags::empty())
-                    .map_err(io::Error::from)
-            }) {
-                Ok(Ok((0, _))) => {
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+            let received = ready.try_io(|fd| {
+                rustix::net::recvmsg(
+                    fd.as_fd(),
+                    &mut [io::IoSliceMut::new(&mut buf)],
+                    &mut ancillary,
+                    RecvFlags::CMSG_CLOEXEC,
+                )
+                .map_err(io::Error::from)
+            });
+            let fds: Vec<OwnedFd> = ancillary
+                .drain()
+                .filter_map(|message| match message {
+                    RecvAncillaryMessage::ScmRights(fds) => Some(fds),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            match received {
+                Ok(Ok(received)) if received.bytes == 0 => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the sandbox ended",
                     ));
                 }
-                Ok(Ok((n, _))) => return Ok(serde_json::from_slice(&buf[..n.min(buf.len())])?),
+                Ok(Ok(received)) => {
+                    let said = &buf[..received.bytes.min(buf.len())];
+                    return Ok((serde_json::from_slice(said)?, fds));
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) => continue,
             }
         }
+    }
+
+    /// The proxy's listening socket, when the sandbox has an allow-list.
+    pub fn proxy(&self) -> Option<&tokio::net::TcpListener> {
+        self.proxy.as_ref()
+    }
+
+    /// Whether it was made for a command whose network is `open` (slirp4netns) or
+    /// `proxied` (an allow-list): a sandbox made under another config is not reused.
+    pub fn fits(&self, open: bool, proxied: bool) -> bool {
+        self.open == open && self.proxy.is_some() == proxied
     }
 
     /// Kills every process of the sandbox now (the drop that follows tidies up).
