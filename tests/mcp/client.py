@@ -1186,6 +1186,17 @@ async def registry_chain(url):
     print("registry chain ok", flush=True)
 
 
+async def calls(url, tool, arguments, count):
+    """Calls TOOL with ARGUMENTS (JSON) COUNT times in one session and prints each result,
+    one JSON object a line (host/tests/network.rs)."""
+    async with streamable_http_client(url) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            for _ in range(int(count)):
+                result = await session.call_tool(tool, json.loads(arguments))
+                print(json.dumps({"is_error": is_error(result), "text": text(result)}), flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "stdio-disconnect": stdio_disconnect, "workdir": workdir, "http": http, "http-checks": http_checks,
@@ -1194,5 +1205,5 @@ if __name__ == "__main__":
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
              "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload,
              "tls": tls, "auth-throttle": auth_throttle,
-             "registry-chain": registry_chain}
+             "registry-chain": registry_chain, "calls": calls}
     asyncio.run(modes[mode](*rest))

@@ -1,0 +1,606 @@
+//! Network grants, through the real binary: the example hook `rust-audit-shipper` (built by
+//! `.ci/run` into target/example-hooks) posts each call's audit line over `wasi:http` to
+//! collectors the test runs on 127.0.0.1 (and 127.0.0.2), names resolved by a DNS server
+//! the test runs too.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a test's servers wait for what they expect, at most.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// An HTTP server taking POSTed lines on `address`: answers 200 to each, keeps the bodies.
+/// Stopped when dropped.
+struct Collector {
+    address: SocketAddr,
+    lines: Arc<Mutex<Vec<String>>>,
+    connections: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Collector {
+    fn start(ip: &str) -> Collector {
+        Collector::on(SocketAddr::new(ip.parse().unwrap(), 0))
+    }
+
+    fn on(address: SocketAddr) -> Collector {
+        let listener = TcpListener::bind(address).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let address = listener.local_addr().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (kept, counted, stopped) = (lines.clone(), connections.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                        let kept = kept.clone();
+                        std::thread::spawn(move || answer(stream, &kept));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Collector {
+            address,
+            lines,
+            connections,
+            stop,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/lines", self.address)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Reads one request (a head of at most 64 KiB, a body of its `content-length`), keeps its
+/// body, answers `200 ok`.
+fn answer(stream: std::net::TcpStream, lines: &Mutex<Vec<String>>) {
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap().take(64 * 1024 + 1024 * 1024));
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    lines
+        .lock()
+        .unwrap()
+        .push(String::from_utf8_lossy(&body).into_owned());
+    let mut stream = stream;
+    let _ =
+        stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+}
+
+/// A DNS server on 127.0.0.1 answering every `A` question with the next of `answers` (the
+/// last one once they are used up), TTL 0, and others with no answer. Stopped when dropped.
+struct DnsStub {
+    address: SocketAddr,
+    asked: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl DnsStub {
+    fn start(answers: &[&str]) -> DnsStub {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let address = socket.local_addr().unwrap();
+        let answers: Vec<std::net::Ipv4Addr> = answers.iter().map(|a| a.parse().unwrap()).collect();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (counted, stopped) = (asked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut query = [0u8; 512];
+            while !stopped.load(Ordering::Relaxed) {
+                let Ok((n, from)) = socket.recv_from(&mut query) else {
+                    continue;
+                };
+                // The question ends after its name's zero byte, its type and its class.
+                let Some(end) = query[12..n]
+                    .iter()
+                    .position(|b| *b == 0)
+                    .map(|z| 12 + z + 5)
+                else {
+                    continue;
+                };
+                let is_a = end <= n && query[end - 4..end - 2] == [0, 1];
+                let mut reply = query[..end].to_vec();
+                reply[2] = 0x81; // a response, recursion desired
+                reply[3] = 0x80; // recursion available, no error
+                reply[6..12].copy_from_slice(&[0, 0, 0, 0, 0, 0]);
+                if is_a {
+                    let asked = counted.fetch_add(1, Ordering::Relaxed);
+                    let ip = answers[asked.min(answers.len() - 1)];
+                    reply[7] = 1;
+                    reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4]);
+                    reply.extend_from_slice(&ip.octets());
+                }
+                let _ = socket.send_to(&reply, from);
+            }
+        });
+        DnsStub {
+            address,
+            asked,
+            stop,
+        }
+    }
+}
+
+impl Drop for DnsStub {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A config of the built-in mounts and `read_file`, with the shipper as its one hook
+/// (`on_failure = "closed"`: a line not shipped withholds the output) posting to `url`,
+/// granted `allow`; `more` is appended.
+fn config(dir: &Path, url: &str, allow: &[&str], more: &str) -> std::path::PathBuf {
+    let allow: Vec<String> = allow.iter().map(|a| format!("{a:?}")).collect();
+    let text = format!(
+        r#"
+[tools.read_file]
+component = "builtin:read_file"
+grants = {{ "/workspace" = "ro" }}
+
+[[hooks]]
+name = "ship"
+component = {shipper:?}
+on_failure = "closed"
+settings = {{ url = {url:?} }}
+network = {{ allow = [{allow}] }}
+
+{more}
+"#,
+        shipper = common::example_hook("rust-audit-shipper.wasm"),
+        allow = allow.join(", "),
+    );
+    let path = dir.join("hookhost.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `hookhost call read_file` under `config` (for `tenant`, when given), in a new session:
+/// what it printed, and the session's id.
+fn call(data: &Path, config: &Path, tenant: Option<&str>) -> (Output, String) {
+    let out = command(data, config, tenant)
+        .output()
+        .expect("hookhost runs");
+    let session = session_of(&out);
+    (out, session)
+}
+
+fn command(data: &Path, config: &Path, tenant: Option<&str>) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+    command
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .arg("call");
+    if let Some(tenant) = tenant {
+        command.args(["--tenant", tenant]);
+    }
+    command
+        .args(["read_file", r#"{"path":"/workspace/absent.txt"}"#])
+        .env_remove("HOOKHOST_CONFIG")
+        .stdin(Stdio::null());
+    command
+}
+
+/// The session `hookhost call` made (it says so on stderr).
+fn session_of(out: &Output) -> String {
+    stderr(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("hookhost: session "))
+        .unwrap_or_else(|| panic!("no session said: {}", stderr(out)))
+        .trim()
+        .to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The `network.request` events of `session`'s trace (of `tenant`).
+fn requests(data: &Path, tenant: &str, session: &str) -> Vec<serde_json::Value> {
+    let events = data
+        .join("tenants")
+        .join(tenant)
+        .join("sessions")
+        .join(session)
+        .join("artifacts/trace/events.jsonl");
+    let text =
+        std::fs::read_to_string(&events).unwrap_or_else(|e| panic!("{}: {e}", events.display()));
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["kind"] == "network.request")
+        .collect()
+}
+
+/// The call's output was kept: the tool's own error (the file is absent), not a withheld
+/// output.
+fn shipped(out: &Output) {
+    assert!(
+        stdout(out).contains("absent.txt") && !stdout(out).contains("withheld"),
+        "{}\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// The shipper failed and the call's output was withheld.
+fn withheld(out: &Output) {
+    assert!(
+        stdout(out).contains("output withheld: hook 'ship' failed"),
+        "{}\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+#[test]
+fn a_granted_host_is_reached_and_no_other() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let other = Collector::start("127.0.0.1");
+    let granted = collector.address.to_string();
+
+    let (out, session) = call(
+        data.path(),
+        &config(data.path(), &collector.url(), &[&granted], ""),
+        None,
+    );
+    shipped(&out);
+    let lines = collector.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(line["tool"], "read_file");
+    assert_eq!(line["session"], session.as_str());
+    let [event] = &requests(data.path(), "default", &session)[..] else {
+        panic!("one request traced");
+    };
+    assert_eq!(event["layer"], "ship");
+    assert_eq!(event["phase"], "after-execute");
+    assert_eq!(event["method"], "POST");
+    assert_eq!(event["outcome"], "answered");
+    assert_eq!(event["status"], 200);
+    assert_eq!(event["bytes_out"], lines[0].len());
+    assert_eq!(event["bytes_in"], 2);
+    assert!(event.get("headers").is_none() && event.get("body").is_none());
+
+    // The same grant, another port of the same address: refused before any connection.
+    let (out, session) = call(
+        data.path(),
+        &config(data.path(), &other.url(), &[&granted], ""),
+        None,
+    );
+    withheld(&out);
+    assert!(stdout(&out).contains("declared") || stderr(&out).contains("HttpRequestDenied"));
+    assert_eq!(other.connections(), 0);
+    let [event] = &requests(data.path(), "default", &session)[..] else {
+        panic!("one request traced");
+    };
+    assert_eq!(event["outcome"], "denied");
+    assert!(
+        event["reason"]
+            .as_str()
+            .unwrap()
+            .contains("is not in the component's network grant"),
+        "{event}"
+    );
+
+    // No grant at all: refused the same way.
+    let bare = std::fs::read_to_string(config(data.path(), &other.url(), &[], ""))
+        .unwrap()
+        .replace("network = { allow = [] }", "");
+    std::fs::write(data.path().join("bare.toml"), bare).unwrap();
+    let (out, bare) = call(data.path(), &data.path().join("bare.toml"), None);
+    withheld(&out);
+    assert_eq!(other.connections(), 0);
+    let [event] = &requests(data.path(), "default", &bare)[..] else {
+        panic!("one request traced");
+    };
+    assert_eq!(event["reason"], "the component has no network grant");
+}
+
+#[test]
+fn a_name_is_checked_after_resolution_and_resolved_once() {
+    // 127.0.0.2 stands for a private address the grant names; 127.0.0.1 for one it does
+    // not. Both collectors listen on the same port, so only the address tells them apart.
+    let (named, unnamed) = (0..10)
+        .find_map(|_| {
+            let named = Collector::start("127.0.0.2");
+            let port = named.address.port();
+            TcpListener::bind(("127.0.0.1", port)).ok()?;
+            Some((
+                named,
+                Collector::on(SocketAddr::from(([127, 0, 0, 1], port))),
+            ))
+        })
+        .expect("a port free on both 127.0.0.1 and 127.0.0.2");
+    let port = named.address.port();
+    // First 127.0.0.2, then 127.0.0.1: a name that rebinds.
+    let dns = DnsStub::start(&["127.0.0.2", "127.0.0.1"]);
+    let data = tempfile::tempdir().unwrap();
+    let url = format!("http://rebind.test:{port}/lines");
+    let more = format!("[network]\nnameservers = [\"{}\"]\n", dns.address);
+    let config = config(data.path(), &url, &["rebind.test", "127.0.0.2"], &more);
+
+    let (out, first) = call(data.path(), &config, None);
+    shipped(&out);
+    assert_eq!(named.lines().len(), 1);
+    let [event] = &requests(data.path(), "default", &first)[..] else {
+        panic!("one request traced");
+    };
+    assert_eq!(event["host"], "rebind.test");
+    assert_eq!(event["address"], "127.0.0.2");
+    assert_eq!(dns.asked.load(Ordering::Relaxed), 1, "resolved once");
+
+    // Now the name says 127.0.0.1, which the grant does not name: refused, and the
+    // connection never made.
+    let (out, second) = call(data.path(), &config, None);
+    withheld(&out);
+    assert_eq!(unnamed.connections(), 0);
+    assert_eq!(named.lines().len(), 1);
+    let [event] = &requests(data.path(), "default", &second)[..] else {
+        panic!("one request traced");
+    };
+    assert_eq!(event["outcome"], "prohibited");
+    assert!(
+        event["reason"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.1 is loopback"),
+        "{event}"
+    );
+}
+
+#[test]
+fn loopback_private_and_metadata_addresses_need_naming() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let port = collector.address.port();
+    // Each is let through by its grant's host, refused by its address; none is connected
+    // to (the metadata address is never tried: no packet leaves).
+    for (url, allow, why) in [
+        (
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            vec!["*".to_string()],
+            "169.254.169.254 is link-local (cloud metadata)",
+        ),
+        (
+            format!("http://localhost:{port}/lines"),
+            vec![format!("localhost:{port}")],
+            "is loopback",
+        ),
+        (
+            format!("http://[::ffff:127.0.0.1]:{port}/lines"),
+            vec!["*".to_string()],
+            "is loopback",
+        ),
+        (
+            "http://10.1.2.3:9/lines".to_string(),
+            vec!["*".to_string()],
+            "10.1.2.3 is private",
+        ),
+    ] {
+        let allow: Vec<&str> = allow.iter().map(String::as_str).collect();
+        let (out, session) = call(data.path(), &config(data.path(), &url, &allow, ""), None);
+        withheld(&out);
+        let [event] = &requests(data.path(), "default", &session)[..] else {
+            panic!("one request traced for {url}");
+        };
+        assert_eq!(event["outcome"], "prohibited", "{url}: {event}");
+        assert!(event["reason"].as_str().unwrap().contains(why), "{event}");
+    }
+    assert_eq!(collector.connections(), 0);
+}
+
+#[test]
+fn a_tenant_ceiling_caps_a_components_grant() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let granted = collector.address.to_string();
+    let tenants = format!(
+        "[tenants.capped]\nnetwork = {{ allow = [\"127.0.0.1:1\"] }}\n\n\
+         [tenants.open]\nnetwork = {{ allow = [{granted:?}, \"*.example\"] }}\n"
+    );
+    let config = config(data.path(), &collector.url(), &[&granted], &tenants);
+
+    let (out, capped) = call(data.path(), &config, Some("capped"));
+    withheld(&out);
+    assert_eq!(collector.connections(), 0);
+    let [event] = &requests(data.path(), "capped", &capped)[..] else {
+        panic!("one request traced");
+    };
+    assert_eq!(event["outcome"], "denied");
+    assert!(
+        event["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not in its tenant's network grant"),
+        "{event}"
+    );
+
+    let (out, _) = call(data.path(), &config, Some("open"));
+    shipped(&out);
+    assert_eq!(collector.lines().len(), 1);
+}
+
+#[test]
+fn requests_and_bytes_are_bounded_per_call() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let granted = collector.address.to_string();
+    let config_text =
+        std::fs::read_to_string(config(data.path(), &collector.url(), &[&granted], ""))
+            .unwrap()
+            .replace(
+                "on_failure = \"closed\"",
+                "on_failure = \"closed\"\nlimits = { network_bytes = 40 }",
+            );
+    let config = data.path().join("limited.toml");
+    std::fs::write(&config, config_text).unwrap();
+    let (out, limited) = call(data.path(), &config, None);
+    withheld(&out);
+    let [event] = &requests(data.path(), "default", &limited)[..] else {
+        panic!("one request traced");
+    };
+    assert_eq!(event["outcome"], "limited", "{event}");
+    assert!(event["bytes_out"].as_u64().unwrap() > 40, "{event}");
+    // The collector may have the connection, never a whole line.
+    assert!(collector.lines().is_empty());
+}
+
+#[test]
+fn sixty_four_sessions_ship_at_once() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let granted = collector.address.to_string();
+    let config = config(data.path(), &collector.url(), &[&granted], "");
+    let calls: Vec<_> = (0..64)
+        .map(|_| {
+            command(data.path(), &config, None)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in calls {
+        shipped(&child.wait_with_output().unwrap());
+    }
+    let mut sessions: Vec<String> = collector
+        .lines()
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session"].to_string())
+        .collect();
+    sessions.sort();
+    sessions.dedup();
+    assert_eq!(sessions.len(), 64);
+}
+
+#[test]
+fn a_served_chain_counts_requests_by_tenant_component_and_grant() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let granted = collector.address.to_string();
+    let config = config(data.path(), &collector.url(), &[&granted], "");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env_remove("HOOKHOST_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let url = common::announced_url(&mut server);
+    let _server = Stop(server);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let client = |args: &[&str]| -> String {
+        let out = Command::new(root.join("target/ci-venv/bin/python"))
+            .arg(root.join("tests/mcp/client.py"))
+            .args(args)
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let results = client(&[
+        "calls",
+        &url,
+        "read_file",
+        r#"{"path":"/workspace/absent.txt"}"#,
+        "3",
+    ]);
+    assert_eq!(results.lines().count(), 3, "{results}");
+    assert_eq!(collector.lines().len(), 3);
+    let metrics_url = url.replace("/mcp", "/metrics");
+    let samples = client(&["scrape", &metrics_url]);
+    let sample = |name: &str, label: (&str, &str)| -> Option<f64> {
+        samples.lines().find_map(|line| {
+            let s: serde_json::Value = serde_json::from_str(line).unwrap();
+            (s["name"] == name
+                && s["labels"]["tenant"] == "default"
+                && s["labels"]["component"] == "ship"
+                && s["labels"]["host"] == granted.as_str()
+                && s["labels"][label.0] == label.1)
+                .then(|| s["value"].as_f64().unwrap())
+        })
+    };
+    assert_eq!(
+        sample("hookhost_network_requests_total", ("outcome", "answered")),
+        Some(3.0),
+        "{samples}"
+    );
+    let line_bytes: usize = collector.lines().iter().map(String::len).sum();
+    assert_eq!(
+        sample("hookhost_network_bytes_total", ("direction", "out")),
+        Some(line_bytes as f64)
+    );
+    assert_eq!(
+        sample("hookhost_network_bytes_total", ("direction", "in")),
+        Some(6.0)
+    );
+}
