@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the four example hooks into OUT_DIR (default: target/example-hooks), each with its
+# Builds the five example hooks into OUT_DIR (default: target/example-hooks), each with its
 # own build script. Where the toolchains are, when not on PATH:
 #   GUEST_KIT        guest-kit (default: target/release/guest-kit, built when missing)
 #   COMPONENTIZE_PY  componentize-py

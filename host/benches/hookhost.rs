@@ -874,6 +874,7 @@ const GROUPS: &[&str] = &[
     "end-to-end",
     "gateway",
     "registry",
+    "network",
 ];
 
 /// Measure the hook layer against a native implementation of the same hooks; prints a
@@ -1730,6 +1731,10 @@ async fn run(
         rows.extend(registry(&scratch.path().join("registry"))?);
     }
 
+    if wanted("network") {
+        rows.extend(network(&scratch.path().join("network")).await?);
+    }
+
     println!("| measure | hookhost | native | ratio | goal |");
     println!("|---|---|---|---|---|");
     for r in rows {
@@ -2069,4 +2074,136 @@ fn registry(dir: &Path) -> Result<Vec<Row>> {
             goal: "—",
         },
     ])
+}
+
+/// Requests timed by each `network` row.
+const NETWORK_CALLS: Count = Count::new(200, 3);
+
+/// An HTTP server on a port of 127.0.0.1 answering every request `200 ok` on a connection
+/// of its own (`Connection: close`), as a collector would; it serves until the bench ends.
+fn collector() -> Result<std::net::SocketAddr> {
+    use std::io::{BufRead, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let address = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || -> std::io::Result<()> {
+                let mut reader = std::io::BufReader::new(&stream);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line)? == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+                reader.read_exact(&mut vec![0; length])?;
+                (&stream).write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                )
+            });
+        }
+    });
+    Ok(address)
+}
+
+/// The same POST made natively: a fresh connection, the request, the whole answer.
+fn native_post(address: std::net::SocketAddr, body: &str) -> Result<()> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_nodelay(true)?;
+    write!(
+        stream,
+        "POST /lines HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    anyhow::ensure!(answer.starts_with(b"HTTP/1.1 200"), "the collector failed");
+    Ok(())
+}
+
+/// What a network grant costs: a call whose hook (the example `rust-audit-shipper`)
+/// POSTs its audit line over `wasi:http` to a granted collector, beside the same POST made
+/// natively; and a `bash` `curl` through the allow-list proxy (in a kept sandbox), beside
+/// the same `curl` run directly.
+async fn network(dir: &Path) -> Result<Vec<Row>> {
+    let address = collector()?;
+    let shipper = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/example-hooks/rust-audit-shipper.wasm");
+    anyhow::ensure!(
+        shipper.is_file(),
+        "{}: build the example hooks first (examples/hooks/build.sh target/example-hooks)",
+        shipper.display()
+    );
+    let text = format!(
+        "[[hooks]]\nname = \"ship\"\ncomponent = {:?}\non_failure = \"closed\"\n\
+         settings = {{ url = \"http://{address}/lines\" }}\n\
+         network = {{ allow = [\"{address}\"] }}\n",
+        shipper.display().to_string()
+    );
+    let plan = Config::parse(&text, "<bench config>")?.plan;
+    let shipping = runtime(&dir.join("hook"), &plan).await?;
+    let hh = latency(&shipping, "noop", NETWORK_CALLS.get()).await?;
+    drop(shipping);
+    let line = r#"{"tenant":"default","session":"00000000-0000-0000-0000-000000000000","call":"c","tool":"noop","outcome":"done","is_error":false,"output_bytes":100}"#;
+    let nat = median_time(NETWORK_CALLS.get(), || native_post(address, line))?;
+    let mut rows = vec![Row::latency(
+        "a call whose hook POSTs to a granted collector over wasi:http (median)",
+        hh,
+        nat,
+        "—",
+    )];
+
+    let text = config_text(10_000, false, 1_000)
+        .replacen("[bash]\nenabled = false", "[bash]\nenabled = true", 1)
+        .replacen(
+            "\n# network = false\n",
+            &format!("\nnetwork = {{ allow = [\"{address}\"] }}\n"),
+            1,
+        );
+    let plan = Config::parse(&text, "<bench config>")?.plan;
+    let proxied = runtime(&dir.join("bash"), &plan).await?;
+    let session = proxied
+        .sessions()
+        .create(TenantId::default_tenant(), None, None)
+        .await?;
+    let curl = format!("curl -sS -o /dev/null -X POST --data-raw '{line}' http://{address}/lines");
+    let arguments = serde_json::json!({ "command": curl }).to_string();
+    let mut samples = Vec::with_capacity(NETWORK_CALLS.get());
+    // The first call starts the sandbox; the rest reuse it.
+    for i in 0..=NETWORK_CALLS.get() {
+        let start = Instant::now();
+        let r = proxied.call(&session, "bash", &arguments).await?;
+        anyhow::ensure!(
+            !r.is_error && !r.output.contains("hookhost"),
+            "curl failed: {}",
+            r.output
+        );
+        if i > 0 {
+            samples.push(start.elapsed());
+        }
+    }
+    let hh = median(samples);
+    drop(proxied);
+    let nat = median_time(NETWORK_CALLS.get(), || {
+        let status = std::process::Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "-X", "POST", "--data-raw", line])
+            .arg(format!("http://{address}/lines"))
+            .status()?;
+        anyhow::ensure!(status.success(), "curl failed");
+        Ok(())
+    })?;
+    rows.push(Row::latency(
+        "a bash call: `curl` POST through the allow-list proxy, beside `curl` run directly (median)",
+        hh,
+        nat,
+        "—",
+    ));
+    Ok(rows)
 }

@@ -47,6 +47,24 @@ pub const NETWORK_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the host waits on DNS for a component's request.
 pub const NETWORK_DNS_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Lookups the system resolver (`getaddrinfo`, on tokio's blocking threads) makes at once
+/// for every component and `bash` proxy of the process: a lookup the timeout gave up on
+/// still holds its thread until the resolver returns, and an attacker's name server that
+/// never answers must not take the blocking threads the rest of the host needs. Past it,
+/// a lookup waits its turn within [`NETWORK_DNS_TIMEOUT`]. (`[network] nameservers`
+/// resolves asynchronously, without threads.)
+pub const NETWORK_SYSTEM_LOOKUPS: usize = 16;
+
+/// Requests of one call recorded one by one (for the trace and the metrics): a command or
+/// a component that makes thousands of refused requests in a loop must not grow the host's
+/// memory with each. Past it they are dropped (neither traced nor counted in the metrics),
+/// and the host's log warns, once per call.
+pub const MAX_RECORDED_REQUESTS: usize = 256;
+
+/// The longest host name a request may name (DNS's limit); a longer one is refused before
+/// it is resolved or recorded.
+pub const MAX_HOST_BYTES: usize = 253;
+
 /// Elements of one instance's WebAssembly tables (function references): bounds the host
 /// memory behind them.
 pub const MAX_TABLE_ELEMENTS: usize = 100_000;

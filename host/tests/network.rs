@@ -532,42 +532,8 @@ fn a_served_chain_counts_requests_by_tenant_component_and_grant() {
     let collector = Collector::start("127.0.0.1");
     let granted = collector.address.to_string();
     let config = config(data.path(), &collector.url(), &[&granted], "");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
-        .arg("--data")
-        .arg(data.path())
-        .arg("--config")
-        .arg(&config)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .env_remove("HOOKHOST_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let url = common::announced_url(&mut server);
-    let _server = Stop(server);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let client = |args: &[&str]| -> String {
-        let out = Command::new(root.join("target/ci-venv/bin/python"))
-            .arg(root.join("tests/mcp/client.py"))
-            .args(args)
-            .output()
-            .expect("python runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let results = client(&[
+    let (url, _server) = serve(data.path(), &config, &[]);
+    let results = common::mcp_client(&[
         "calls",
         &url,
         "read_file",
@@ -577,7 +543,7 @@ fn a_served_chain_counts_requests_by_tenant_component_and_grant() {
     assert_eq!(results.lines().count(), 3, "{results}");
     assert_eq!(collector.lines().len(), 3);
     let metrics_url = url.replace("/mcp", "/metrics");
-    let samples = client(&["scrape", &metrics_url]);
+    let samples = common::mcp_client(&["scrape", &metrics_url]);
     let sample = |name: &str, label: (&str, &str)| -> Option<f64> {
         samples.lines().find_map(|line| {
             let s: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -603,4 +569,288 @@ fn a_served_chain_counts_requests_by_tenant_component_and_grant() {
         sample("hookhost_network_bytes_total", ("direction", "in")),
         Some(6.0)
     );
+}
+
+/// A `hookhost serve --http … MORE` of `config` on a port of 127.0.0.1: its MCP URL, and
+/// the server, killed by its pid when dropped.
+fn serve(data: &Path, config: &Path, more: &[&str]) -> (String, Stop) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(more)
+        .env_remove("HOOKHOST_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = common::announced_url(&mut server);
+    (url, Stop(server))
+}
+
+/// A child process killed by its pid (and reaped) when dropped.
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The built-in config with `[bash] network` set to `network` (TOML).
+fn bash_config(dir: &Path, network: &str) -> std::path::PathBuf {
+    let builtin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/default.toml"),
+    )
+    .unwrap();
+    assert!(builtin.contains("\n# network = false\n"));
+    let text = builtin.replace("\n# network = false\n", &format!("\nnetwork = {network}\n"));
+    let path = dir.join("hookhost.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A Python package index (PEP 503, one package `probe` 1.0 as a wheel) served by
+/// Python's `http.server` on a port of 127.0.0.1: the server (stopped by its pid when
+/// dropped) and its port.
+fn package_index(dir: &Path) -> (Stop, u16) {
+    let root = dir.join("index");
+    std::fs::create_dir_all(root.join("simple/probe")).unwrap();
+    std::fs::create_dir_all(root.join("packages")).unwrap();
+    let wheel = "probe-1.0-py3-none-any.whl";
+    let made = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, zipfile\n\
+             with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+             \x20   z.writestr('probe/__init__.py', '')\n\
+             \x20   z.writestr('probe-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: probe\\nVersion: 1.0\\n')\n\
+             \x20   z.writestr('probe-1.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+             \x20   z.writestr('probe-1.0.dist-info/RECORD', '')\n",
+        )
+        .arg(root.join("packages").join(wheel))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    std::fs::write(
+        root.join("simple/probe/index.html"),
+        format!("<!DOCTYPE html><html><body><a href=\"../../packages/{wheel}\">{wheel}</a></body></html>\n"),
+    )
+    .unwrap();
+    let mut server = Command::new("python3")
+        .args([
+            "-u",
+            "-m",
+            "http.server",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+    let port = said
+        .split_whitespace()
+        .skip_while(|w| *w != "port")
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("http.server said: {said}"));
+    (Stop(server), port)
+}
+
+/// `hookhost call bash COMMAND` in a new session under `config`: its output and session.
+fn bash(data: &Path, config: &Path, command: &str) -> (Output, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hookhost"))
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .arg("call")
+        .arg("bash")
+        .arg(serde_json::json!({ "command": command }).to_string())
+        .env_remove("HOOKHOST_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("hookhost runs");
+    let session = session_of(&out);
+    (out, session)
+}
+
+#[test]
+fn bash_reaches_its_allow_list_through_the_proxy_and_nothing_else() {
+    let data = tempfile::tempdir().unwrap();
+    let (_index, port) = package_index(data.path());
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    // The index by its address (a loopback one, so named); the other listener by a name
+    // only, which resolves to loopback and so is refused.
+    let config = bash_config(
+        data.path(),
+        &format!(r#"{{ allow = ["127.0.0.1:{port}", "localhost:{other_port}"] }}"#),
+    );
+    let command = format!(
+        "python3 -m pip download --no-cache-dir --disable-pip-version-check --no-deps \
+           --index-url http://127.0.0.1:{port}/simple/ -d /tmp/dl probe >/dev/null 2>&1; \
+         ls /tmp/dl; \
+         curl -sS -p -o /dev/null -w 'tunnel %{{http_code}}\\n' http://127.0.0.1:{port}/simple/; \
+         curl -sS http://127.0.0.1:{other_port}/; \
+         curl -sS http://localhost:{other_port}/; \
+         echo hi > /dev/tcp/127.0.0.1/{other_port} && echo raw-connected; \
+         true"
+    );
+    let (out, session) = bash(data.path(), &config, &command);
+    let said = stdout(&out);
+    assert!(out.status.success(), "{said}{}", stderr(&out));
+    // pip, through HTTP_PROXY, fetched the index and the wheel.
+    assert!(said.contains("probe-1.0-py3-none-any.whl"), "{said}");
+    // curl's CONNECT tunnel (-p) to the listed address.
+    assert!(said.contains("tunnel 200"), "{said}");
+    // The other port: refused, with the setting named to the command and in the output.
+    assert!(
+        said.contains(&format!("hookhost refused GET 127.0.0.1:{other_port}")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "[hookhost: network: refused 127.0.0.1:{other_port} — not in [bash] network allow"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "refused localhost:{other_port} — its address is loopback, which the allow-list does not name"
+        )),
+        "{said}"
+    );
+    assert!(!said.contains("raw-connected"), "{said}");
+    assert!(
+        other.accept().is_err(),
+        "the unlisted listener was reached: {said}"
+    );
+    let events = requests(data.path(), "default", &session);
+    let of = |method: &str, host: &str, outcome: &str| {
+        events.iter().any(|e| {
+            e["layer"] == "bash"
+                && e["method"] == method
+                && e["host"] == host
+                && e["outcome"] == outcome
+        })
+    };
+    assert!(of("GET", "127.0.0.1", "answered"), "{events:#?}");
+    assert!(of("CONNECT", "127.0.0.1", "answered"), "{events:#?}");
+    assert!(of("GET", "localhost", "prohibited"), "{events:#?}");
+    let denied = events
+        .iter()
+        .find(|e| e["outcome"] == "denied")
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(denied["port"], other_port, "{events:#?}");
+    let wheel = events
+        .iter()
+        .find(|e| e["method"] == "GET" && e["status"] == 200 && e["bytes_in"].as_u64() > Some(100))
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert!(wheel["ms"].is_number(), "{wheel}");
+}
+
+#[test]
+fn sixty_four_served_sessions_use_their_proxies_at_once() {
+    let data = tempfile::tempdir().unwrap();
+    let (_index, port) = package_index(data.path());
+    let config = bash_config(
+        data.path(),
+        &format!(r#"{{ allow = ["127.0.0.1:{port}"] }}"#),
+    );
+    // The test's own loopback: no tenant and no token.
+    let (url, _server) = serve(data.path(), &config, &["--unauthenticated-bash"]);
+    let command = format!("curl -sS http://127.0.0.1:{port}/simple/probe/");
+    let arguments = serde_json::json!({ "command": command }).to_string();
+    let results = common::mcp_client(&["sessions", &url, "bash", &arguments, "64"]);
+    let results: Vec<serde_json::Value> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), 64);
+    for result in &results {
+        assert!(
+            result["is_error"] == false
+                && result["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("probe-1.0-py3-none-any.whl"),
+            "{result}"
+        );
+    }
+    let samples = common::mcp_client(&["scrape", &url.replace("/mcp", "/metrics")]);
+    let answered = samples.lines().find_map(|line| {
+        let s: serde_json::Value = serde_json::from_str(line).unwrap();
+        (s["name"] == "hookhost_network_requests_total"
+            && s["labels"]["component"] == "bash"
+            && s["labels"]["outcome"] == "answered")
+            .then(|| s["value"].as_f64().unwrap())
+    });
+    assert_eq!(answered, Some(64.0), "{samples}");
+}
+
+#[test]
+fn component_check_says_the_http_import_and_what_its_requests_met() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let shipper = common::example_hook("rust-audit-shipper.wasm");
+    let check = |allow: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+        command
+            .arg("--data")
+            .arg(data.path())
+            .args(["component", "check", &shipper, "--settings"])
+            .arg(format!("url={}", collector.url()));
+        for host in allow {
+            command.args(["--allow", host]);
+        }
+        command.env_remove("HOOKHOST_CONFIG").output().unwrap()
+    };
+    // No grant: each request is refused, and the check says so.
+    let out = check(&[]);
+    let said = stdout(&out);
+    assert!(
+        said.contains("imports wasi:http/outgoing-handler") && said.contains("none here"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "POST 127.0.0.1:{} denied",
+            collector.address.port()
+        )),
+        "{said}"
+    );
+    assert_eq!(collector.connections(), 0);
+    // Granted its collector: the requests are answered, and the lines arrive.
+    let granted = collector.address.to_string();
+    let out = check(&[&granted]);
+    let said = stdout(&out);
+    assert!(out.status.success(), "{said}{}", stderr(&out));
+    assert!(
+        said.contains(&format!("its requests reach only {granted}")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "POST 127.0.0.1:{} answered",
+            collector.address.port()
+        )),
+        "{said}"
+    );
+    assert!(!collector.lines().is_empty());
 }

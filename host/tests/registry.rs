@@ -1147,24 +1147,6 @@ fn put_manifest(address: &str, path: &str, body: &str) -> u16 {
         .unwrap_or(0)
 }
 
-/// `tests/mcp/client.py MODE ARGS…` with the Python MCP SDK of `target/ci-venv` (`.ci/run`
-/// installs it): what it printed, or a panic with it.
-fn mcp_client(args: &[&str]) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let out = Command::new(root.join("target/ci-venv/bin/python"))
-        .arg(root.join("tests/mcp/client.py"))
-        .args(args)
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "the MCP client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     let registry = Registry::start(None);
@@ -1224,7 +1206,7 @@ fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     };
 
     // The Python SDK's client calls through the four; the admin page names each digest.
-    mcp_client(&["registry-chain", &url]);
+    common::mcp_client(&["registry-chain", &url]);
     let served = digests();
     for (name, digest) in &pushed {
         assert_eq!(&served[*name], digest, "{served:?}");
@@ -1256,7 +1238,7 @@ fn a_served_chain_of_registry_hooks_runs_and_a_reload_resolves_a_moved_tag() {
     );
     // Each of the four ran: none failed (a failing hook is skipped, and logged).
     assert!(!logged.contains("hook failed"), "{logged}");
-    mcp_client(&["registry-chain", &url]);
+    common::mcp_client(&["registry-chain", &url]);
     drop(server);
 }
 

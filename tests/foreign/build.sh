@@ -2,7 +2,7 @@
 # Test fixtures built the way authors of other languages build hooks, into OUT_DIR:
 #   js-with-http.wasm  the js-footer example built without `-d http -d fetch-event`, as
 #                      componentize-js does by default: it imports wasi:http, which
-#                      hookhost does not provide (`allow_unknown_imports` must stand in)
+#                      hookhost provides (each request checked against a `network` grant)
 # Needs what examples/hooks/build.sh needs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -1197,6 +1197,20 @@ async def calls(url, tool, arguments, count):
                 print(json.dumps({"is_error": is_error(result), "text": text(result)}), flush=True)
 
 
+async def sessions(url, tool, arguments, count):
+    """Calls TOOL with ARGUMENTS (JSON) once in each of COUNT sessions at once and prints
+    each result, one JSON object a line (host/tests/network.rs)."""
+    async def one():
+        async with streamable_http_client(url) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool(tool, json.loads(arguments))
+                return {"is_error": is_error(result), "text": text(result)}
+
+    for result in await asyncio.gather(*(one() for _ in range(int(count)))):
+        print(json.dumps(result), flush=True)
+
+
 if __name__ == "__main__":
     mode, rest = sys.argv[1], sys.argv[2:]
     modes = {"stdio": stdio, "stdio-disconnect": stdio_disconnect, "workdir": workdir, "http": http, "http-checks": http_checks,
@@ -1205,5 +1219,6 @@ if __name__ == "__main__":
              "open-sessions": open_sessions, "metrics": metrics, "scrape": scrape,
              "kept-alive": kept_alive, "quota": quota, "rates": rates, "reload": reload,
              "tls": tls, "auth-throttle": auth_throttle,
-             "registry-chain": registry_chain, "calls": calls}
+             "registry-chain": registry_chain, "calls": calls,
+             "sessions": sessions}
     asyncio.run(modes[mode](*rest))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds js-footer.wasm: rolldown bundles footer.js with the SDK helper into one module,
 # then componentize-js (npm @bytecodealliance/componentize-js 0.23.0, which brings
-# rolldown) makes the component. `-d http -d fetch-event` leaves out wasi:http, which a
-# hook does not use and hookhost does not provide.
+# rolldown) makes the component. `-d http -d fetch-event` leaves out wasi:http, which
+# this hook does not use (hookhost provides it to hooks granted a `network`).
 # Usage: build.sh [OUT_DIR]   (default: this directory); NODE_BIN is the directory
 # holding componentize-js and rolldown (default: on PATH).
 set -euo pipefail

@@ -10,6 +10,7 @@ use crate::abi::{CallContext, RESERVED_PREFIX, ToolCall, ToolResult};
 use crate::chain::{HookLayer, Record};
 use crate::failure::Failure;
 use crate::limits::Limits;
+use crate::network::RequestLog;
 use crate::sessions::{Caller, Session};
 use crate::{Runtime, TenantId};
 use std::sync::Arc;
@@ -22,18 +23,18 @@ pub(super) async fn check(
     runtime: &Runtime,
     session: &Session,
     options: &CheckOptions,
+    requests: &Arc<RequestLog>,
     report: &mut Report,
 ) {
     let chain = runtime.chain(&TenantId::default_tenant());
     let Some(layer) = chain.layers().first() else {
         unreachable!("the scratch config has the checked hook as its only layer");
     };
-    // The scratch config declares no tenant.
-    let requests = Arc::default();
+    // The scratch config declares no tenant; the hook's requests are the check's to say.
     let caller = Caller {
         session,
         tenant: None,
-        requests: &requests,
+        requests,
     };
     let limits = caller.limits().with(&layer.limits);
     describe(runtime, layer, &limits, report).await;

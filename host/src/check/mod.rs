@@ -12,17 +12,21 @@
 
 use crate::chain::{FailurePolicy, InstanceMode};
 use crate::component::{ComponentLoader, ComponentRef, Import};
-use crate::config::{ComponentPlan, HookPlan, Plan, WrittenSetting, setting_problem, setting_text};
+use crate::config::{
+    ComponentPlan, HookPlan, Plan, TraceConfig, WrittenSetting, setting_problem, setting_text,
+};
 use crate::failure::Failure;
 use crate::ids::ToolMatch;
 use crate::limits::{LimitOverrides, Limits};
 use crate::mounts::{MountSpec, MountTable, Scope};
+use crate::network::Allow;
 use crate::sandbox::{Access, Grants};
 use crate::{Runtime, TenantId};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 mod hook;
@@ -91,6 +95,9 @@ pub struct CheckOptions {
     pub allow_unknown_imports: bool,
     /// One more output a hook's after-execute is given: one the author's hook changes.
     pub output: Option<String>,
+    /// Hosts its `wasi:http` requests may reach (`network = { allow = [...] }`); none
+    /// when empty.
+    pub allow: Vec<String>,
 }
 
 /// How a finding bears on conformance.
@@ -300,6 +307,22 @@ pub async fn check(
                 .join(", ")
         ),
     );
+    if met.iter().any(|i| i.name.starts_with(HTTP_OUTGOING)) {
+        report.add(
+            Verdict::Pass,
+            match options.allow.is_empty() {
+                true => format!(
+                    "imports {HTTP_OUTGOING}: its requests reach only the hosts a `network` \
+                     grant names; none here (`--allow HOST`), so each one it makes is refused \
+                     with HttpRequestDenied"
+                ),
+                false => format!(
+                    "imports {HTTP_OUTGOING}: its requests reach only {}",
+                    options.allow.join(", ")
+                ),
+            },
+        );
+    }
     for import in &unmet {
         let name = &import.name;
         if options.allow_unknown_imports {
@@ -357,13 +380,97 @@ pub async fn check(
             return Ok(report);
         }
     };
-    match world {
-        World::Hook => hook::check(&runtime, &session, options, &mut report).await,
-        World::Tool => tool::check(&runtime, component, &session, options, &mut report).await,
+    let made = match world {
+        World::Hook => {
+            let requests = Arc::default();
+            hook::check(&runtime, &session, options, &requests, &mut report).await;
+            requests.take().into_iter().map(Made::from).collect()
+        }
+        World::Tool => {
+            tool::check(&runtime, component, &session, options, &mut report).await;
+            traced_requests(&session)
+        }
         // Checked by its own suite, above.
-        World::Store => {}
+        World::Store => Vec::new(),
+    };
+    if met.iter().any(|i| i.name.starts_with(HTTP_OUTGOING)) {
+        network_findings(&mut report, &made);
     }
     Ok(report)
+}
+
+/// The `wasi:http` interface whose import lets a component make requests.
+const HTTP_OUTGOING: &str = "wasi:http/outgoing-handler";
+
+/// A request the component made during the check: `METHOD host:port`, how it ended, why.
+struct Made {
+    what: String,
+    outcome: String,
+    reason: Option<String>,
+}
+
+impl From<crate::network::Request> for Made {
+    fn from(r: crate::network::Request) -> Made {
+        Made {
+            what: format!("{} {}:{}", r.method, r.host, r.port),
+            outcome: r.outcome.as_str().to_string(),
+            reason: r.reason,
+        }
+    }
+}
+
+/// The requests a tool's calls made, from the scratch session's trace (a tool's calls
+/// go through the whole call path, which traces them).
+fn traced_requests(session: &crate::sessions::Session) -> Vec<Made> {
+    let mount = TraceConfig::default().mount;
+    let Some(dir) = session.host_dir(&mount) else {
+        return Vec::new();
+    };
+    let text = std::fs::read_to_string(dir.join(crate::trace::EVENTS_FILE)).unwrap_or_default();
+    crate::trace::events(&text, None)
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| e["kind"] == "network.request")
+        .map(|e| Made {
+            what: format!(
+                "{} {}:{}",
+                e["method"].as_str().unwrap_or_default(),
+                e["host"].as_str().unwrap_or_default(),
+                e["port"]
+            ),
+            outcome: e["outcome"].as_str().unwrap_or_default().to_string(),
+            reason: e["reason"].as_str().map(String::from),
+        })
+        .collect()
+}
+
+/// What the component's requests met: each one said, a refused one with why (a refusal is
+/// the host keeping its rules, not the component's failure).
+fn network_findings(report: &mut Report, made: &[Made]) {
+    if made.is_empty() {
+        report.add(
+            Verdict::Note,
+            format!(
+                "imports {HTTP_OUTGOING} but made no request in these cases: what a grant \
+                 or its absence does to it was not seen"
+            ),
+        );
+        return;
+    }
+    let said: Vec<String> = made
+        .iter()
+        .map(|m| match &m.reason {
+            Some(why) => format!("{} {} ({why})", m.what, m.outcome),
+            None => format!("{} {}", m.what, m.outcome),
+        })
+        .collect();
+    report.add(
+        Verdict::Pass,
+        format!(
+            "made {} request(s) over wasi:http, each checked against its grant: {}",
+            made.len(),
+            said.join("; ")
+        ),
+    );
 }
 
 /// Reports a failed case; the same failure as the case before joins its line.
@@ -529,7 +636,12 @@ fn scratch_plan(
         limits,
         allow_unknown_imports: !unprovided.is_empty(),
         require_signature: None,
-        network: None,
+        network: match options.allow.is_empty() {
+            true => None,
+            false => Some(Arc::new(
+                Allow::parse(&options.allow).map_err(|why| format!("--allow: {why}"))?,
+            )),
+        },
     };
     let mut plan = Plan::new(mounts, "component check");
     plan.engine.pooling = false;

@@ -245,6 +245,11 @@ pub struct CheckFlags {
     /// `allow_unknown_imports = true` in a config.
     #[arg(long)]
     allow_unknown_imports: bool,
+    /// Grant it this host for `wasi:http` requests (`api.example.com`,
+    /// `127.0.0.1:8080`, `*.example.com`), as `network = { allow = [...] }` in a config;
+    /// none when left out, so each request it makes is refused.
+    #[arg(long, value_name = "HOST")]
+    allow: Vec<String>,
 }
 
 impl CheckFlags {
@@ -258,6 +263,7 @@ impl CheckFlags {
             grant,
             deadline,
             allow_unknown_imports,
+            allow,
         } = self;
         let output = match output {
             Some(text) => Some(match text.strip_prefix('@') {
@@ -276,6 +282,7 @@ impl CheckFlags {
             deadline_ms: deadline,
             allow_unknown_imports,
             output,
+            allow,
         })
     }
 }

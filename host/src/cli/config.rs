@@ -99,7 +99,7 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
             (Some(spec), _, _) => format!(
                 "{}{}{}",
                 spec.component,
-                grants_text(&spec.grants),
+                grants_text(&spec.grants, spec.network.as_deref()),
                 component_lines(&spec.component.to_string())
             ),
             (None, Some((name, remote)), _) => format!("upstream {name}, its tool {remote}"),
@@ -140,7 +140,7 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
             spec.component,
             hook.on_failure,
             hook.tools,
-            grants_text(&spec.grants)
+            grants_text(&spec.grants, spec.network.as_deref())
         );
         for (key, value) in &spec.settings {
             println!("       {key} = {value}");
@@ -252,7 +252,8 @@ fn tenant_text(tenant: &hookhost::sessions::Tenant) -> String {
         ),
     };
     format!(
-        "token: {}\ttools: {}\tchain: {}\tdisk quota: {quota}\trate: {rate}\tsessions: {}",
+        "token: {}\ttools: {}\tchain: {}\tdisk quota: {quota}\trate: {rate}\tsessions: {}\t\
+         network: {}",
         if tenant.token.is_some() {
             "set"
         } else {
@@ -261,6 +262,10 @@ fn tenant_text(tenant: &hookhost::sessions::Tenant) -> String {
         tenant.tools.as_ref().map_or_else(all, |t| t.to_string()),
         tenant.hooks.as_ref().map_or_else(all, |h| h.join(", ")),
         tenant.max_sessions.map_or("any".into(), |m| m.to_string()),
+        match &tenant.network {
+            None => "its components' grants".to_string(),
+            Some(ceiling) => format!("at most {}", allow_text(Some(ceiling))),
+        },
     )
 }
 
@@ -312,10 +317,7 @@ fn bash_text(
         ShellNetwork::Open => "ON".to_string(),
         ShellNetwork::Allow(allow) => format!(
             "only through hookhost's proxy to {}",
-            match allow.is_empty() {
-                true => "nothing".to_string(),
-                false => allow.written().collect::<Vec<_>>().join(", "),
-            }
+            allow_text(Some(allow))
         ),
     };
     let others: Vec<String> = tenants
@@ -342,7 +344,7 @@ fn bash_text(
          memory: {} bytes ({}); cpu: {} s a process; files up to {} bytes; /tmp: {} bytes",
         bash.mount,
         ready.bwrap,
-        grants_text(&bash.grants),
+        paths_text(&bash.grants),
         limits.processes,
         ready.processes,
         limits.memory_bytes,
@@ -412,9 +414,26 @@ async fn inspect_components(
     Ok(described)
 }
 
-fn grants_text(grants: &hookhost::sandbox::Grants) -> String {
+/// A component's grants: its paths, and the hosts its `wasi:http` requests may reach.
+fn grants_text(
+    grants: &hookhost::sandbox::Grants,
+    network: Option<&hookhost::network::Allow>,
+) -> String {
+    format!("{}\tnetwork: {}", paths_text(grants), allow_text(network))
+}
+
+/// The paths of `grants`, each with its access.
+fn paths_text(grants: &hookhost::sandbox::Grants) -> String {
     grants
         .iter()
         .map(|(path, access)| format!("\t{path} {}", access.word()))
         .collect()
+}
+
+/// What a `network = { allow = [...] }` lets through, as written (`none` without one).
+fn allow_text(network: Option<&hookhost::network::Allow>) -> String {
+    match network {
+        Some(allow) if !allow.is_empty() => allow.written().collect::<Vec<_>>().join(", "),
+        _ => "none".into(),
+    }
 }

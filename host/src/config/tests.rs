@@ -285,3 +285,49 @@ fn the_shutdown_grace_is_a_duration_up_to_its_bound() {
     let bad = grace("soon").unwrap_err().to_string();
     assert!(bad.contains("a duration such as 5s"), "{bad}");
 }
+
+#[test]
+fn a_bash_network_is_an_allow_list_that_a_tenant_ceiling_and_no_sandbox_refuse_to_open() {
+    let with = |bash: &str, tenants: &str| {
+        let text = DEFAULT_CONFIG.replace("\n# network = false\n", &format!("\n{bash}\n"));
+        Config::parse(&format!("{text}\n{tenants}"), "t.toml").map(|l| l.plan)
+    };
+    let plan = with(
+        r#"network = { allow = ["pypi.org", "10.0.0.5:8181"] }"#,
+        "[tenants.acme.bash]\nnetwork = false\n",
+    )
+    .unwrap();
+    let sandbox = plan.bash.unwrap().sandbox.unwrap();
+    let crate::limits::ShellNetwork::Allow(allow) = &sandbox.network else {
+        panic!("{:?}", sandbox.network)
+    };
+    assert_eq!(
+        allow.written().collect::<Vec<_>>(),
+        ["pypi.org", "10.0.0.5:8181"]
+    );
+    let acme = &plan.tenants[&TenantId::new("acme").unwrap()];
+    assert_eq!(
+        acme.shell_network,
+        Some(crate::limits::ShellNetwork::Closed)
+    );
+    // A tenant's ceiling would be gone around by an open network, its own or [bash]'s.
+    let ceiling = "[tenants.acme]\nnetwork = { allow = [\"api.example.com\"] }\n";
+    for (bash, tenant) in [
+        ("network = true", ""),
+        ("", "[tenants.acme.bash]\nnetwork = true\n"),
+    ] {
+        let refused = with(bash, &format!("{ceiling}{tenant}")).unwrap_err();
+        assert!(
+            refused.to_string().contains("`network` ceiling caps"),
+            "{refused}"
+        );
+    }
+    assert!(with(r#"network = { allow = ["api.example.com"] }"#, ceiling).is_ok());
+    // An unsandboxed bash confines no network: a setting that says otherwise is refused.
+    let refused = with("sandbox = false\nnetwork = { allow = [\"pypi.org\"] }", "").unwrap_err();
+    assert!(
+        refused.to_string().contains("only a sandboxed bash"),
+        "{refused}"
+    );
+    assert!(with("sandbox = false\nnetwork = true", "").is_ok());
+}

@@ -625,12 +625,51 @@ impl Config {
             ));
         }
         let sandbox = if bash.sandbox {
+            // A tenant's network ceiling caps its bash's allow-list too (see
+            // `tools::bash::proxy`); an open network would go around it.
+            for (id, tenant) in &self.tenants {
+                let network = tenant.bash.network.as_ref().or(bash.network.as_ref());
+                if let (Some(_), Some(open)) = (&tenant.network, network)
+                    && matches!(open.get_ref(), BashNetwork::Switch(true))
+                {
+                    return Err(Invalid::at(
+                        open.span(),
+                        format!(
+                            "tenants.{id}: its `network` ceiling caps what its commands reach, \
+                             and its bash's `network = true` ({}) reaches anything; give it \
+                             `[tenants.{id}.bash] network = {{ allow = [...] }}`",
+                            match tenant.bash.network.is_some() {
+                                true => "its own",
+                                false => "[bash]'s",
+                            }
+                        ),
+                    ));
+                }
+            }
             Some(ShellSandboxPlan {
                 bwrap: bash.bwrap.clone(),
                 network: shell_network("bash", bash.network.as_ref())?.unwrap_or_default(),
                 limits: ShellLimits::default().with(&bash.limits),
             })
         } else {
+            let networks = std::iter::once(("bash".to_string(), bash.network.as_ref())).chain(
+                self.tenants
+                    .iter()
+                    .map(|(id, t)| (format!("tenants.{id}.bash"), t.bash.network.as_ref())),
+            );
+            for (owner, network) in networks {
+                if let Some(network) = network
+                    && !matches!(network.get_ref(), BashNetwork::Switch(true))
+                {
+                    return Err(Invalid::at(
+                        network.span(),
+                        format!(
+                            "{owner}.network: only a sandboxed bash has its network confined; \
+                             with `sandbox = false` a command reaches whatever the host reaches"
+                        ),
+                    ));
+                }
+            }
             if !self.tenants.is_empty() && !bash.unsandboxed_with_tenants {
                 return Err(Invalid::at(
                     0..0,

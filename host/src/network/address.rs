@@ -49,20 +49,25 @@ fn special_v6(a: Ipv6Addr) -> Option<&'static str> {
         _ if first & 0xffc0 == 0xfe80 => "link-local",
         _ if first & 0xffc0 == 0xfec0 => "site-local (deprecated, private)",
         0x2001 if a.segments()[1] == 0x0db8 => "documentation",
+        // Teredo: the IPv4 server and (obfuscated) client it tunnels to are not judged.
+        0x2001 if a.segments()[1] == 0 => "Teredo (a tunnel to an IPv4 address)",
         0x0100 if a.segments()[1..4] == [0, 0, 0] => "discard-only (100::/64)",
         _ => return None,
     })
 }
 
-/// The IPv4 address an IPv6 one stands for: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
-/// (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) or 6to4 (`2002:AABB:CCDD::`).
+/// The IPv4 address an IPv6 one stands for: IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated
+/// (`::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`, and
+/// the local-use `64:ff9b:1::/48` of RFC 8215, which translates to private networks) or
+/// 6to4 (`2002:AABB:CCDD::`).
 fn embedded_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = a.segments();
     let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     match s {
         [0, 0, 0, 0, 0, 0xffff, ..] => Some(low),
         [0, 0, 0, 0, 0, 0, ..] if !a.is_loopback() && !a.is_unspecified() => Some(low),
-        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(low),
+        [0, 0, 0, 0, 0xffff, 0, ..] => Some(low),
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 1, ..] => Some(low),
         [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
             (hi >> 8) as u8,
             hi as u8,
@@ -77,10 +82,13 @@ fn embedded_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
 /// on a public interface of the host is the host, not a remote server. Read at each
 /// request (the interfaces change); unknown when they cannot be listed, which refuses.
 pub fn is_own(address: IpAddr) -> bool {
+    // The IPv4 address an IPv6 one carries (NAT64, 6to4…) leads where it does.
+    let address = match address {
+        IpAddr::V6(v6) => embedded_v4(v6).map_or(address, IpAddr::V4),
+        IpAddr::V4(_) => address,
+    };
     match if_addrs::get_if_addrs() {
-        Ok(interfaces) => interfaces
-            .iter()
-            .any(|i| i.ip().to_canonical() == address.to_canonical()),
+        Ok(interfaces) => interfaces.iter().any(|i| i.ip().to_canonical() == address),
         Err(e) => {
             tracing::warn!(error = %e, "cannot list this host's addresses: refusing as if own");
             true
@@ -119,6 +127,9 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a9fe:a9fe",
+            "::ffff:0:7f00:1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
             "2002:7f00:1::",
             "::7f00:1",
             "ff02::1",

@@ -2,7 +2,7 @@
 //! grant lets through to the address the host checked (see [`super`] for the rules).
 
 use super::{Failure, Host, Outcome, Policy, Reach, Request, RequestLog, remember};
-use crate::limits::{Limits, NETWORK_CONNECT_TIMEOUT};
+use crate::limits::{Limits, MAX_HOST_BYTES, NETWORK_CONNECT_TIMEOUT};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -112,6 +112,27 @@ impl WasiHttpHooks for Egress {
             &host_text,
             port,
         );
+        // Every request counts, refused or not: a loop of refused ones ends here too.
+        let left = self
+            .budget
+            .requests
+            .try_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if left.is_err() {
+            return Box::new(std::future::ready(self.refuse(
+                record,
+                Outcome::Limited,
+                "past the call's network_requests".into(),
+                Error::ConnectionLimitReached,
+            )));
+        }
+        if host_text.len() > MAX_HOST_BYTES {
+            return Box::new(std::future::ready(self.refuse(
+                record,
+                Outcome::Denied,
+                format!("a host name longer than {MAX_HOST_BYTES} bytes"),
+                Error::HttpRequestDenied,
+            )));
+        }
         let host = Host::parse(&host_text);
         let Some(rule) = self.reach.permits(host, port) else {
             let reason = match (&self.reach.grant, self.reach.ceiling.is_some()) {
@@ -129,18 +150,6 @@ impl WasiHttpHooks for Egress {
             )));
         };
         record.rule = Some(rule.written().to_string());
-        let left = self
-            .budget
-            .requests
-            .try_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-        if left.is_err() {
-            return Box::new(std::future::ready(self.refuse(
-                record,
-                Outcome::Limited,
-                "past the call's network_requests".into(),
-                Error::ConnectionLimitReached,
-            )));
-        }
         let span = tracing::info_span!(
             "network.request",
             otel.name = %format_args!("{} {host}", record.method),

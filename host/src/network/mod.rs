@@ -3,7 +3,7 @@
 //!
 //! The security rules, all enforced here:
 //! - **Deny by default.** A component reaches a host only when its grant (`network = {
-//!   allow = [...] }` on its hook, tool or store) lets it through, and, when its tenant
+//!   allow = [...] }` on its hook or tool; stores have none) lets it through, and, when its tenant
 //!   declares `network`, the tenant's grant too: a tenant's grant is a ceiling no
 //!   component's can pass. Anything else is answered at once with `HttpRequestDenied`.
 //! - **Only `wasi:http`.** `wasi:sockets` (TCP, UDP, name lookups) stays denied to every
@@ -36,12 +36,15 @@ mod egress;
 pub use allow::{Allow, Host};
 pub use egress::Egress;
 
-use crate::limits::NETWORK_DNS_TIMEOUT;
+use crate::limits::{
+    MAX_HOST_BYTES, MAX_RECORDED_REQUESTS, NETWORK_DNS_TIMEOUT, NETWORK_SYSTEM_LOOKUPS,
+};
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -69,6 +72,10 @@ enum Resolver {
     /// The configured servers, asked directly.
     Servers(Box<TokioResolver>),
 }
+
+/// Turns at the system resolver (see [`NETWORK_SYSTEM_LOOKUPS`]).
+static SYSTEM_LOOKUPS: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(NETWORK_SYSTEM_LOOKUPS);
 
 impl Policy {
     /// The policy of `settings`.
@@ -130,10 +137,22 @@ impl Policy {
     pub async fn resolve(&self, name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
         let resolved = async {
             match &self.resolver {
-                Resolver::System => tokio::net::lookup_host((name, port))
+                Resolver::System => {
+                    // The turn goes with the blocking lookup: held until getaddrinfo
+                    // returns, even when the timeout gave up on it.
+                    let Ok(turn) = SYSTEM_LOOKUPS.acquire().await else {
+                        unreachable!("the semaphore is never closed")
+                    };
+                    let name = name.to_string();
+                    tokio::task::spawn_blocking(move || {
+                        let _turn = turn;
+                        std::net::ToSocketAddrs::to_socket_addrs(&(name.as_str(), port))
+                    })
                     .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|found| found.map_err(|e| e.to_string()))
                     .map(|found| found.map(|a| a.ip()).collect())
-                    .map_err(|e| e.to_string()),
+                }
                 Resolver::Servers(resolver) => resolver
                     .lookup_ip(name)
                     .await
@@ -312,12 +331,16 @@ pub struct Request {
 
 impl Request {
     /// A request of `component` to `host`:`port` as it starts: nothing sent or answered
-    /// yet, failed until it is.
+    /// yet, failed until it is. A host past [`MAX_HOST_BYTES`] is kept cut there.
     pub fn new(component: Arc<str>, method: &str, host: &str, port: u16) -> Request {
+        let mut end = host.len().min(MAX_HOST_BYTES);
+        while !host.is_char_boundary(end) {
+            end -= 1;
+        }
         Request {
             component,
             method: method.to_string(),
-            host: host.to_string(),
+            host: host[..end].to_string(),
             port,
             rule: None,
             address: None,
@@ -335,20 +358,38 @@ impl Request {
 #[derive(Debug, Default)]
 pub struct RequestLog {
     ended: Mutex<Vec<Request>>,
+    /// Requests past [`MAX_RECORDED_REQUESTS`], counted only.
+    unrecorded: std::sync::atomic::AtomicU64,
 }
 
 impl RequestLog {
-    /// Records a request that ended (a component's, or one `bash`'s proxy made).
+    /// Records a request that ended (a component's, or one `bash`'s proxy made); past
+    /// [`MAX_RECORDED_REQUESTS`] waiting, only counts it.
     pub fn push(&self, request: Request) {
-        self.ended
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(request);
+        let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        if ended.len() < MAX_RECORDED_REQUESTS {
+            ended.push(request);
+            return;
+        }
+        drop(ended);
+        let before = self.unrecorded.fetch_add(1, Ordering::Relaxed);
+        if before == 0 {
+            tracing::warn!(
+                component = %request.component,
+                "more than {MAX_RECORDED_REQUESTS} network requests in one call: the rest \
+                 are counted, not recorded"
+            );
+        }
     }
 
     /// The requests that ended since the last time.
     pub fn take(&self) -> Vec<Request> {
         std::mem::take(&mut *self.ended.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Requests that were counted but not recorded, since the log was made.
+    pub fn unrecorded(&self) -> u64 {
+        self.unrecorded.load(Ordering::Relaxed)
     }
 }
 
@@ -418,5 +459,23 @@ impl Reach {
                 .ceiling
                 .as_deref()
                 .is_none_or(|c| c.names_address(address, port))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_calls_log_records_a_bounded_number_of_requests_and_counts_the_rest() {
+        let log = RequestLog::default();
+        let long = "x".repeat(10 * MAX_HOST_BYTES);
+        for _ in 0..MAX_RECORDED_REQUESTS + 10 {
+            log.push(Request::new("hook".into(), "GET", &long, 80));
+        }
+        let recorded = log.take();
+        assert_eq!(recorded.len(), MAX_RECORDED_REQUESTS);
+        assert!(recorded.iter().all(|r| r.host.len() == MAX_HOST_BYTES));
+        assert_eq!(log.unrecorded(), 10);
     }
 }

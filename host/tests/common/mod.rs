@@ -258,3 +258,21 @@ pub fn outward_address() -> std::net::IpAddr {
         .expect("the escape suite needs an address other than loopback (a default route)");
     socket.local_addr().unwrap().ip()
 }
+
+/// `tests/mcp/client.py MODE ARGS…` with the Python MCP SDK of `target/ci-venv` (`.ci/run`
+/// installs it): what it printed, or a panic with it.
+pub fn mcp_client(args: &[&str]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = Command::new(root.join("target/ci-venv/bin/python"))
+        .arg(root.join("tests/mcp/client.py"))
+        .args(args)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the MCP client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

@@ -18,7 +18,10 @@
 
 use std::fmt;
 use wasip2::http::outgoing_handler;
-use wasip2::http::types::{ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
+/// What [`request`] takes and [`Error::Refused`] carries, so that a hook needs no
+/// `wasip2` dependency of its own.
+pub use wasip2::http::types::{ErrorCode, Method};
+use wasip2::http::types::{Fields, OutgoingBody, OutgoingRequest, Scheme};
 use wasip2::io::streams::StreamError;
 
 /// The most bytes one stream write takes (the WASI bound).

@@ -270,9 +270,14 @@ impl BashTool {
                     true => format!("[tenants.{}.bash] network", caller.key().tenant),
                     false => "[bash] network".to_string(),
                 };
+                let ceiling = caller
+                    .tenant
+                    .and_then(|t| t.network.clone())
+                    .map(|c| (c, format!("[tenants.{}] network", caller.key().tenant)));
                 Some(Arc::new(proxy::ProxyCall::new(
                     self.sandbox.network_policy(),
                     allow.clone(),
+                    ceiling,
                     caller.requests.clone(),
                     setting,
                 )))

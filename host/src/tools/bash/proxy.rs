@@ -38,7 +38,7 @@
 //! once.
 
 use crate::limits::{
-    NETWORK_CONNECT_TIMEOUT, SHELL_PROXY_ACCEPT_BACKOFF, SHELL_PROXY_HEAD_TIMEOUT,
+    MAX_HOST_BYTES, NETWORK_CONNECT_TIMEOUT, SHELL_PROXY_ACCEPT_BACKOFF, SHELL_PROXY_HEAD_TIMEOUT,
     SHELL_PROXY_IDLE_TIMEOUT, SHELL_PROXY_MAX_CONNECTIONS, SHELL_PROXY_MAX_HEAD,
     SHELL_PROXY_MAX_NOTES,
 };
@@ -51,7 +51,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::HashSet;
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,6 +76,8 @@ pub struct ProxyCall {
     /// The setting that holds the list, as messages name it: `[bash] network` or
     /// `[tenants.ID.bash] network`.
     setting: String,
+    /// The setting of the tenant's ceiling, when it has one (`[tenants.ID] network`).
+    ceiling: Option<String>,
     notes: Mutex<Notes>,
 }
 
@@ -89,22 +91,26 @@ struct Notes {
 }
 
 impl ProxyCall {
-    /// A command's proxy: `allow` checked and connected to by `policy`, its connections
-    /// recorded in `log`; `setting` names where the list is written.
+    /// A command's proxy: `allow`, under the tenant's `ceiling` (and the setting that
+    /// holds it), checked and connected to by `policy`, its connections recorded in `log`;
+    /// `setting` names where the list is written.
     pub fn new(
         policy: Arc<Policy>,
         allow: Arc<Allow>,
+        ceiling: Option<(Arc<Allow>, String)>,
         log: Arc<RequestLog>,
         setting: String,
     ) -> ProxyCall {
+        let (ceiling, ceiling_setting) = ceiling.unzip();
         ProxyCall {
             policy,
             reach: Reach {
                 grant: Some(allow),
-                ceiling: None,
+                ceiling,
             },
             log,
             setting,
+            ceiling: ceiling_setting,
             notes: Mutex::default(),
         }
     }
@@ -139,21 +145,41 @@ impl ProxyCall {
     /// A connection to `host`:`port` for `record`, if the list lets it through and an
     /// address of it may be reached; else why not, said to the command's output too.
     async fn reach(&self, record: &Record, host: &str, port: u16) -> Result<TcpStream, Refusal> {
+        if host.len() > MAX_HOST_BYTES {
+            let why = format!("a host name longer than {MAX_HOST_BYTES} bytes");
+            record.end(Outcome::Denied, &why);
+            return Err(Refusal { failure: None, why });
+        }
         let target = format!("{}:{port}", Host::parse(host));
         let Some(rule) = self.reach.permits(Host::parse(host), port) else {
-            let why = format!(
-                "not in the bash network allow-list ({} = {{ allow = [...] }})",
-                self.setting
-            );
-            record.end(Outcome::Denied, &why);
-            self.note(
-                &target,
-                format!(
-                    "[hookhost: network: refused {target} — not in {setting} allow; allow it \
-                     with {setting} = {{ allow = [\"{target}\"] }}]",
-                    setting = self.setting
+            let listed = self
+                .reach
+                .grant
+                .as_deref()
+                .and_then(|g| g.permits(Host::parse(host), port));
+            let (why, line) = match (listed, &self.ceiling) {
+                (Some(_), Some(ceiling)) => (
+                    format!("not in the tenant's network ceiling ({ceiling})"),
+                    format!(
+                        "[hookhost: network: refused {target} — not in {ceiling}, which caps \
+                         {setting}]",
+                        setting = self.setting
+                    ),
                 ),
-            );
+                _ => (
+                    format!(
+                        "not in the bash network allow-list ({} = {{ allow = [...] }})",
+                        self.setting
+                    ),
+                    format!(
+                        "[hookhost: network: refused {target} — not in {setting} allow; allow \
+                         it with {setting} = {{ allow = [\"{target}\"] }}]",
+                        setting = self.setting
+                    ),
+                ),
+            };
+            record.end(Outcome::Denied, &why);
+            self.note(&target, line);
             return Err(Refusal { failure: None, why });
         };
         record.update(|r| r.rule = Some(rule.written().to_string()));
@@ -171,17 +197,27 @@ impl ProxyCall {
                     "which the grant does not name",
                     "which the allow-list does not name",
                 );
+                // The trace keeps the address; the command is told its kind only, so
+                // that the proxy is no way to learn the addresses of internal names.
                 record.end(Outcome::Prohibited, &why);
-                let named = why
-                    .split_once(' ')
-                    .and_then(|(address, _)| address.parse::<IpAddr>().ok())
-                    .map(|address| format!("{}:{port}", Host::Address(address)));
-                let advice = match named {
-                    Some(named) => format!(
-                        "to reach it, name the address itself: {} = {{ allow = [\"{named}\"] }}",
-                        self.setting
+                let literal = matches!(Host::parse(host), Host::Address(_));
+                let (why, advice) = match why.split_once(' ') {
+                    Some((_, kind)) if !literal => (
+                        format!("its address {kind}"),
+                        format!(
+                            "names in {} reach public addresses only; the operator may name \
+                             the address itself",
+                            self.setting
+                        ),
                     ),
-                    None => format!("names in {} reach public addresses only", self.setting),
+                    _ => (
+                        why.clone(),
+                        format!(
+                            "to reach it, name the address itself: {} = {{ allow = \
+                             [\"{target}\"] }}",
+                            self.setting
+                        ),
+                    ),
                 };
                 self.note(
                     &target,
@@ -807,6 +843,7 @@ mod tests {
         let call = ProxyCall::new(
             Arc::new(Policy::system()),
             Arc::new(Allow::parse(list).unwrap()),
+            None,
             log.clone(),
             "[bash] network".into(),
         );
@@ -883,6 +920,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_tenants_ceiling_caps_the_list_and_is_named() {
+        let log = Arc::new(RequestLog::default());
+        let call = ProxyCall::new(
+            Arc::new(Policy::system()),
+            Arc::new(Allow::parse(&["pypi.org", "evil.example"]).unwrap()),
+            Some((
+                Arc::new(Allow::parse(&["pypi.org"]).unwrap()),
+                "[tenants.acme] network".into(),
+            )),
+            log.clone(),
+            "[tenants.acme.bash] network".into(),
+        );
+        let record = Record::new(&call, "CONNECT", "evil.example", 443);
+        let refused = call.reach(&record, "evil.example", 443).await.unwrap_err();
+        assert!(
+            refused.why.contains("[tenants.acme] network"),
+            "{}",
+            refused.why
+        );
+        assert!(
+            call.notes()[0].contains("[tenants.acme] network"),
+            "{:?}",
+            call.notes()
+        );
+        let long = "a".repeat(MAX_HOST_BYTES + 1);
+        let record = Record::new(&call, "CONNECT", &long, 443);
+        let refused = call.reach(&record, &long, 443).await.unwrap_err();
+        assert!(refused.why.contains("longer than"), "{}", refused.why);
+    }
+
+    #[tokio::test]
     async fn a_plain_request_goes_to_a_named_address_in_origin_form() {
         let (origin_port, _origin) = origin().await;
         let entry = format!("127.0.0.1:{origin_port}");
@@ -924,7 +992,8 @@ mod tests {
         let got = exchange(port, &ask).await;
         assert_eq!(&got[..4], &[5, 0, 5, 2], "{got:?}");
         assert!(
-            call.notes()[0].contains("loopback, which the allow-list does not name"),
+            call.notes()[0].contains("its address is loopback, which the allow-list does not name")
+                && !call.notes()[0].contains("127.0.0.1"),
             "{:?}",
             call.notes()
         );
