@@ -2159,6 +2159,23 @@ async fn network(dir: &Path) -> Result<Vec<Row>> {
         nat,
         "—",
     )];
+    // The same hook without its grant: each request refused before any lookup or
+    // connection, so the call is what the hook costs without the network (`open`: the
+    // hook's failure keeps the output).
+    let refused = text
+        .replace("on_failure = \"closed\"", "on_failure = \"open\"")
+        .replace(&format!("network = {{ allow = [\"{address}\"] }}\n"), "");
+    let plan = Config::parse(&refused, "<bench config>")?.plan;
+    let refusing = runtime(&dir.join("refused"), &plan).await?;
+    let without = latency(&refusing, "noop", NETWORK_CALLS.get()).await?;
+    drop(refusing);
+    rows.push(Row {
+        what: "the same call, the hook not granted: its request refused at once (median)".into(),
+        hookhost: micros(without),
+        native: "—".into(),
+        ratio: format!("{} of the call above", micros(hh.saturating_sub(without))),
+        goal: "—",
+    });
 
     let text = config_text(10_000, false, 1_000)
         .replacen("[bash]\nenabled = false", "[bash]\nenabled = true", 1)
