@@ -307,7 +307,8 @@ pub async fn check(
                 .join(", ")
         ),
     );
-    if met.iter().any(|i| i.name.starts_with(HTTP_OUTGOING)) {
+    let requests_http = met.iter().any(|i| i.name.starts_with(HTTP_OUTGOING));
+    if requests_http {
         report.add(
             Verdict::Pass,
             match options.allow.is_empty() {
@@ -393,7 +394,7 @@ pub async fn check(
         // Checked by its own suite, above.
         World::Store => Vec::new(),
     };
-    if met.iter().any(|i| i.name.starts_with(HTTP_OUTGOING)) {
+    if requests_http {
         network_findings(&mut report, &made);
     }
     Ok(report)

@@ -182,10 +182,8 @@ fn serve(control: BorrowedFd<'_>, setup: &str) -> io::Result<()> {
     seccompiler::apply_filter(&filter)
         .map_err(|e| io::Error::other(format!("cannot install the system-call filter: {e}")))?;
     let ready = serde_json::to_vec(&Reply::Ready)?;
-    match &proxy {
-        Some(listener) => send_with(control, &ready, &[listener.as_fd()])?,
-        None => send_with(control, &ready, &[])?,
-    }
+    let listener: Vec<BorrowedFd<'_>> = proxy.iter().map(AsFd::as_fd).collect();
+    send_with(control, &ready, &listener)?;
     let mut buf = vec![0u8; MAX_MESSAGE];
     while let Some((request, [stdout, stderr])) = receive(control, &mut buf)? {
         let reply = run(control, &request, stdout, stderr, &limits)?;
