@@ -854,3 +854,23 @@ fn component_check_says_the_http_import_and_what_its_requests_met() {
     );
     assert!(!collector.lines().is_empty());
 }
+
+#[test]
+fn a_ca_certificate_that_cannot_be_read_stops_the_start_that_names_it() {
+    let data = tempfile::tempdir().unwrap();
+    let collector = Collector::start("127.0.0.1");
+    let absent = data.path().join("absent-ca.pem");
+    let more = format!(
+        "[network]\nca_certificates = [{:?}]\n",
+        absent.display().to_string()
+    );
+    let config = config(data.path(), &collector.url(), &[], &more);
+    let out = command(data.path(), &config, None).output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!("[network] ca_certificates {}", absent.display())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(collector.connections(), 0);
+}

@@ -108,11 +108,18 @@ impl Policy {
                 Resolver::Servers(Box::new(resolver))
             }
         };
-        Ok(Policy {
+        let policy = Policy {
             settings: settings.clone(),
             resolver,
             tls: OnceLock::new(),
-        })
+        };
+        // A configured CA that cannot be read fails the start (or the reload) that names
+        // it, not the first HTTPS request; without one, the system's roots are read on
+        // first use.
+        if !settings.ca_certificates.is_empty() {
+            policy.tls()?;
+        }
+        Ok(policy)
     }
 
     /// The system's resolver and roots.
@@ -241,11 +248,15 @@ impl Policy {
                 let mut roots = rustls::RootCertStore::empty();
                 roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
                 for path in &self.settings.ca_certificates {
+                    let said = |why: String| {
+                        format!("[network] ca_certificates {}: {why}", path.display())
+                    };
                     let certs = CertificateDer::pem_file_iter(path)
                         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                        .map_err(|e| {
-                            format!("[network] ca_certificates {}: {e}", path.display())
-                        })?;
+                        .map_err(|e| said(e.to_string()))?;
+                    if certs.is_empty() {
+                        return Err(said("no PEM certificate in it".into()));
+                    }
                     roots.add_parsable_certificates(certs);
                 }
                 let config = rustls::ClientConfig::builder()
@@ -465,6 +476,29 @@ impl Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ca_that_cannot_be_read_fails_the_policy_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        for (path, why) in [
+            (dir.path().join("absent.pem"), "No such file"),
+            (empty, "no PEM certificate in it"),
+        ] {
+            let settings = NetworkSettings {
+                ca_certificates: vec![path.clone()],
+                ..NetworkSettings::default()
+            };
+            let Err(refused) = Policy::new(&settings) else {
+                panic!("{} was accepted", path.display())
+            };
+            assert!(
+                refused.contains("[network] ca_certificates") && refused.contains(why),
+                "{refused}"
+            );
+        }
+    }
 
     #[test]
     fn a_calls_log_records_a_bounded_number_of_requests_and_counts_the_rest() {
