@@ -189,6 +189,14 @@ pub const MAX_SANDBOX_LOG_LINE: usize = 1024;
 /// How long a new `bash` sandbox may take to start before the command fails.
 pub const SHELL_START_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Starts of a `bash` sandbox tried before its command fails: the kernel now and then
+/// refuses bubblewrap's loopback setup in a new network namespace under load (`Failed
+/// RTM_NEWADDR`), which a later start does not meet.
+pub const SHELL_START_ATTEMPTS: u32 = 3;
+
+/// The wait before the second start of a sandbox; the third waits twice as long.
+pub const SHELL_START_RETRY_BACKOFF: Duration = Duration::from_millis(50);
+
 /// The port inside a `bash` sandbox on which its allow-list proxy listens (127.0.0.1 of
 /// the sandbox's own network namespace; see `tools::bash::proxy`): Squid's, which tools
 /// and people recognise as a proxy's. The launcher binds it before any command runs, so

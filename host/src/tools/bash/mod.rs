@@ -36,7 +36,8 @@ use crate::abi::{CallContext, ToolCall, ToolDescriptor, ToolResult};
 use crate::config::{BashPlan, ShellSandboxPlan};
 use crate::failure::Failure;
 use crate::limits::{
-    DEFAULT_BASH_TIMEOUT, GUARD_END_GRACE, MAX_BASH_TIMEOUT, ShellNetwork, ShellPolicy,
+    DEFAULT_BASH_TIMEOUT, GUARD_END_GRACE, MAX_BASH_TIMEOUT, SHELL_START_ATTEMPTS,
+    SHELL_START_RETRY_BACKOFF, ShellNetwork, ShellPolicy,
 };
 use crate::mounts::ResolvedMount;
 use crate::sandbox::{Grants, Sandbox, writable};
@@ -242,14 +243,17 @@ impl BashTool {
         };
         let proxied = matches!(network, ShellNetwork::Allow(_));
         let label = caller.key().to_string();
-        // A sandbox that fails to start is tried once more: under load the kernel has
-        // refused bubblewrap's loopback setup in a new network namespace now and then
-        // (`Failed RTM_NEWADDR`), which the next start does not meet.
+        // A sandbox that fails to start is tried again, a little later each time: under
+        // load the kernel has refused bubblewrap's loopback setup in a new network
+        // namespace now and then (`Failed RTM_NEWADDR`), twice in a row once, which a
+        // later start does not meet.
         let mut attempt = ready
             .start_with(&mounts, &self.mount, &policy, proxied, &label)
             .await;
-        if let Err(e) = &attempt {
-            tracing::warn!(session = %label, error = %e, "bash: a sandbox failed to start; trying once more");
+        for retry in 1..SHELL_START_ATTEMPTS {
+            let Err(e) = &attempt else { break };
+            tracing::warn!(session = %label, error = %e, "bash: a sandbox failed to start; trying again");
+            tokio::time::sleep(SHELL_START_RETRY_BACKOFF * retry).await;
             attempt = ready
                 .start_with(&mounts, &self.mount, &policy, proxied, &label)
                 .await;
