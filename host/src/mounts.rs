@@ -91,6 +91,18 @@ pub struct PersistentSpec {
     /// given `backing` as `/store` and the checkout as `/checkout`, and loads and commits.
     #[serde(default)]
     pub store: Option<String>,
+    /// Its store's settings, text values handed to it through `wasi:config/store` (a
+    /// remote store's `url`).
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    /// The hosts its store's `wasi:http` requests may reach (a remote it keeps the tree
+    /// on), under the tenant's ceiling; none when left out.
+    #[serde(default)]
+    pub network: Option<crate::network::NetworkGrant>,
+    /// Its store's limits for each load or commit, over the tenant's (a remote store may
+    /// need more `network_requests` than a hook's call).
+    #[serde(default)]
+    pub limits: crate::limits::LimitOverrides,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]

@@ -4,15 +4,19 @@
 //! Each call into a store gets a fresh instance whose WASI context holds two preopens and
 //! nothing else: `/store`, the directory's backing (read-write), and `/checkout`, the
 //! session's checkout — read-write for `load`, read-only for `commit`. It runs under the
-//! session's limits, as any component. The session table serialises the calls for one
+//! session's limits, as any component, with the entry's `settings` through
+//! `wasi:config/store`, and reaches the hosts of its `network` grant under the session's
+//! tenant's ceiling (each load or commit a call's budget of requests and bytes; its
+//! requests traced in the call or commit that ran it, named by the directory's path). The session table serialises the calls for one
 //! backing tree (its lock, see [`crate::persistent::keeper`]); the store makes each commit
 //! all or nothing, and says so in its own documentation.
 
 use crate::abi::store::{Change, ChangeKind, OnConflict, StoreError, StorePre, Version};
 use crate::component::ComponentRef;
 use crate::failure::Failure;
-use crate::limits::Limits;
-use crate::mounts::{ResolvedMount, Scope};
+use crate::limits::{LimitOverrides, Limits};
+use crate::mounts::{PersistentSpec, ResolvedMount, Scope};
+use crate::network::{Allow, Egress, Reach, RequestLog};
 use crate::persistent::keeper::{self, Keeper, Kept};
 use crate::persistent::{
     self, Changed, CommitReport, FileChange, LoadReport, Manifest, PersistentError, Room,
@@ -33,6 +37,11 @@ pub struct StoreComponent {
     pre: StorePre,
     component: ComponentRef,
     sandbox: Arc<Sandbox>,
+    settings: Settings,
+    /// Its `network` grant; nothing when `None`.
+    network: Option<Arc<Allow>>,
+    /// Its limits over the session's.
+    limits: LimitOverrides,
 }
 
 impl StoreComponent {
@@ -41,11 +50,22 @@ impl StoreComponent {
         &self.component
     }
 
-    pub fn new(pre: StorePre, component: ComponentRef, sandbox: Arc<Sandbox>) -> StoreComponent {
+    /// The store `component` of the persistent directory `spec`, with its settings and
+    /// limits, granted `network` (`spec`'s grant, read).
+    pub fn new(
+        pre: StorePre,
+        component: ComponentRef,
+        sandbox: Arc<Sandbox>,
+        spec: &PersistentSpec,
+        network: Option<Arc<Allow>>,
+    ) -> StoreComponent {
         StoreComponent {
             pre,
             component,
             sandbox,
+            settings: spec.settings.clone(),
+            network,
+            limits: spec.limits,
         }
     }
 
@@ -55,8 +75,13 @@ impl StoreComponent {
     }
 
     /// A store for one call: `/store` on `mount`'s backing, `/checkout` on its checkout
-    /// (`checkout` access).
-    fn wasi(&self, dirs: Dirs<'_>, checkout: Access) -> Result<Store<StoreState>, PersistentError> {
+    /// (`checkout` access), its settings, and its grant under the tenant's ceiling; with
+    /// the limits it runs under, its own over the session's.
+    fn wasi(
+        &self,
+        dirs: Dirs<'_>,
+        checkout: Access,
+    ) -> Result<(Store<StoreState>, Limits), PersistentError> {
         let under = |dir: &Path| {
             dirs.workdir
                 .filter(|w| dir.starts_with(w))
@@ -77,15 +102,22 @@ impl StoreComponent {
             (STORE_PATH.to_string(), Access::ReadWrite),
             (CHECKOUT_PATH.to_string(), checkout),
         ]);
-        self.sandbox
-            .store(
-                &mounts,
-                &grants,
-                &Settings::new(),
-                dirs.limits,
-                self.sandbox.no_network(&self.component.to_string()),
-            )
-            .map_err(|e| self.failed(e))
+        let reach = Reach {
+            grant: self.network.clone(),
+            ceiling: dirs.ceiling.cloned(),
+        };
+        let egress = Egress::new(
+            self.sandbox.network_policy(),
+            reach,
+            dirs.virtual_path,
+            dirs.requests.cloned(),
+        );
+        let limits = dirs.limits.with(&self.limits);
+        let store = self
+            .sandbox
+            .store(&mounts, &grants, &self.settings, &limits, egress)
+            .map_err(|e| self.failed(e))?;
+        Ok((store, limits))
     }
 
     fn failed(&self, why: impl std::fmt::Display) -> PersistentError {
@@ -120,7 +152,8 @@ impl StoreComponent {
         }
     }
 
-    /// The versions the store keeps of `mount`, oldest first.
+    /// The versions the store keeps of `mount`, oldest first, under a tenant's `limits`
+    /// and network `ceiling` (its requests said in the host's log only).
     ///
     /// # Errors
     ///
@@ -129,16 +162,19 @@ impl StoreComponent {
         &self,
         mount: &ResolvedMount,
         limits: &Limits,
+        ceiling: Option<&Arc<Allow>>,
     ) -> Result<Vec<Version>, PersistentError> {
-        let mut store = self.wasi(Dirs::outside(mount, limits)?, Access::ReadOnly)?;
+        let dirs = Dirs::outside(mount, limits, ceiling)?;
+        let (mut store, limits) = self.wasi(dirs, Access::ReadOnly)?;
         let called = self
             .pre
-            .history(&mut store, limits, &mount.virtual_path)
+            .history(&mut store, &limits, &mount.virtual_path)
             .await;
         self.versions_answer(called)
     }
 
-    /// Makes version `id` of `mount` the newest: its new version.
+    /// Makes version `id` of `mount` the newest: its new version (bounded as
+    /// [`Self::history`] is).
     ///
     /// # Errors
     ///
@@ -148,45 +184,62 @@ impl StoreComponent {
         mount: &ResolvedMount,
         id: &str,
         limits: &Limits,
+        ceiling: Option<&Arc<Allow>>,
     ) -> Result<String, PersistentError> {
-        let mut store = self.wasi(Dirs::outside(mount, limits)?, Access::ReadOnly)?;
+        let dirs = Dirs::outside(mount, limits, ceiling)?;
+        let (mut store, limits) = self.wasi(dirs, Access::ReadOnly)?;
         let called = self
             .pre
-            .restore(&mut store, limits, &mount.virtual_path, id)
+            .restore(&mut store, &limits, &mount.virtual_path, id)
             .await;
         self.versions_answer(called)
     }
 }
 
-/// What a call into a store sees: a backing tree and a checkout, under a session's limits.
+/// What a call into a store sees: a backing tree and a checkout, under a session's limits
+/// and its tenant's network ceiling, its requests recorded in `requests`.
 #[derive(Clone, Copy)]
 struct Dirs<'a> {
+    virtual_path: &'a str,
     backing: &'a Path,
     checkout: &'a Path,
     workdir: Option<&'a Path>,
     limits: &'a Limits,
+    ceiling: Option<&'a Arc<Allow>>,
+    requests: Option<&'a Arc<RequestLog>>,
 }
 
 impl<'a> Dirs<'a> {
-    fn of(kept: &Kept<'a>) -> Dirs<'a> {
+    fn of(kept: &'a Kept<'a>) -> Dirs<'a> {
         Dirs {
+            virtual_path: kept.virtual_path,
             backing: kept.backing,
             checkout: kept.checkout,
             workdir: kept.workdir,
             limits: kept.limits,
+            ceiling: kept.ceiling.as_ref(),
+            requests: kept.requests,
         }
     }
 
-    /// `mount` as no session's call has it (`history`, `restore`): no working directory.
-    fn outside(mount: &'a ResolvedMount, limits: &'a Limits) -> Result<Dirs<'a>, PersistentError> {
+    /// `mount` as no session's call has it (`history`, `restore`): no working directory,
+    /// no trace.
+    fn outside(
+        mount: &'a ResolvedMount,
+        limits: &'a Limits,
+        ceiling: Option<&'a Arc<Allow>>,
+    ) -> Result<Dirs<'a>, PersistentError> {
         let persistent = mount.persistent.as_ref().ok_or_else(|| {
             PersistentError::Stopped(format!("{} is not persistent", mount.virtual_path))
         })?;
         Ok(Dirs {
+            virtual_path: &mount.virtual_path,
             backing: &persistent.backing,
             checkout: &mount.host,
             workdir: None,
             limits,
+            ceiling,
+            requests: None,
         })
     }
 }
@@ -196,12 +249,8 @@ impl Keeper for StoreComponent {
     async fn load(&self, kept: &Kept<'_>) -> Result<(Manifest, LoadReport), PersistentError> {
         let started = Instant::now();
         let _lock = keeper::locked(kept.locks, kept.backing).await?;
-        let mut store = self.wasi(Dirs::of(kept), Access::ReadWrite)?;
-        let loaded = self.answer(
-            self.pre
-                .load(&mut store, kept.limits, kept.virtual_path)
-                .await,
-        )?;
+        let (mut store, limits) = self.wasi(Dirs::of(kept), Access::ReadWrite)?;
+        let loaded = self.answer(self.pre.load(&mut store, &limits, kept.virtual_path).await)?;
         let (manifest, files, bytes) = Manifest::loaded_by_store(kept.checkout, loaded.version)?;
         let report = LoadReport {
             files: usize::try_from(files).unwrap_or(usize::MAX),
@@ -251,13 +300,13 @@ impl Keeper for StoreComponent {
             persistent::OnConflict::Ours => OnConflict::Ours,
             persistent::OnConflict::Fail => OnConflict::Fail,
         };
-        let mut store = self.wasi(Dirs::of(kept), Access::ReadOnly)?;
+        let (mut store, limits) = self.wasi(Dirs::of(kept), Access::ReadOnly)?;
         let base = manifest.store_version().unwrap_or_default().to_string();
         let called = self
             .pre
             .commit(
                 &mut store,
-                kept.limits,
+                &limits,
                 kept.virtual_path,
                 &base,
                 &wit,

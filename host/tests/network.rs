@@ -1,7 +1,8 @@
 //! Network grants, through the real binary: the example hook `rust-audit-shipper` (built by
 //! `.ci/run` into target/example-hooks) posts each call's audit line over `wasi:http` to
 //! collectors the test runs on 127.0.0.1 (and 127.0.0.2), names resolved by a DNS server
-//! the test runs too.
+//! the test runs too; the example store `http-mirror` keeps persistent directories on an
+//! nginx the test runs; `bash` reaches its allow-list through hookhost's proxy.
 
 mod common;
 
@@ -212,18 +213,23 @@ fn call(data: &Path, config: &Path, tenant: Option<&str>) -> (Output, String) {
 }
 
 fn command(data: &Path, config: &Path, tenant: Option<&str>) -> Command {
+    let mut command = hookhost(data, config);
+    command.arg("call");
+    if let Some(tenant) = tenant {
+        command.args(["--tenant", tenant]);
+    }
+    command.args(["read_file", r#"{"path":"/workspace/absent.txt"}"#]);
+    command
+}
+
+/// `hookhost` on `data` under `config` (whatever `HOOKHOST_CONFIG` says), its stdin empty.
+fn hookhost(data: &Path, config: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
     command
         .arg("--data")
         .arg(data)
         .arg("--config")
         .arg(config)
-        .arg("call");
-    if let Some(tenant) = tenant {
-        command.args(["--tenant", tenant]);
-    }
-    command
-        .args(["read_file", r#"{"path":"/workspace/absent.txt"}"#])
         .env_remove("HOOKHOST_CONFIG")
         .stdin(Stdio::null());
     command
@@ -873,4 +879,419 @@ fn a_ca_certificate_that_cannot_be_read_stops_the_start_that_names_it() {
         stderr(&out)
     );
     assert_eq!(collector.connections(), 0);
+}
+
+// Stores: the example store `http-mirror` (built by `.ci/run` into target/example-hooks)
+// keeps a persistent directory on an nginx the test runs on 127.0.0.1, whose DAV module
+// takes its PUTs and DELETEs.
+
+/// An nginx serving `root` with PUT and DELETE on a port of 127.0.0.1, stopped (SIGTERM to
+/// its master, by pid) when dropped; `slow` delays requests to 50 a second.
+struct Nginx {
+    child: std::process::Child,
+    port: u16,
+    root: std::path::PathBuf,
+    access_log: std::path::PathBuf,
+}
+
+impl Nginx {
+    fn start(dir: &Path) -> Nginx {
+        Nginx::started(dir, false)
+    }
+
+    fn started(dir: &Path, slow: bool) -> Nginx {
+        const NGINX: &str = "/usr/sbin/nginx";
+        assert!(
+            Path::new(NGINX).is_file(),
+            "{NGINX} is missing: install Debian's nginx-light (.ci/run does)"
+        );
+        let root = dir.join("dav");
+        std::fs::create_dir_all(&root).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // As root, nginx's workers would drop to `nobody`, who cannot write the root.
+        let user = if unsafe { libc::geteuid() } == 0 {
+            "user root;"
+        } else {
+            ""
+        };
+        let (zone, limit) = match slow {
+            true => (
+                "limit_req_zone $binary_remote_addr zone=slow:1m rate=50r/s;",
+                "limit_req zone=slow burst=10000;",
+            ),
+            false => ("", ""),
+        };
+        let d = dir.display();
+        let access_log = dir.join("nginx-access.log");
+        let conf = format!(
+            r#"{user}
+worker_processes 1;
+error_log {d}/nginx-error.log;
+pid {d}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    access_log {access};
+    client_body_temp_path {d}/nginx-body;
+    proxy_temp_path {d}/nginx-proxy;
+    fastcgi_temp_path {d}/nginx-fastcgi;
+    uwsgi_temp_path {d}/nginx-uwsgi;
+    scgi_temp_path {d}/nginx-scgi;
+    {zone}
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        location / {{
+            dav_methods PUT DELETE;
+            create_full_put_path on;
+            dav_access user:rw all:r;
+            {limit}
+        }}
+    }}
+}}
+"#,
+            access = access_log.display(),
+            root = root.display(),
+        );
+        let path = dir.join("nginx.conf");
+        std::fs::write(&path, conf).unwrap();
+        let child = Command::new(NGINX)
+            .arg("-p")
+            .arg(dir)
+            .arg("-c")
+            .arg(&path)
+            .args(["-g", "daemon off;"])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let nginx = Nginx {
+            child,
+            port,
+            root,
+            access_log,
+        };
+        for _ in 0..400 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return nginx;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("nginx did not listen on 127.0.0.1:{port}");
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The index the store keeps under `/notes`.
+    fn index(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.root.join("notes/index.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// The requests it answered, from its access log.
+    fn requests(&self) -> usize {
+        self.answered("")
+    }
+
+    /// The requests it answered whose line contains `what`.
+    fn answered(&self, what: &str) -> usize {
+        std::fs::read_to_string(&self.access_log)
+            .map(|log| log.lines().filter(|l| l.contains(what)).count())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// A config whose `/persistent/notes` is kept by `http-mirror` at `url`, granted `allow`
+/// (no `network` key when empty), committed after every call, which `read_file` and
+/// `write_file` reach; `more` appended.
+fn store_config(dir: &Path, url: &str, allow: &[&str], more: &str) -> std::path::PathBuf {
+    let allow: Vec<String> = allow.iter().map(|a| format!("{a:?}")).collect();
+    let network = match allow.is_empty() {
+        true => String::new(),
+        false => format!("network = {{ allow = [{}] }}", allow.join(", ")),
+    };
+    let text = format!(
+        r#"
+[tools.read_file]
+component = "builtin:read_file"
+grants = {{ "/persistent/notes" = "ro" }}
+
+[tools.write_file]
+component = "builtin:write_file"
+grants = {{ "/persistent/notes" = "rw" }}
+
+[persistent."/persistent/notes"]
+backing = "{{data}}/tenants/{{tenant}}/notes"
+store = {store:?}
+commit = "call"
+settings = {{ url = {url:?} }}
+{network}
+limits = {{ network_requests = 100 }}
+
+{more}
+"#,
+        store = common::example_hook("http-mirror.wasm"),
+    );
+    let path = dir.join("store.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `hookhost call TOOL ARGS` under `config` in `session` (a new one when `None`), for
+/// `tenant`: what it printed, and the session.
+fn call_in(
+    data: &Path,
+    config: &Path,
+    tenant: Option<&str>,
+    session: Option<&str>,
+    tool: &str,
+    args: &str,
+) -> (Output, String) {
+    let mut command = hookhost(data, config);
+    command.arg("call");
+    command.args(tenant.map(|t| ["--tenant", t]).into_iter().flatten());
+    command.args(session.map(|s| ["--session", s]).into_iter().flatten());
+    let out = command.args([tool, args]).output().unwrap();
+    let session = match session {
+        Some(s) => s.to_string(),
+        None => session_of(&out),
+    };
+    (out, session)
+}
+
+fn write_note(
+    data: &Path,
+    config: &Path,
+    tenant: Option<&str>,
+    file: &str,
+    text: &str,
+) -> (Output, String) {
+    let args = format!(r#"{{"path":"/persistent/notes/{file}","content":{text:?}}}"#);
+    call_in(data, config, tenant, None, "write_file", &args)
+}
+
+fn read_note(data: &Path, config: &Path, file: &str) -> String {
+    let args = format!(r#"{{"path":"/persistent/notes/{file}"}}"#);
+    stdout(&call_in(data, config, None, None, "read_file", &args).0)
+}
+
+#[test]
+fn a_store_keeps_its_tree_on_the_server_it_is_granted() {
+    let data = tempfile::tempdir().unwrap();
+    let nginx = Nginx::start(data.path());
+    let url = format!("http://{}/notes", nginx.address());
+    let config = store_config(data.path(), &url, &[&nginx.address()], "");
+
+    let (out, a) = write_note(data.path(), &config, None, "plan.md", "first");
+    assert!(
+        stdout(&out).contains("Wrote") && !stdout(&out).contains("not published"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let index = nginx.index();
+    assert_eq!(index["version"], 1, "{index}");
+    assert_eq!(index["files"]["plan.md"], 1, "{index}");
+    assert_eq!(
+        std::fs::read_to_string(nginx.root.join("notes/objects/1/plan.md")).unwrap(),
+        "first"
+    );
+    // Its requests are the call's: traced under the directory's path, counted, answered.
+    let events = requests(data.path(), "default", &a);
+    assert!(!events.is_empty());
+    for event in &events {
+        assert_eq!(event["layer"], "/persistent/notes", "{event}");
+        assert_eq!(event["outcome"], "answered", "{event}");
+    }
+    assert!(events.iter().any(|e| e["method"] == "PUT"), "{events:?}");
+
+    // Another session loads what the first committed, from the server.
+    assert!(read_note(data.path(), &config, "plan.md").contains("first"));
+    // An update replaces the object, and the one it superseded is deleted.
+    write_note(data.path(), &config, None, "plan.md", "second");
+    assert_eq!(nginx.index()["files"]["plan.md"], 2);
+    assert!(!nginx.root.join("notes/objects/1/plan.md").exists());
+    assert!(read_note(data.path(), &config, "plan.md").contains("second"));
+}
+
+#[test]
+fn a_store_reaches_nothing_it_is_not_granted() {
+    let data = tempfile::tempdir().unwrap();
+    let nginx = Nginx::start(data.path());
+    let url = format!("http://{}/notes", nginx.address());
+    let tenants = "[tenants.capped]\nnetwork = { allow = [\"files.example\"] }\n";
+    let assert_refused = |config: &Path, tenant: Option<&str>, why: &str| {
+        let (out, session) = write_note(data.path(), config, tenant, "plan.md", "text");
+        // The checkout cannot be loaded: the call fails before the tool writes.
+        assert!(
+            stdout(&out).contains("HttpRequestDenied") && !stdout(&out).contains("Wrote"),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let events = requests(data.path(), tenant.unwrap_or("default"), &session);
+        assert!(
+            events
+                .iter()
+                .any(|e| e["outcome"] == "denied" && e["reason"].as_str().unwrap().contains(why)),
+            "{events:?}"
+        );
+    };
+    // Not granted at all; granted another host; granted, under a tenant that is not.
+    let none = store_config(data.path(), &url, &[], "");
+    assert_refused(&none, None, "has no network grant");
+    let other = store_config(data.path(), &url, &["127.0.0.1:1"], "");
+    assert_refused(&other, None, "not in the component's network grant");
+    let capped = store_config(data.path(), &url, &[&nginx.address()], tenants);
+    assert_refused(&capped, Some("capped"), "not in its tenant's network grant");
+    assert_eq!(nginx.requests(), 0, "nginx was never reached");
+}
+
+#[test]
+fn sessions_committing_at_once_through_a_store_lose_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let nginx = Nginx::start(data.path());
+    let url = format!("http://{}/notes", nginx.address());
+    let config = store_config(data.path(), &url, &[&nginx.address()], "");
+    let writers: Vec<_> = (0..16)
+        .map(|i| {
+            let (data, config) = (data.path().to_path_buf(), config.clone());
+            std::thread::spawn(move || {
+                let (out, _) = write_note(&data, &config, None, &format!("n{i}.md"), "x");
+                assert!(
+                    stdout(&out).contains("Wrote") && !stdout(&out).contains("not published"),
+                    "{}{}",
+                    stdout(&out),
+                    stderr(&out)
+                );
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let index = nginx.index();
+    assert_eq!(index["version"], 16, "{index}");
+    assert_eq!(index["files"].as_object().unwrap().len(), 16, "{index}");
+}
+
+#[test]
+fn a_store_commit_killed_midway_leaves_the_tree_as_it_was() {
+    const FILES: usize = 40;
+    let data = tempfile::tempdir().unwrap();
+    let nginx = Nginx::started(data.path(), true);
+    let url = format!("http://{}/notes", nginx.address());
+    let text = std::fs::read_to_string(store_config(data.path(), &url, &[&nginx.address()], ""))
+        .unwrap()
+        .replace("commit = \"call\"", "commit = \"turn\"");
+    let config = data.path().join("by-hand.toml");
+    std::fs::write(&config, text).unwrap();
+    let (out, session) = write_note(data.path(), &config, None, "n0.md", "xyzzy");
+    assert!(stdout(&out).contains("Wrote"), "{}", stderr(&out));
+    for i in 1..FILES {
+        let args = format!(r#"{{"path":"/persistent/notes/n{i}.md","content":"x"}}"#);
+        call_in(
+            data.path(),
+            &config,
+            None,
+            Some(&session),
+            "write_file",
+            &args,
+        );
+    }
+    let commit = || {
+        hookhost(data.path(), &config)
+            .args(["session", "commit", &session])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Killed once the server has a few of its objects, long before the index (nginx takes
+    // 50 requests a second).
+    let mut killed = commit();
+    for _ in 0..2000 {
+        if nginx.answered("PUT /notes/objects/") >= 5 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let put = nginx.answered("PUT /notes/objects/");
+    assert!((5..FILES).contains(&put), "{put} objects were put");
+    assert_eq!(nginx.answered("PUT /notes/index.json"), 0);
+    // Another session sees the tree as it was: nothing.
+    let (out, _) = call_in(
+        data.path(),
+        &config,
+        None,
+        None,
+        "read_file",
+        r#"{"path":"/persistent/notes/n0.md"}"#,
+    );
+    let said = stdout(&out);
+    assert!(
+        said.contains("n0.md") && !said.contains("xyzzy") && !said.contains("index.json"),
+        "{said}"
+    );
+    // The session's checkout kept its changes: the next commit publishes them whole.
+    let out = commit().wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let index = nginx.index();
+    assert_eq!(index["version"], 1, "{index}");
+    assert_eq!(index["files"].as_object().unwrap().len(), FILES, "{index}");
+}
+
+#[test]
+fn component_check_runs_the_store_suite_against_the_server_it_is_allowed() {
+    let data = tempfile::tempdir().unwrap();
+    let nginx = Nginx::start(data.path());
+    let check = |allow: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookhost"));
+        command
+            .arg("--data")
+            .arg(data.path())
+            .args([
+                "component",
+                "check",
+                &common::example_hook("http-mirror.wasm"),
+            ])
+            .arg("--settings")
+            .arg(format!("url=http://{}/check", nginx.address()))
+            .env_remove("HOOKHOST_CONFIG")
+            .stdin(Stdio::null());
+        for host in allow {
+            command.args(["--allow", host]);
+        }
+        command.output().unwrap()
+    };
+    let refused = check(&[]);
+    assert!(!refused.status.success());
+    assert!(
+        stdout(&refused).contains("HttpRequestDenied"),
+        "{}",
+        stdout(&refused)
+    );
+    assert_eq!(nginx.requests(), 0);
+    let out = check(&[&nginx.address()]);
+    let said = stdout(&out);
+    assert!(out.status.success(), "{said}{}", stderr(&out));
+    assert!(
+        said.contains("a file changed since the load fails as a conflict naming it"),
+        "{said}"
+    );
+    assert!(nginx.answered("PUT /check/index.json") >= 2, "{said}");
 }

@@ -436,7 +436,7 @@ pub async fn handle(
         .map(|(p, _)| p)
         .collect();
     runtime
-        .prepare(&session, |path| granted.contains(&path))
+        .prepare(&session, |path| granted.contains(&path), caller.requests)
         .await?;
     let alias = canonical.map(|_| call.name.as_str());
     let ctx = CallContext {

@@ -349,7 +349,7 @@ pub async fn check(
     }
     let unprovided: Vec<String> = unmet.iter().map(|i| i.name.clone()).collect();
     if world == World::Store {
-        store::suite(component, &scratch, &mut report).await;
+        store::suite(component, options, &scratch, &mut report).await;
         return Ok(report);
     }
 

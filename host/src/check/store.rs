@@ -16,13 +16,31 @@ use std::path::Path;
 /// The scratch persistent directory.
 const MOUNT: &str = "/persistent/check";
 
-pub(super) async fn suite(component: &ComponentRef, scratch: &Scratch, report: &mut Report) {
+/// The suite, the store given `options`' settings and `--allow` grant as the config would
+/// give them.
+pub(super) async fn suite(
+    component: &ComponentRef,
+    options: &super::CheckOptions,
+    scratch: &Scratch,
+    report: &mut Report,
+) {
+    let settings = options
+        .settings
+        .iter()
+        .map(|(key, value)| (key.clone(), crate::config::setting_text(value)))
+        .collect();
+    let network = (!options.allow.is_empty()).then(|| crate::network::NetworkGrant {
+        allow: options.allow.clone(),
+    });
     let spec = PersistentSpec {
         backing: "{data}/check-store".into(),
         access: Default::default(),
         commit: Default::default(),
         on_conflict: Default::default(),
         store: Some(component.to_string()),
+        settings,
+        network,
+        limits: Default::default(),
     };
     let mounts = BTreeMap::from([(MOUNT.to_string(), MountSpec::checkout(MOUNT, spec))]);
     let mounts = match MountTable::new(mounts) {
@@ -54,7 +72,7 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
             .await
             .map_err(|e| format!("no scratch session: {e}"))?;
         runtime
-            .prepare(&session, |_| true)
+            .prepare(&session, |_| true, &Default::default())
             .await
             .map_err(|e| format!("load: {e}"))?;
         Ok::<Session, String>(session)
@@ -137,7 +155,7 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
         .ok_or("no scratch mount")?;
     let limits = runtime.tenants().limits(&outside.tenant);
     let history = store
-        .history(mount, &limits)
+        .history(mount, &limits, None)
         .await
         .map_err(|e| format!("history: {e}"))?;
     check(
@@ -148,7 +166,7 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
     );
     let first = history.first().map(|v| v.id.clone()).unwrap_or_default();
     store
-        .restore(mount, &first, &limits)
+        .restore(mount, &first, &limits, None)
         .await
         .map_err(|e| format!("restore: {e}"))?;
     let d = session().await?;

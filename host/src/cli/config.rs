@@ -89,6 +89,19 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
             .map_or(String::new(), |g| format!(" (in a git workdir: {g})"));
         let scope = format!("{:?}", spec.scope).to_lowercase();
         println!("  {path}\t{}{inside}{git}\t[{scope}]", spec.host);
+        if let Some(persistent) = &spec.persistent
+            && let Some(store) = &persistent.store
+        {
+            let network = persistent
+                .network
+                .as_ref()
+                .filter(|grant| !grant.allow.is_empty())
+                .map_or("none".into(), |grant| grant.allow.join(", "));
+            println!("    kept by {store}\tnetwork: {network}");
+            for (key, value) in &persistent.settings {
+                println!("       {key} = {value}");
+            }
+        }
     }
     println!("\ntools:");
     for tool in runtime.tools() {

@@ -58,11 +58,13 @@ pub async fn run(command: PersistentCommand, plan: Plan, data: &Path) -> Result<
             kept.backing.display()
         );
     }
-    let limits = runtime.tenants().limits(&outside.tenant);
+    let tenants = runtime.tenants();
+    let limits = tenants.limits(&outside.tenant);
+    let ceiling = tenants.network_ceiling(&outside.tenant);
     let _lock = sessions.lock_backing(mount).await?;
     match command {
         PersistentCommand::History { .. } => {
-            for version in store.history(mount, &limits).await? {
+            for version in store.history(mount, &limits, ceiling.as_ref()).await? {
                 let made = UNIX_EPOCH + Duration::from_millis(version.made_ms);
                 println!(
                     "{}\t{}\t{} files\t{}",
@@ -74,7 +76,12 @@ pub async fn run(command: PersistentCommand, plan: Plan, data: &Path) -> Result<
             }
         }
         PersistentCommand::Restore { version, .. } => {
-            println!("{}", store.restore(mount, &version, &limits).await?);
+            println!(
+                "{}",
+                store
+                    .restore(mount, &version, &limits, ceiling.as_ref())
+                    .await?
+            );
         }
     }
     Ok(())

@@ -235,7 +235,7 @@ async fn session_command(
             });
             let committed = match runtime {
                 Some(runtime) => runtime.commit(&session, None, resolve).await,
-                None => sessions.commit_resolving(&session, resolve).await,
+                None => sessions.commit_resolving(&session, resolve, None).await,
             };
             let committed = committed.map_err(|e| settle_hint(e, &t, &i, false))?;
             for (mount, report) in committed {

@@ -7,6 +7,7 @@ use crate::limits::{
     RateLimit, ShellLimitOverrides,
 };
 use crate::mounts::{MountSpec, PersistentSpec};
+pub use crate::network::NetworkGrant;
 use crate::sandbox::Access;
 use crate::secret::Secret;
 use serde::Deserialize;
@@ -217,19 +218,6 @@ pub struct NetworkConfig {
     /// the system's roots (a company's internal CA).
     #[serde(default)]
     pub ca_certificates: Vec<PathBuf>,
-}
-
-/// `network = { allow = ["api.example.com", "*.internal.example:8443", "10.0.0.5:8181"] }`
-/// on a hook, a tool or a tenant: the hosts its `wasi:http` requests may go to (see
-/// [`crate::network`]); nothing when left out.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NetworkGrant {
-    /// Hosts (`api.example.com`), names under a domain (`*.example.com`), addresses
-    /// (`10.0.0.5`, `[fd00::5]`) or `*` (every public host), each with an optional
-    /// `:port` (every port when left out). A name is reached only at public addresses; a
-    /// private, loopback or link-local one needs its address listed too.
-    pub allow: Vec<String>,
 }
 
 /// The `[telemetry]` table.

@@ -331,3 +331,41 @@ fn a_bash_network_is_an_allow_list_that_a_tenant_ceiling_and_no_sandbox_refuse_t
     );
     assert!(with("sandbox = false\nnetwork = true", "").is_ok());
 }
+
+#[test]
+fn a_store_takes_settings_a_network_grant_and_limits_and_a_host_tree_none() {
+    let with = |keys: &str| {
+        let text =
+            format!("[persistent.\"/persistent/notes\"]\nbacking = \"{{data}}/notes\"\n{keys}\n");
+        Config::parse(&text, "t.toml").map(|l| l.config)
+    };
+    let config = with(
+        "store = \"builtin:snapshots\"\nsettings = { url = \"https://files.example/notes\" }\n\
+         network = { allow = [\"files.example:443\"] }\nlimits = { network_requests = 500 }",
+    )
+    .unwrap();
+    let spec = config.persistent.values().next().unwrap();
+    assert_eq!(spec.settings["url"], "https://files.example/notes");
+    assert_eq!(spec.network.as_ref().unwrap().allow, ["files.example:443"]);
+    assert_eq!(spec.limits.network_requests, Some(500));
+    // Without a store nothing would read them: said, not ignored.
+    for keys in [
+        "settings = { url = \"x\" }",
+        "network = { allow = [\"files.example\"] }",
+        "limits = { deadline_ms = 5 }",
+    ] {
+        let refused = with(keys).unwrap_err().to_string();
+        assert!(refused.contains("are a store component's"), "{refused}");
+    }
+    let refused = with("store = \"builtin:snapshots\"\nnetwork = { allow = [\"a b\"] }")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("persistent.\"/persistent/notes\".network.allow"),
+        "{refused}"
+    );
+    let refused = with("store = \"builtin:snapshots\"\nlimits = { network_requests = 0 }")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains(".limits: network_requests"), "{refused}");
+}

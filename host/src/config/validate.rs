@@ -787,12 +787,30 @@ pub fn is_tool_name(name: &str) -> bool {
 }
 
 impl Config {
-    /// Each persistent directory's `store`, when it names one, is a component there is.
+    /// Each persistent directory's `store`, when it names one, is a component there is;
+    /// `settings`, `network` and `limits` are its store's, so they need one; the grant's
+    /// entries are read, the limits in range.
     fn check_stores(&self) -> Result<(), Invalid> {
         for (path, spec) in &self.persistent {
+            let owner = format!("persistent.{:?}", path.get_ref());
             if let Some(store) = &spec.store {
-                let key = format!("persistent.{:?}.store", path.get_ref());
+                let key = format!("{owner}.store");
                 check_component(&key, &Spanned::new(path.span(), store.clone()))?;
+            } else if !spec.settings.is_empty()
+                || spec.network.is_some()
+                || spec.limits != Default::default()
+            {
+                return Err(Invalid::at(
+                    path.span(),
+                    format!(
+                        "{owner}: settings, network and limits are a store component's; a \
+                         tree hookhost keeps itself takes none (give it `store = …`)"
+                    ),
+                ));
+            }
+            check_limits(&owner, spec.limits.out_of_range(), &path.span())?;
+            if let Some(grant) = &spec.network {
+                allow_list(&owner, grant, path.span())?;
             }
         }
         Ok(())

@@ -1,8 +1,22 @@
 //! A network grant as the config writes it: `allow = ["api.example.com",
 //! "*.internal.example:8443", "10.0.0.5:8181", "*"]`, and what it lets through.
 
+use serde::Deserialize;
 use std::fmt;
 use std::net::IpAddr;
+
+/// `network = { allow = ["api.example.com", "*.internal.example:8443", "10.0.0.5:8181"] }`
+/// on a hook, a tool, a store or a tenant: the hosts its `wasi:http` requests may go to
+/// (see [`super`]); nothing when left out. Read into an [`Allow`] by [`Allow::parse`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkGrant {
+    /// Hosts (`api.example.com`), names under a domain (`*.example.com`), addresses
+    /// (`10.0.0.5`, `[fd00::5]`) or `*` (every public host), each with an optional
+    /// `:port` (every port when left out). A name is reached only at public addresses; a
+    /// private, loopback or link-local one needs its address listed too.
+    pub allow: Vec<String>,
+}
 
 /// The hosts one grant lets a component reach (see [`super`] for how a request is checked).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -33,7 +33,7 @@ pub mod address;
 pub mod allow;
 mod egress;
 
-pub use allow::{Allow, Host};
+pub use allow::{Allow, Host, NetworkGrant};
 pub use egress::Egress;
 
 use crate::limits::{

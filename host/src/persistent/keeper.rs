@@ -11,6 +11,7 @@ use super::{
     Backing, CommitReport, LoadReport, Manifest, OnConflict, PersistentError, Room, StoreLocks,
 };
 use crate::limits::Limits;
+use crate::network::{Allow, RequestLog};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,6 +32,12 @@ pub struct Kept<'a> {
     pub limits: &'a Limits,
     /// The locks of backing trees.
     pub locks: &'a Arc<dyn StoreLocks>,
+    /// The session's tenant's network ceiling: what a store component's grant cannot
+    /// exceed.
+    pub ceiling: Option<Arc<Allow>>,
+    /// Where a store component's network requests are recorded for a trace (a call's, or
+    /// a commit's outside one); when `None`, only the host's log says them.
+    pub requests: Option<&'a Arc<RequestLog>>,
 }
 
 /// What loads a persistent directory's checkout from its backing tree, brings it up to

@@ -148,7 +148,9 @@ impl Runtime {
             .map(|(path, _)| path)
             .chain(target.granted_mounts())
             .collect();
-        let prepared = self.prepare(session, |path| granted.contains(path)).await;
+        let prepared = self
+            .prepare(session, |path| granted.contains(path), caller.requests)
+            .await;
         let started = std::time::Instant::now();
         let ctx = CallContext {
             session_id: session.id.to_string(),

@@ -203,17 +203,28 @@ pub(super) fn compile_stores(
 ) -> Result<BTreeMap<String, Arc<StoreComponent>>, StartError> {
     let mut stores = BTreeMap::new();
     for (path, spec) in mounts.iter() {
-        let Some(store) = spec.persistent.as_ref().and_then(|p| p.store.as_deref()) else {
+        let Some(persistent) = spec.persistent.as_ref() else {
             continue;
         };
+        let Some(store) = persistent.store.as_deref() else {
+            continue;
+        };
+        let owner = || format!("persistent.{path:?}");
+        // Read when the config was validated: an entry refused here was not.
+        let network = persistent
+            .network
+            .as_ref()
+            .map(|grant| crate::network::Allow::parse(&grant.allow).map(Arc::new))
+            .transpose()
+            .map_err(|why| StartError::Network(format!("{}.network.allow: {why}", owner())))?;
         let component = ComponentRef::parse(store);
         let pre = loader
             .store(&component)
             .map_err(|source| StartError::Load {
-                owner: format!("persistent.{path:?}.store"),
+                owner: format!("{}.store", owner()),
                 source,
             })?;
-        let store = StoreComponent::new(pre, component, sandbox.clone());
+        let store = StoreComponent::new(pre, component, sandbox.clone(), persistent, network);
         stores.insert(path.to_string(), Arc::new(store));
     }
     Ok(stores)

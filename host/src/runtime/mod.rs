@@ -30,6 +30,7 @@ use crate::ids::{SessionId, TenantId};
 use crate::jwt::Jwt;
 use crate::metrics::Scraped;
 use crate::mounts::CommitAt;
+use crate::network::RequestLog;
 use crate::persistent::keeper::Keeper;
 use crate::sandbox::Sandbox;
 use crate::secret::TokenDigest;
@@ -134,7 +135,8 @@ impl Runtime {
     /// Readies `session`'s persistent directories for a call: the checkouts of those
     /// `granted` names (what the call's hooks and tool may reach) loaded if they were not
     /// (see [`Sessions::load`]), every loaded one brought up to what other sessions
-    /// committed since (see [`Sessions::refresh`]).
+    /// committed since (see [`Sessions::refresh`]). A store component's requests are
+    /// recorded in `requests`: the call's, for its trace.
     ///
     /// # Errors
     ///
@@ -143,8 +145,9 @@ impl Runtime {
         &self,
         session: &Session,
         granted: impl Fn(&str) -> bool,
+        requests: &Arc<RequestLog>,
     ) -> Result<(), SessionError> {
-        self.sessions.load(session, granted).await?;
+        self.sessions.load(session, granted, requests).await?;
         self.sessions.refresh(session).await;
         Ok(())
     }
@@ -174,7 +177,10 @@ impl Runtime {
         trace: &mut CallTrace<'_>,
     ) -> Result<(), SessionError> {
         self.trace_loads(session, trace);
-        let committed = self.sessions.commit(session, Some(CommitAt::Call)).await;
+        let committed = self
+            .sessions
+            .commit(session, Some(CommitAt::Call), Some(trace.requests()))
+            .await;
         trace.commits(&committed);
         committed.map(drop)
     }
@@ -199,13 +205,17 @@ impl Runtime {
             return Ok(Vec::new());
         }
         let tenants = self.tenants();
-        let requests = Arc::default();
+        let requests: Arc<RequestLog> = Arc::default();
         let caller = tenants.caller(session, &requests)?;
         let id = format!("{COMMIT_CALL}-{}", uuid::Uuid::new_v4().simple());
         let mut trace = self.tracer.begin(&caller, &id, COMMIT_CALL);
         let committed = match resolve {
-            Some(_) => self.sessions.commit_resolving(session, resolve).await,
-            None => self.sessions.commit(session, at).await,
+            Some(_) => {
+                self.sessions
+                    .commit_resolving(session, resolve, Some(&requests))
+                    .await
+            }
+            None => self.sessions.commit(session, at, Some(&requests)).await,
         };
         trace.commits(&committed);
         trace.end();

@@ -17,6 +17,7 @@
 use super::{Session, SessionError, Sessions};
 use crate::ids::{SessionId, TenantId};
 use crate::mounts::{CommitAt, ResolvedMount, ResolvedPersistent, SessionVars};
+use crate::network::RequestLog;
 use crate::persistent::keeper::{self, HostTree, Keeper, Kept};
 use crate::persistent::{CommitReport, Manifest, OnConflict, PersistentError};
 use std::sync::Arc;
@@ -24,7 +25,8 @@ use std::sync::Arc;
 impl Sessions {
     /// Loads the checkouts of `session`'s persistent directories that `granted` names and
     /// that it has not loaded yet, each through its keeper; the loads are reported to the
-    /// trace of the call that follows (see [`super::MountDirs::take_loads`]).
+    /// trace of the call that follows (see [`super::MountDirs::take_loads`]); a store
+    /// component's network requests are recorded in `requests`, the call's.
     ///
     /// # Errors
     ///
@@ -34,6 +36,7 @@ impl Sessions {
         &self,
         session: &Session,
         granted: impl Fn(&str) -> bool,
+        requests: &Arc<RequestLog>,
     ) -> Result<(), SessionError> {
         let unloaded = session
             .mounts
@@ -49,7 +52,7 @@ impl Sessions {
             };
             self.dirs.ensure(mount).map_err(SessionError::from)?;
             empty_dir(&mount.host).map_err(failed)?;
-            let kept = self.kept(session, mount, persistent, &limits);
+            let kept = self.kept(session, mount, persistent, &limits, Some(requests));
             let keeper = self.keeper(mount).map_err(failed)?;
             let (manifest, loaded) = keeper.load(&kept).await.map_err(failed)?;
             manifest.write(&persistent.manifest).map_err(failed)?;
@@ -69,7 +72,7 @@ impl Sessions {
             .filter_map(|m| Some((m, m.persistent.as_ref()?)))
             .filter(|(_, p)| p.manifest.exists());
         for (mount, persistent) in loaded {
-            let kept = self.kept(session, mount, persistent, &limits);
+            let kept = self.kept(session, mount, persistent, &limits, None);
             let refreshed = async {
                 let keeper = self.keeper(mount)?;
                 let mut manifest = Manifest::read(&persistent.manifest)?;
@@ -98,7 +101,8 @@ impl Sessions {
     /// session's end, an explicit commit — that were loaded, each all or nothing, in
     /// order, within its tenant's quota; stops at the first that fails (a conflict:
     /// nothing of it applied, its checkout kept). Read-only ones are never published.
-    /// Returns what each published.
+    /// Returns what each published. A store component's network requests are recorded
+    /// in `requests` when given (the trace of the call or commit).
     ///
     /// # Errors
     ///
@@ -107,8 +111,9 @@ impl Sessions {
         &self,
         session: &Session,
         at: Option<CommitAt>,
+        requests: Option<&Arc<RequestLog>>,
     ) -> Result<Vec<(String, CommitReport)>, SessionError> {
-        self.publish(session, at, None).await
+        self.publish(session, at, None, requests).await
     }
 
     /// Publishes every loaded checkout of `session` now, as [`Sessions::commit`] does, a
@@ -123,8 +128,9 @@ impl Sessions {
         &self,
         session: &Session,
         resolve: Option<OnConflict>,
+        requests: Option<&Arc<RequestLog>>,
     ) -> Result<Vec<(String, CommitReport)>, SessionError> {
-        self.publish(session, None, resolve).await
+        self.publish(session, None, resolve, requests).await
     }
 
     async fn publish(
@@ -132,6 +138,7 @@ impl Sessions {
         session: &Session,
         at: Option<CommitAt>,
         resolve: Option<OnConflict>,
+        requests: Option<&Arc<RequestLog>>,
     ) -> Result<Vec<(String, CommitReport)>, SessionError> {
         if !self.has_due(session, at) {
             return Ok(Vec::new());
@@ -144,7 +151,7 @@ impl Sessions {
                 continue;
             };
             let failed = |source| commit_failed(mount, source);
-            let mut kept = self.kept(session, mount, persistent, &limits);
+            let mut kept = self.kept(session, mount, persistent, &limits, requests);
             kept.on_conflict = resolve.unwrap_or(kept.on_conflict);
             let keeper = self.keeper(mount).map_err(failed)?;
             let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
@@ -219,6 +226,7 @@ impl Sessions {
         mount: &'a ResolvedMount,
         persistent: &'a ResolvedPersistent,
         limits: &'a crate::limits::Limits,
+        requests: Option<&'a Arc<RequestLog>>,
     ) -> Kept<'a> {
         Kept {
             virtual_path: &mount.virtual_path,
@@ -228,6 +236,8 @@ impl Sessions {
             workdir: session.workdir.as_deref(),
             limits,
             locks: self.dirs.locks(),
+            ceiling: self.tenants().network_ceiling(&session.tenant),
+            requests,
         }
     }
 

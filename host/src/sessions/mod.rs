@@ -539,7 +539,7 @@ impl Sessions {
     /// [`SessionError::NotFound`], or from the table.
     pub async fn close(&self, tenant: &TenantId, id: &SessionId) -> Result<(), SessionError> {
         let session = self.resolve(&self.record(tenant, id).await?)?;
-        if let Err(e) = self.commit(&session, None).await {
+        if let Err(e) = self.commit(&session, None, None).await {
             tracing::warn!(session = %session.key(), error = %e, "the ended session's persistent directories were not published");
         }
         self.table.set_owner(tenant, id, &Owner::Ended).await?;
@@ -560,7 +560,7 @@ impl Sessions {
         // Its persistent directories are published before it goes; one that cannot be
         // keeps the session (and its checkout) for the conflict to be resolved.
         if publish {
-            self.commit(&session, None).await?;
+            self.commit(&session, None, None).await?;
         }
         // Row first: a crash after this leaves orphaned directories, which gc removes. Of
         // hosts deleting it at once, the one whose statement removed the row goes on.
@@ -592,7 +592,7 @@ impl Sessions {
                 continue;
             }
             let session = self.resolve(&record)?;
-            if let Err(e) = self.commit(&session, None).await {
+            if let Err(e) = self.commit(&session, None, None).await {
                 tracing::warn!(session = %key, error = %e, "idle session kept: its persistent directories could not be published");
                 continue;
             }

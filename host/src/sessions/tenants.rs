@@ -155,6 +155,12 @@ impl Tenants {
         Limits::default().with(&overrides.unwrap_or_default())
     }
 
+    /// `tenant`'s network ceiling, which no component's grant exceeds in its sessions
+    /// (none for an undeclared tenant, or one that sets none).
+    pub fn network_ceiling(&self, tenant: &TenantId) -> Option<Arc<crate::network::Allow>> {
+        self.declared.get(tenant).and_then(|t| t.network.clone())
+    }
+
     /// The declared tenants, by id.
     pub fn iter(&self) -> impl Iterator<Item = (&TenantId, &Tenant)> {
         self.declared.iter().map(|(id, t)| (id, t.as_ref()))

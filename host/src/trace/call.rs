@@ -270,6 +270,12 @@ impl<'a> CallTrace<'a> {
         }
     }
 
+    /// Where the network requests of the call's components are recorded until its trace
+    /// writes them.
+    pub fn requests(&self) -> &Arc<RequestLog> {
+        &self.requests
+    }
+
     /// Writes the events of a trace that is not a call's (a commit at a turn's end).
     pub fn end(mut self) {
         self.network(None);

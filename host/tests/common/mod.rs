@@ -93,8 +93,9 @@ pub fn announced_url_and_log(child: &mut Child) -> (String, Arc<Mutex<Vec<String
     (url, log)
 }
 
-/// An example hook built by `.ci/run` (examples/hooks/build.sh and tests/foreign/build.sh)
-/// into target/example-hooks, or `HOOKHOST_EXAMPLE_HOOKS`.
+/// An example hook or store built by `.ci/run` (examples/hooks/build.sh,
+/// examples/stores/http-mirror/build.sh and tests/foreign/build.sh) into
+/// target/example-hooks, or `HOOKHOST_EXAMPLE_HOOKS`.
 pub fn example_hook(file: &str) -> String {
     let dir = std::env::var_os("HOOKHOST_EXAMPLE_HOOKS")
         .map(PathBuf::from)
@@ -102,8 +103,9 @@ pub fn example_hook(file: &str) -> String {
     let path = dir.join(file);
     assert!(
         path.is_file(),
-        "{} is missing: build the example hooks first (examples/hooks/build.sh and \
-         tests/foreign/build.sh; .ci/run does both)",
+        "{} is missing: build the examples first (examples/hooks/build.sh, \
+         examples/stores/http-mirror/build.sh and tests/foreign/build.sh; .ci/run does all \
+         three)",
         path.display()
     );
     path.display().to_string()

@@ -88,7 +88,8 @@ pub use described::exports::harness::hooks::hook_info::{HookDescription, Setting
 /// Writing files without a thread hop per write: use it rather than `std::fs` to write.
 pub use hookhost_fs as files;
 
-pub mod http;
+/// Outgoing HTTP to the hosts the operator granted the hook (`network = { allow = [...] }`).
+pub use hookhost_http as http;
 
 /// A hook: both phases have pass-through defaults, so a hook writes only the phase it needs.
 pub trait Hook {

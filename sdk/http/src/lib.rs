@@ -1,14 +1,15 @@
-//! Outgoing HTTP from a hook, over `wasi:http`: one request, its whole answer, waiting.
+//! Outgoing HTTP from a hookhost component (a hook, a tool, a store), over `wasi:http`:
+//! one request, its whole answer, waiting. Hooks have it as `hookhost_hook::http`.
 //!
-//! The host sends a request only to the hosts the operator granted the hook (`network = {
-//! allow = [...] }` in its config); any other is refused at once with
+//! The host sends a request only to the hosts the operator granted the component
+//! (`network = { allow = [...] }` in its config); any other is refused at once with
 //! `HttpRequestDenied`, and a granted name that resolves to a private or loopback address
-//! the grant does not name with `DestinationIpProhibited`. Each call of the hook may make
-//! a bounded number of requests moving a bounded number of bytes, and its deadline covers
-//! the wait.
+//! the grant does not name with `DestinationIpProhibited`. Each call of the component may
+//! make a bounded number of requests moving a bounded number of bytes, and its deadline
+//! covers the wait.
 //!
 //! ```ignore
-//! let answer = hookhost_hook::http::post(
+//! let answer = hookhost_http::post(
 //!     "https://collector.example/v1/lines",
 //!     "application/json",
 //!     br#"{"tool":"bash"}"#,
@@ -18,7 +19,7 @@
 
 use std::fmt;
 use wasip2::http::outgoing_handler;
-/// What [`request`] takes and [`Error::Refused`] carries, so that a hook needs no
+/// What [`request`] takes and [`Error::Refused`] carries, so that a component needs no
 /// `wasip2` dependency of its own.
 pub use wasip2::http::types::{ErrorCode, Method};
 use wasip2::http::types::{Fields, OutgoingBody, OutgoingRequest, Scheme};
@@ -113,7 +114,9 @@ pub fn request(
             .append(name, value)
             .map_err(|_| Error::Header((*name).into()))?;
     }
-    if !body.is_empty() {
+    // An empty body is said too, but for a GET or HEAD: without a length the body goes
+    // chunked, and servers refuse a chunked DELETE (nginx: 415) or PUT.
+    if !body.is_empty() || !matches!(method, Method::Get | Method::Head) {
         let length = body.len().to_string();
         fields
             .append("content-length", length.as_bytes())
