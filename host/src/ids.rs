@@ -65,6 +65,11 @@ macro_rules! id_type {
             pub fn path_segment(&self) -> String {
                 path_segment(&self.0)
             }
+
+            /// This id as one URL path segment (see [`url_segment`]).
+            pub fn url_segment(&self) -> String {
+                url_segment(&self.0)
+            }
         }
 
         impl fmt::Display for $name {
@@ -124,6 +129,14 @@ pub fn path_segment(s: &str) -> String {
         }
     }
     out
+}
+
+/// Encodes `s` as one URL path segment: as [`path_segment`], with `~` for its `%`, so the
+/// result is all unreserved characters (`[a-z0-9_~-]`) that a server decoding the URL
+/// leaves as they are — never `.`, `..`, a `/` or an escape. Injective, as `~` appears
+/// nowhere else.
+pub fn url_segment(s: &str) -> String {
+    path_segment(s).replace('%', "~")
 }
 
 /// Which tools a layer applies to: names, with `*` and `?` wildcards.
@@ -198,6 +211,11 @@ mod tests {
             "0b5c-uuid_like",
             "common ids stay readable"
         );
+        // In a URL, what a server decodes is no escape either.
+        assert_eq!(url_segment(".."), "~2E~2E");
+        assert_eq!(url_segment("a%2F.."), "a~252~46~2E~2E");
+        assert_ne!(url_segment("~"), url_segment("%7E"));
+        assert_eq!(url_segment("acme-1"), "acme-1");
     }
 
     #[test]

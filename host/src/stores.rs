@@ -1,19 +1,22 @@
 //! Store components: persistent directories whose backing tree a component keeps its own
 //! way (`[persistent."/persistent/NAME"] store = …`, the `harness:store` world).
 //!
-//! Each call into a store gets a fresh instance whose WASI context holds two preopens and
-//! nothing else: `/store`, the directory's backing (read-write), and `/checkout`, the
-//! session's checkout — read-write for `load`, read-only for `commit`. It runs under the
-//! session's limits, as any component, with the entry's `settings` through
-//! `wasi:config/store`, and reaches the hosts of its `network` grant under the session's
-//! tenant's ceiling (each load or commit a call's budget of requests and bytes; its
-//! requests traced in the call or commit that ran it, named by the directory's path). The session table serialises the calls for one
-//! backing tree (its lock, see [`crate::persistent::keeper`]); the store makes each commit
-//! all or nothing, and says so in its own documentation.
+//! Each call into a store gets a fresh instance whose WASI context holds two preopens:
+//! `/store`, the directory's backing (read-write), and `/checkout`, the session's checkout
+//! — read-write for `load`, read-only for `commit`. Besides them, only what the entry gives
+//! its store: its `settings` through `wasi:config/store` (`{tenant}` in a value replaced
+//! by the session's tenant as one URL path segment, so a remote store keeps each tenant's
+//! tree apart), the hosts of its `network` grant under the tenant's ceiling (each load or
+//! commit with a call's budget of requests and bytes, its requests traced in the call or
+//! commit that ran it, named by the directory's path), and its `limits` over the
+//! session's. The session table serialises the calls for one backing tree (its lock, see
+//! [`crate::persistent::keeper`]); the store makes each commit all or nothing, and says so
+//! in its own documentation.
 
 use crate::abi::store::{Change, ChangeKind, OnConflict, StoreError, StorePre, Version};
 use crate::component::ComponentRef;
 use crate::failure::Failure;
+use crate::ids::TenantId;
 use crate::limits::{LimitOverrides, Limits};
 use crate::mounts::{PersistentSpec, ResolvedMount, Scope};
 use crate::network::{Allow, Egress, Reach, RequestLog};
@@ -22,6 +25,7 @@ use crate::persistent::{
     self, Changed, CommitReport, FileChange, LoadReport, Manifest, PersistentError, Room,
 };
 use crate::sandbox::{Access, Grants, Sandbox, Settings, StoreState};
+use crate::sessions::Tenants;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -113,9 +117,15 @@ impl StoreComponent {
             dirs.requests.cloned(),
         );
         let limits = dirs.limits.with(&self.limits);
+        let tenant = dirs.tenant.url_segment();
+        let settings: Settings = self
+            .settings
+            .iter()
+            .map(|(key, value)| (key.clone(), value.replace("{tenant}", &tenant)))
+            .collect();
         let store = self
             .sandbox
-            .store(&mounts, &grants, &self.settings, &limits, egress)
+            .store(&mounts, &grants, &settings, &limits, egress)
             .map_err(|e| self.failed(e))?;
         Ok((store, limits))
     }
@@ -152,8 +162,9 @@ impl StoreComponent {
         }
     }
 
-    /// The versions the store keeps of `mount`, oldest first, under a tenant's `limits`
-    /// and network `ceiling` (its requests said in the host's log only).
+    /// The versions the store keeps of `tenant`'s `mount`, oldest first, under the
+    /// tenant's limits and network ceiling in `tenants` (its requests said in the host's
+    /// log only).
     ///
     /// # Errors
     ///
@@ -161,10 +172,11 @@ impl StoreComponent {
     pub async fn history(
         &self,
         mount: &ResolvedMount,
-        limits: &Limits,
-        ceiling: Option<&Arc<Allow>>,
+        tenant: &TenantId,
+        tenants: &Tenants,
     ) -> Result<Vec<Version>, PersistentError> {
-        let dirs = Dirs::outside(mount, limits, ceiling)?;
+        let (limits, ceiling) = (tenants.limits(tenant), tenants.network_ceiling(tenant));
+        let dirs = Dirs::outside(mount, tenant, &limits, ceiling.as_ref())?;
         let (mut store, limits) = self.wasi(dirs, Access::ReadOnly)?;
         let called = self
             .pre
@@ -183,10 +195,11 @@ impl StoreComponent {
         &self,
         mount: &ResolvedMount,
         id: &str,
-        limits: &Limits,
-        ceiling: Option<&Arc<Allow>>,
+        tenant: &TenantId,
+        tenants: &Tenants,
     ) -> Result<String, PersistentError> {
-        let dirs = Dirs::outside(mount, limits, ceiling)?;
+        let (limits, ceiling) = (tenants.limits(tenant), tenants.network_ceiling(tenant));
+        let dirs = Dirs::outside(mount, tenant, &limits, ceiling.as_ref())?;
         let (mut store, limits) = self.wasi(dirs, Access::ReadOnly)?;
         let called = self
             .pre
@@ -201,6 +214,7 @@ impl StoreComponent {
 #[derive(Clone, Copy)]
 struct Dirs<'a> {
     virtual_path: &'a str,
+    tenant: &'a TenantId,
     backing: &'a Path,
     checkout: &'a Path,
     workdir: Option<&'a Path>,
@@ -213,6 +227,7 @@ impl<'a> Dirs<'a> {
     fn of(kept: &'a Kept<'a>) -> Dirs<'a> {
         Dirs {
             virtual_path: kept.virtual_path,
+            tenant: kept.tenant,
             backing: kept.backing,
             checkout: kept.checkout,
             workdir: kept.workdir,
@@ -226,6 +241,7 @@ impl<'a> Dirs<'a> {
     /// no trace.
     fn outside(
         mount: &'a ResolvedMount,
+        tenant: &'a TenantId,
         limits: &'a Limits,
         ceiling: Option<&'a Arc<Allow>>,
     ) -> Result<Dirs<'a>, PersistentError> {
@@ -234,6 +250,7 @@ impl<'a> Dirs<'a> {
         })?;
         Ok(Dirs {
             virtual_path: &mount.virtual_path,
+            tenant,
             backing: &persistent.backing,
             checkout: &mount.host,
             workdir: None,

@@ -986,10 +986,16 @@ http {{
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// The index the store keeps under `/notes`.
-    fn index(&self) -> serde_json::Value {
-        let text = std::fs::read_to_string(self.root.join("notes/index.json")).unwrap();
+    /// The index the store keeps under `/notes/TENANT` for `tenant` (as the URL names it).
+    fn index_of(&self, tenant: &str) -> serde_json::Value {
+        let index = self.root.join("notes").join(tenant).join("index.json");
+        let text = std::fs::read_to_string(&index).unwrap();
         serde_json::from_str(&text).unwrap()
+    }
+
+    /// The default tenant's index.
+    fn index(&self) -> serde_json::Value {
+        self.index_of("default")
     }
 
     /// The requests it answered, from its access log.
@@ -1091,7 +1097,7 @@ fn read_note(data: &Path, config: &Path, file: &str) -> String {
 fn a_store_keeps_its_tree_on_the_server_it_is_granted() {
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::start(data.path());
-    let url = format!("http://{}/notes", nginx.address());
+    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
     let config = store_config(data.path(), &url, &[&nginx.address()], "");
 
     let (out, a) = write_note(data.path(), &config, None, "plan.md", "first");
@@ -1105,7 +1111,7 @@ fn a_store_keeps_its_tree_on_the_server_it_is_granted() {
     assert_eq!(index["version"], 1, "{index}");
     assert_eq!(index["files"]["plan.md"], 1, "{index}");
     assert_eq!(
-        std::fs::read_to_string(nginx.root.join("notes/objects/1/plan.md")).unwrap(),
+        std::fs::read_to_string(nginx.root.join("notes/default/objects/1/plan.md")).unwrap(),
         "first"
     );
     // Its requests are the call's: traced under the directory's path, counted, answered.
@@ -1122,15 +1128,35 @@ fn a_store_keeps_its_tree_on_the_server_it_is_granted() {
     // An update replaces the object, and the one it superseded is deleted.
     write_note(data.path(), &config, None, "plan.md", "second");
     assert_eq!(nginx.index()["files"]["plan.md"], 2);
-    assert!(!nginx.root.join("notes/objects/1/plan.md").exists());
+    assert!(!nginx.root.join("notes/default/objects/1/plan.md").exists());
     assert!(read_note(data.path(), &config, "plan.md").contains("second"));
+    // Each tenant's tree is its own, `{tenant}` in the URL one safe segment: `..` too.
+    let (out, _) = write_note(data.path(), &config, Some(".."), "plan.md", "theirs");
+    assert!(stdout(&out).contains("Wrote"), "{}", stderr(&out));
+    assert_eq!(nginx.index_of("~2E~2E")["files"]["plan.md"], 1);
+    assert_eq!(nginx.index()["files"]["plan.md"], 2);
+    assert!(!nginx.root.join("index.json").exists());
+    // `config check` says when a store granted hosts would share one remote tree.
+    let shared = "a remote tree its settings name is every tenant's";
+    let check = |config: &Path| {
+        stderr(
+            &hookhost(data.path(), config)
+                .args(["config", "check"])
+                .output()
+                .unwrap(),
+        )
+    };
+    assert!(!check(&config).contains(shared));
+    let one_url = format!("http://{}/notes", nginx.address());
+    let one = store_config(data.path(), &one_url, &[&nginx.address()], "");
+    assert!(check(&one).contains(shared), "{}", check(&one));
 }
 
 #[test]
 fn a_store_reaches_nothing_it_is_not_granted() {
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::start(data.path());
-    let url = format!("http://{}/notes", nginx.address());
+    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
     let tenants = "[tenants.capped]\nnetwork = { allow = [\"files.example\"] }\n";
     let assert_refused = |config: &Path, tenant: Option<&str>, why: &str| {
         let (out, session) = write_note(data.path(), config, tenant, "plan.md", "text");
@@ -1163,7 +1189,7 @@ fn a_store_reaches_nothing_it_is_not_granted() {
 fn sessions_committing_at_once_through_a_store_lose_nothing() {
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::start(data.path());
-    let url = format!("http://{}/notes", nginx.address());
+    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
     let config = store_config(data.path(), &url, &[&nginx.address()], "");
     let writers: Vec<_> = (0..16)
         .map(|i| {
@@ -1192,7 +1218,7 @@ fn a_store_commit_killed_midway_leaves_the_tree_as_it_was() {
     const FILES: usize = 40;
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::started(data.path(), true);
-    let url = format!("http://{}/notes", nginx.address());
+    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
     let text = std::fs::read_to_string(store_config(data.path(), &url, &[&nginx.address()], ""))
         .unwrap()
         .replace("commit = \"call\"", "commit = \"turn\"");
@@ -1223,16 +1249,16 @@ fn a_store_commit_killed_midway_leaves_the_tree_as_it_was() {
     // 50 requests a second).
     let mut killed = commit();
     for _ in 0..2000 {
-        if nginx.answered("PUT /notes/objects/") >= 5 {
+        if nginx.answered("PUT /notes/default/objects/") >= 5 {
             break;
         }
         std::thread::sleep(Duration::from_millis(2));
     }
     killed.kill().unwrap();
     killed.wait().unwrap();
-    let put = nginx.answered("PUT /notes/objects/");
+    let put = nginx.answered("PUT /notes/default/objects/");
     assert!((5..FILES).contains(&put), "{put} objects were put");
-    assert_eq!(nginx.answered("PUT /notes/index.json"), 0);
+    assert_eq!(nginx.answered("PUT /notes/default/index.json"), 0);
     // Another session sees the tree as it was: nothing.
     let (out, _) = call_in(
         data.path(),

@@ -153,9 +153,9 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
         .iter()
         .find(|m| m.virtual_path == MOUNT)
         .ok_or("no scratch mount")?;
-    let limits = runtime.tenants().limits(&outside.tenant);
+    let tenants = runtime.tenants();
     let history = store
-        .history(mount, &limits, None)
+        .history(mount, &outside.tenant, &tenants)
         .await
         .map_err(|e| format!("history: {e}"))?;
     check(
@@ -166,7 +166,7 @@ async fn cases(runtime: &Runtime, report: &mut Report) -> Result<(), String> {
     );
     let first = history.first().map(|v| v.id.clone()).unwrap_or_default();
     store
-        .restore(mount, &first, &limits, None)
+        .restore(mount, &first, &outside.tenant, &tenants)
         .await
         .map_err(|e| format!("restore: {e}"))?;
     let d = session().await?;

@@ -171,6 +171,13 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
     for line in serve_lines(&plan) {
         println!("  {line}");
     }
+    for path in stores_shared_remotely(&config) {
+        hookhost::announce::warning(&format!(
+            "{name}: persistent.{path:?} keeps a tree per tenant (`{{tenant}}` in its backing), \
+             but its store reaches the network and no setting names `{{tenant}}`: a remote \
+             tree its settings name is every tenant's"
+        ));
+    }
     for upstream in shared_stateful_upstreams(&plan) {
         hookhost::announce::warning(&format!(
             "{name}: upstreams.{upstream} looks stateful (a memory, files, a \
@@ -190,6 +197,19 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The persistent directories whose backing is per tenant while their store, granted
+/// hosts, is given no `{tenant}` to keep tenants' remote trees apart with.
+fn stores_shared_remotely(config: &hookhost::config::Config) -> Vec<&str> {
+    config
+        .persistent
+        .iter()
+        .filter(|(_, spec)| spec.network.as_ref().is_some_and(|g| !g.allow.is_empty()))
+        .filter(|(_, spec)| spec.backing.contains("{tenant}"))
+        .filter(|(_, spec)| !spec.settings.values().any(|v| v.contains("{tenant}")))
+        .map(|(path, _)| path.get_ref().as_str())
+        .collect()
 }
 
 /// The upstreams, shared by declared tenants, whose command, arguments or URL name what

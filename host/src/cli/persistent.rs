@@ -59,12 +59,10 @@ pub async fn run(command: PersistentCommand, plan: Plan, data: &Path) -> Result<
         );
     }
     let tenants = runtime.tenants();
-    let limits = tenants.limits(&outside.tenant);
-    let ceiling = tenants.network_ceiling(&outside.tenant);
     let _lock = sessions.lock_backing(mount).await?;
     match command {
         PersistentCommand::History { .. } => {
-            for version in store.history(mount, &limits, ceiling.as_ref()).await? {
+            for version in store.history(mount, &outside.tenant, &tenants).await? {
                 let made = UNIX_EPOCH + Duration::from_millis(version.made_ms);
                 println!(
                     "{}\t{}\t{} files\t{}",
@@ -79,7 +77,7 @@ pub async fn run(command: PersistentCommand, plan: Plan, data: &Path) -> Result<
             println!(
                 "{}",
                 store
-                    .restore(mount, &version, &limits, ceiling.as_ref())
+                    .restore(mount, &version, &outside.tenant, &tenants)
                     .await?
             );
         }

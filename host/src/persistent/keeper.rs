@@ -10,6 +10,7 @@
 use super::{
     Backing, CommitReport, LoadReport, Manifest, OnConflict, PersistentError, Room, StoreLocks,
 };
+use crate::ids::TenantId;
 use crate::limits::Limits;
 use crate::network::{Allow, RequestLog};
 use std::path::{Path, PathBuf};
@@ -32,6 +33,8 @@ pub struct Kept<'a> {
     pub limits: &'a Limits,
     /// The locks of backing trees.
     pub locks: &'a Arc<dyn StoreLocks>,
+    /// The session's tenant: `{tenant}` in a store component's settings.
+    pub tenant: &'a TenantId,
     /// The session's tenant's network ceiling: what a store component's grant cannot
     /// exceed.
     pub ceiling: Option<Arc<Allow>>,

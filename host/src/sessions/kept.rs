@@ -236,6 +236,7 @@ impl Sessions {
             workdir: session.workdir.as_deref(),
             limits,
             locks: self.dirs.locks(),
+            tenant: &session.tenant,
             ceiling: self.tenants().network_ceiling(&session.tenant),
             requests,
         }
