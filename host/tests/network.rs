@@ -958,9 +958,12 @@ http {{
         );
         let path = dir.join("nginx.conf");
         std::fs::write(&path, conf).unwrap();
+        // `-e`: as a user, the default error log (/var/log/nginx) cannot be opened.
         let child = Command::new(NGINX)
             .arg("-p")
             .arg(dir)
+            .arg("-e")
+            .arg(dir.join("nginx-error.log"))
             .arg("-c")
             .arg(&path)
             .args(["-g", "daemon off;"])
