@@ -132,9 +132,9 @@ pub fn path_segment(s: &str) -> String {
 }
 
 /// Encodes `s` as one URL path segment: as [`path_segment`], with `~` for its `%`, so the
-/// result is all unreserved characters (`[a-z0-9_~-]`) that a server decoding the URL
-/// leaves as they are — never `.`, `..`, a `/` or an escape. Injective, as `~` appears
-/// nowhere else.
+/// result is all unreserved characters (`[a-z0-9_-]`, and `~` before two of `[0-9A-F]`)
+/// that a server decoding the URL leaves as they are — never `.`, `..`, a `/` or an
+/// escape. Injective, as `~` appears nowhere else.
 pub fn url_segment(s: &str) -> String {
     path_segment(s).replace('%', "~")
 }

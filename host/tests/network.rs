@@ -1123,6 +1123,8 @@ fn a_store_keeps_its_tree_on_the_server_it_is_granted() {
     for event in &events {
         assert_eq!(event["layer"], "/persistent/notes", "{event}");
         assert_eq!(event["outcome"], "answered", "{event}");
+        // Made loading before the call and committing after it: no phase's.
+        assert!(event["phase"].is_null(), "{event}");
     }
     assert!(events.iter().any(|e| e["method"] == "PUT"), "{events:?}");
 

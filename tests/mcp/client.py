@@ -35,12 +35,27 @@ import subprocess
 import sys
 import time
 from http.client import HTTPConnection
+from typing import Any, Literal
 
 import httpx2
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+import mcp_types as types
+from pydantic import TypeAdapter
+
+
+class CommitRequest(types.Request[dict[str, Any] | None, Literal["hookhost/commit"]]):
+    method: Literal["hookhost/commit"] = "hookhost/commit"
+    params: dict[str, Any] | None = None
+
+
+async def commit(s, resolve=None):
+    """Sends `hookhost/commit` (with `resolve`, when given): what the server published."""
+    params = {"resolve": resolve} if resolve else None
+    return await s.send_request(CommitRequest(params=params), TypeAdapter(dict))
+
 
 CONTINUE = re.compile(r"\n\n\[bytes \d+-(\d+) of \d+; to continue reading use offset=\d+\]$")
 
@@ -811,7 +826,8 @@ async def kept_alive(url, token):
 
 async def rates(url, token_a, token_b):
     """Tenant alpha may make 1 call a second in bursts of 3, beta run 1 call at once. Over
-    a limit a call is refused with MCP error -32029, saying which limit and when to retry;
+    a limit a call (and a `hookhost/commit`) is refused with MCP error -32029, saying which
+    limit and when to retry;
     /metrics counts the refusals; and beta's calls all pass while alpha floods the server
     (their times, with and without the flood, are printed, not asserted)."""
     metrics_url = url.rsplit("/mcp", 1)[0] + "/metrics"
@@ -840,6 +856,10 @@ async def rates(url, token_a, token_b):
         error = await refusal(a.call_tool("bash", {"command": "echo 3"}))
         assert error.code == -32029, error
         assert error.data["limit"] == "rate", error
+        # An explicit commit is admitted as a call is (a store's commit reaches the
+        # network): refused too.
+        committed = await refusal(commit(a))
+        assert committed.code == -32029 and committed.data["limit"] == "rate", committed
         wait_ms = error.data["retry_after_ms"]
         assert 0 < wait_ms <= 1000, error
         assert "1 calls a second" in error.message, error.message
@@ -874,7 +894,8 @@ async def rates(url, token_a, token_b):
     samples = scrape_samples(metrics_url)
     counted = lambda tenant, reason: sample(samples, "hookhost_calls_rate_limited_total",
                                             tenant=tenant, reason=reason)
-    assert counted("alpha", "rate") == 1 + refused, counted("alpha", "rate")
+    # The refused call and the refused commit, then the flood's.
+    assert counted("alpha", "rate") == 2 + refused, counted("alpha", "rate")
     assert counted("beta", "concurrent") == 1, counted("beta", "concurrent")
     print("rates ok", flush=True)
 

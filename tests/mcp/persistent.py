@@ -23,21 +23,13 @@ import asyncio
 import contextlib
 import os
 import sys
-from typing import Any, Literal
 
 import httpx2
-import mcp_types as types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import TypeAdapter
 
-from client import open_session, raw_post, sse_result
-
-
-class CommitRequest(types.Request[dict[str, Any] | None, Literal["hookhost/commit"]]):
-    method: Literal["hookhost/commit"] = "hookhost/commit"
-    params: dict[str, Any] | None = None
+from client import commit, open_session, raw_post, sse_result
 
 
 @contextlib.asynccontextmanager
@@ -60,11 +52,6 @@ async def read(s, path):
 async def write(s, path, content):
     out = text(await s.call_tool("write_file", {"path": path, "content": content}))
     return out
-
-
-async def commit(s, resolve=None):
-    params = {"resolve": resolve} if resolve else None
-    return await s.send_request(CommitRequest(params=params), TypeAdapter(dict))
 
 
 async def conflicted_delete(url, backing):

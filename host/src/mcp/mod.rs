@@ -34,7 +34,7 @@
 use crate::ids::TenantId;
 use crate::limits::MCP_PEER_CHECK;
 use crate::persistent::OnConflict;
-use crate::runtime::{CallError, Runtime};
+use crate::runtime::{CallError, Rate, Runtime};
 use crate::sessions::{Session, SessionError};
 use changes::{Change, Changes};
 #[allow(deprecated, reason = "MCP 2025-11-25 has logging; hookhost serves it")]
@@ -470,6 +470,13 @@ impl ServerHandler for McpServer {
             },
         };
         let session = self.session_for(&context)?;
+        // A commit is admitted as a call is, within the tenant's rate: a store's commit
+        // reaches the network, and a client must not loop it unbounded.
+        let _admitted = self
+            .runtime
+            .admit(&session, COMMIT_METHOD, Rate::Counted)
+            .await
+            .map_err(refused)?;
         let committed = self
             .runtime
             .commit(&session, None, resolve)

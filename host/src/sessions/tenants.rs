@@ -155,10 +155,16 @@ impl Tenants {
         Limits::default().with(&overrides.unwrap_or_default())
     }
 
-    /// `tenant`'s network ceiling, which no component's grant exceeds in its sessions
-    /// (none for an undeclared tenant, or one that sets none).
+    /// `tenant`'s network ceiling, which no component's grant exceeds in its sessions: none
+    /// for a tenant that sets none, or on a host that declares no tenants; nothing at all
+    /// for a tenant no longer declared (a reload removed it while its session ran), so a
+    /// store's load or commit of that session fails closed.
     pub fn network_ceiling(&self, tenant: &TenantId) -> Option<Arc<crate::network::Allow>> {
-        self.declared.get(tenant).and_then(|t| t.network.clone())
+        match self.declared.get(tenant) {
+            Some(declared) => declared.network.clone(),
+            None if self.is_closed() => Some(Arc::default()),
+            None => None,
+        }
     }
 
     /// The declared tenants, by id.
@@ -364,5 +370,23 @@ mod tests {
         // A tenant that is not declared (a host without tenants) may do everything.
         let default = TenantId::default_tenant();
         assert!(Tenants::default().authorize(&default, Action::Call("bash")));
+    }
+
+    #[test]
+    fn a_tenant_no_longer_declared_reaches_nothing() {
+        let alpha = TenantId::new("alpha").unwrap();
+        let capped = crate::network::Allow::parse(&["files.example"]).unwrap();
+        let tenant = Tenant {
+            network: Some(Arc::new(capped)),
+            ..Tenant::default()
+        };
+        let tenants = Tenants::new(BTreeMap::from([(alpha.clone(), tenant)]), None);
+        let ceiling = tenants.network_ceiling(&alpha).unwrap();
+        assert_eq!(ceiling.written().collect::<Vec<_>>(), ["files.example"]);
+        // Removed by a reload while its session ran: an empty ceiling, not none.
+        let gone = tenants.network_ceiling(&TenantId::new("beta").unwrap());
+        assert!(gone.is_some_and(|c| c.is_empty()));
+        // A host without tenants caps nothing.
+        assert!(Tenants::default().network_ceiling(&alpha).is_none());
     }
 }

@@ -285,7 +285,7 @@ impl<'a> CallTrace<'a> {
     /// `network.request`: each request the call's components made that ended since the
     /// last look, with its component as the layer (`phase` when it ended in one), and
     /// counted in the metrics.
-    fn network(&mut self, phase: Option<Phase>) {
+    pub(super) fn network(&mut self, phase: Option<Phase>) {
         for request in self.requests.take() {
             let Request {
                 component,

@@ -240,7 +240,7 @@ impl Tracer {
         let state = self
             .traces(caller.tenant)
             .then(|| self.session_trace(session));
-        CallTrace {
+        let mut trace = CallTrace {
             state,
             metrics: self.metrics.clone(),
             session,
@@ -252,7 +252,11 @@ impl Tracer {
             lines: Vec::new(),
             diffs: 0,
             requests: caller.requests.clone(),
-        }
+        };
+        // What stores requested loading the call's persistent directories, before any
+        // phase: said as no phase's.
+        trace.network(None);
+        trace
     }
 
     /// The trace state of `session`, made at its first call here: the trace mount's

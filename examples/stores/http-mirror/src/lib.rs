@@ -92,7 +92,9 @@ impl Remote {
         body: &[u8],
         absent_ok: bool,
     ) -> Result<Option<Vec<u8>>, String> {
-        let said = format!("{} {}", method_name(&method), self.url(path));
+        // Said by its path under `url` alone: the URL may carry a credential, and what a
+        // store answers reaches the model.
+        let said = format!("{} {path}", method_name(&method));
         let answer = http::request(method, &self.url(path), &[], body)
             .map_err(|e| format!("{said}: {e}"))?;
         match answer.status {
@@ -105,8 +107,18 @@ impl Remote {
     fn index(&self) -> Result<Index, String> {
         match self.send(Method::Get, INDEX, &[], true)? {
             None => Ok(Index::default()),
-            Some(body) => serde_json::from_slice(&body)
-                .map_err(|e| format!("{} is not an index: {e}", self.url(INDEX))),
+            Some(body) => {
+                let index: Index = serde_json::from_slice(&body)
+                    .map_err(|e| format!("{INDEX} is not an index: {e}"))?;
+                let newer = index.files.values().chain(index.deleted.values());
+                match newer.max() {
+                    Some(v) if *v > index.version => Err(format!(
+                        "{INDEX} names version {v}, past its own {}",
+                        index.version
+                    )),
+                    _ => Ok(index),
+                }
+            }
         }
     }
 }
@@ -216,7 +228,10 @@ fn commit(base: &str, changes: &[Change], on_conflict: OnConflict) -> Result<Com
             kept_theirs,
         });
     }
-    let version = index.version + 1;
+    let version = index
+        .version
+        .checked_add(1)
+        .ok_or_else(|| "the index is at the last version there is".to_string())?;
     let mut superseded = Vec::new();
     for change in applied {
         let path = &change.path;
@@ -233,6 +248,7 @@ fn commit(base: &str, changes: &[Change], on_conflict: OnConflict) -> Result<Com
                 index.files.remove(path)
             }
         };
+        // Older than `version`: the index names none past its own.
         superseded.extend(replaced.map(|old| object(old, path)));
     }
     index.version = version;
