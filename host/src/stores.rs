@@ -73,6 +73,11 @@ impl StoreComponent {
         }
     }
 
+    /// Its `network` grant; nothing when `None`.
+    pub fn network(&self) -> Option<&Allow> {
+        self.network.as_deref()
+    }
+
     /// Whether it keeps past versions (`history`, `restore`).
     pub fn keeps_versions(&self) -> bool {
         self.pre.keeps_versions()
@@ -224,7 +229,7 @@ struct Dirs<'a> {
 }
 
 impl<'a> Dirs<'a> {
-    fn of(kept: &'a Kept<'a>) -> Dirs<'a> {
+    fn of(kept: &Kept<'a>) -> Dirs<'a> {
         Dirs {
             virtual_path: kept.virtual_path,
             tenant: kept.tenant,
@@ -232,7 +237,7 @@ impl<'a> Dirs<'a> {
             checkout: kept.checkout,
             workdir: kept.workdir,
             limits: kept.limits,
-            ceiling: kept.ceiling.as_ref(),
+            ceiling: kept.ceiling,
             requests: kept.requests,
         }
     }

@@ -989,6 +989,11 @@ http {{
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The URL a store keeps each tenant's tree under: `/notes/TENANT`.
+    fn store_url(&self) -> String {
+        format!("http://{}/notes/{{tenant}}", self.address())
+    }
+
     /// The index the store keeps under `/notes/TENANT` for `tenant` (as the URL names it).
     fn index_of(&self, tenant: &str) -> serde_json::Value {
         let index = self.root.join("notes").join(tenant).join("index.json");
@@ -1100,7 +1105,7 @@ fn read_note(data: &Path, config: &Path, file: &str) -> String {
 fn a_store_keeps_its_tree_on_the_server_it_is_granted() {
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::start(data.path());
-    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
+    let url = nginx.store_url();
     let config = store_config(data.path(), &url, &[&nginx.address()], "");
 
     let (out, a) = write_note(data.path(), &config, None, "plan.md", "first");
@@ -1161,7 +1166,7 @@ fn a_store_keeps_its_tree_on_the_server_it_is_granted() {
 fn a_store_reaches_nothing_it_is_not_granted() {
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::start(data.path());
-    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
+    let url = nginx.store_url();
     let tenants = "[tenants.capped]\nnetwork = { allow = [\"files.example\"] }\n";
     let assert_refused = |config: &Path, tenant: Option<&str>, why: &str| {
         let (out, session) = write_note(data.path(), config, tenant, "plan.md", "text");
@@ -1194,7 +1199,7 @@ fn a_store_reaches_nothing_it_is_not_granted() {
 fn sessions_committing_at_once_through_a_store_lose_nothing() {
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::start(data.path());
-    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
+    let url = nginx.store_url();
     let config = store_config(data.path(), &url, &[&nginx.address()], "");
     let writers: Vec<_> = (0..16)
         .map(|i| {
@@ -1223,7 +1228,7 @@ fn a_store_commit_killed_midway_leaves_the_tree_as_it_was() {
     const FILES: usize = 40;
     let data = tempfile::tempdir().unwrap();
     let nginx = Nginx::started(data.path(), true);
-    let url = format!("http://{}/notes/{{tenant}}", nginx.address());
+    let url = nginx.store_url();
     let text = std::fs::read_to_string(store_config(data.path(), &url, &[&nginx.address()], ""))
         .unwrap()
         .replace("commit = \"call\"", "commit = \"turn\"");

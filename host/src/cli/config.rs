@@ -90,14 +90,10 @@ async fn check_config(loaded: Loaded, data: &Path, imports: bool) -> Result<Exit
         let scope = format!("{:?}", spec.scope).to_lowercase();
         println!("  {path}\t{}{inside}{git}\t[{scope}]", spec.host);
         if let Some(persistent) = &spec.persistent
-            && let Some(store) = &persistent.store
+            && let Some(store) = runtime.store(&path)
         {
-            let network = persistent
-                .network
-                .as_ref()
-                .filter(|grant| !grant.allow.is_empty())
-                .map_or("none".into(), |grant| grant.allow.join(", "));
-            println!("    kept by {store}\tnetwork: {network}");
+            let network = allow_text(store.network());
+            println!("    kept by {}\tnetwork: {network}", store.component());
             for (key, value) in &persistent.settings {
                 println!("       {key} = {value}");
             }

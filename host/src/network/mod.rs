@@ -5,7 +5,8 @@
 //! - **Deny by default.** A component reaches a host only when its grant (`network = {
 //!   allow = [...] }` on its hook, tool, or persistent directory for its store) lets it
 //!   through, and, when its tenant declares `network`, the tenant's grant too: a tenant's
-//!   grant is a ceiling no component's can pass. Anything else is answered at once with `HttpRequestDenied`.
+//!   grant is a ceiling no component's can pass. Anything else is answered at once with
+//!   `HttpRequestDenied`.
 //! - **Only `wasi:http`.** `wasi:sockets` (TCP, UDP, name lookups) stays denied to every
 //!   component, granted or not: a socket names an address, so a grant of names cannot be
 //!   checked on it, and a component holding one could speak any protocol to anything its

@@ -37,7 +37,7 @@ pub struct Kept<'a> {
     pub tenant: &'a TenantId,
     /// The session's tenant's network ceiling: what a store component's grant cannot
     /// exceed.
-    pub ceiling: Option<Arc<Allow>>,
+    pub ceiling: Option<&'a Arc<Allow>>,
     /// Where a store component's network requests are recorded for a trace (a call's, or
     /// a commit's outside one); when `None`, only the host's log says them.
     pub requests: Option<&'a Arc<RequestLog>>,

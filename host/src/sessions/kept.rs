@@ -16,8 +16,9 @@
 
 use super::{Session, SessionError, Sessions};
 use crate::ids::{SessionId, TenantId};
+use crate::limits::Limits;
 use crate::mounts::{CommitAt, ResolvedMount, ResolvedPersistent, SessionVars};
-use crate::network::RequestLog;
+use crate::network::{Allow, RequestLog};
 use crate::persistent::keeper::{self, HostTree, Keeper, Kept};
 use crate::persistent::{CommitReport, Manifest, OnConflict, PersistentError};
 use std::sync::Arc;
@@ -44,7 +45,7 @@ impl Sessions {
             .filter(|m| granted(&m.virtual_path))
             .filter_map(|m| Some((m, m.persistent.as_ref()?)))
             .filter(|(_, p)| !p.manifest.exists());
-        let limits = self.tenants().limits(&session.tenant);
+        let bounds = self.bounds(&session.tenant);
         for (mount, persistent) in unloaded {
             let failed = |source| SessionError::Commit {
                 mount: mount.virtual_path.clone(),
@@ -52,7 +53,7 @@ impl Sessions {
             };
             self.dirs.ensure(mount).map_err(SessionError::from)?;
             empty_dir(&mount.host).map_err(failed)?;
-            let kept = self.kept(session, mount, persistent, &limits, Some(requests));
+            let kept = self.kept(session, mount, persistent, &bounds, Some(requests));
             let keeper = self.keeper(mount).map_err(failed)?;
             let (manifest, loaded) = keeper.load(&kept).await.map_err(failed)?;
             manifest.write(&persistent.manifest).map_err(failed)?;
@@ -65,14 +66,14 @@ impl Sessions {
     /// keeping what it changed: before each call. A checkout that cannot be refreshed is
     /// left as it is, and logged: the call goes on with what the session had.
     pub async fn refresh(&self, session: &Session) {
-        let limits = self.tenants().limits(&session.tenant);
+        let bounds = self.bounds(&session.tenant);
         let loaded = session
             .mounts
             .iter()
             .filter_map(|m| Some((m, m.persistent.as_ref()?)))
             .filter(|(_, p)| p.manifest.exists());
         for (mount, persistent) in loaded {
-            let kept = self.kept(session, mount, persistent, &limits, None);
+            let kept = self.kept(session, mount, persistent, &bounds, None);
             let refreshed = async {
                 let keeper = self.keeper(mount)?;
                 let mut manifest = Manifest::read(&persistent.manifest)?;
@@ -144,14 +145,14 @@ impl Sessions {
             return Ok(Vec::new());
         }
         let mut room = self.room(&session.tenant).await;
-        let limits = self.tenants().limits(&session.tenant);
+        let bounds = self.bounds(&session.tenant);
         let mut committed = Vec::new();
         for mount in &session.mounts {
             let Some(persistent) = publishable(mount, at) else {
                 continue;
             };
             let failed = |source| commit_failed(mount, source);
-            let mut kept = self.kept(session, mount, persistent, &limits, requests);
+            let mut kept = self.kept(session, mount, persistent, &bounds, requests);
             kept.on_conflict = resolve.unwrap_or(kept.on_conflict);
             let keeper = self.keeper(mount).map_err(failed)?;
             let mut manifest = Manifest::read(&persistent.manifest).map_err(failed)?;
@@ -225,7 +226,7 @@ impl Sessions {
         session: &'a Session,
         mount: &'a ResolvedMount,
         persistent: &'a ResolvedPersistent,
-        limits: &'a crate::limits::Limits,
+        bounds: &'a Bounds,
         requests: Option<&'a Arc<RequestLog>>,
     ) -> Kept<'a> {
         Kept {
@@ -234,11 +235,21 @@ impl Sessions {
             backing: &persistent.backing,
             on_conflict: persistent.spec.on_conflict,
             workdir: session.workdir.as_deref(),
-            limits,
+            limits: &bounds.limits,
             locks: self.dirs.locks(),
             tenant: &session.tenant,
-            ceiling: self.tenants().network_ceiling(&session.tenant),
+            ceiling: bounds.ceiling.as_ref(),
             requests,
+        }
+    }
+
+    /// What bounds the keepers' calls for `tenant`'s directories, looked up once for all
+    /// of them.
+    fn bounds(&self, tenant: &TenantId) -> Bounds {
+        let tenants = self.tenants();
+        Bounds {
+            limits: tenants.limits(tenant),
+            ceiling: tenants.network_ceiling(tenant),
         }
     }
 
@@ -260,6 +271,12 @@ impl Sessions {
                     .into(),
             })
     }
+}
+
+/// A tenant's limits and network ceiling, as a keeper that runs guest code is bounded.
+struct Bounds {
+    limits: Limits,
+    ceiling: Option<Arc<Allow>>,
 }
 
 /// `mount`'s persistent directory when it is one whose boundary is `at` (every one for
