@@ -250,7 +250,8 @@ pub const MAX_TRACED_ENTRIES: usize = 200_000;
 
 /// The most entries, and bytes in its files, of a mount the trace walks on the async
 /// executor (a new session's mounts, nearly empty), or of the entries a watch reports
-/// touched that it stats and reads there; more are looked at on a blocking thread, so that
+/// touched that it stats and reads there (of a file appended to, the bytes appended: an
+/// audit log is not read again whole); more are looked at on a blocking thread, so that
 /// no call waits behind a tenant's files: what the executor hashes of a look is bounded by
 /// `INLINE_WALK_BYTES`.
 pub const INLINE_WALK_ENTRIES: usize = 64;

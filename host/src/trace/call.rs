@@ -37,6 +37,11 @@ pub struct CallTrace<'a> {
     pub(super) diffs: u32,
     /// The call's components' network requests, as they end.
     pub(super) requests: Arc<RequestLog>,
+    /// Whether the runtime's inotify queue was read at the end of the phase just left, no
+    /// phase having run since: the next phase's looks take what that read routed to its
+    /// mounts, not reading the queue again. (What something outside the chain changes in
+    /// between is then the next phase's, as what it changes during a phase already is.)
+    pub(super) pumped: bool,
 }
 
 /// A phase under way.
@@ -55,6 +60,8 @@ impl<'a> CallTrace<'a> {
     /// writable ones since they were last looked at (by something outside the chain).
     pub async fn enter(&mut self, layer: &str, phase: Phase, mounts: &[(&str, bool)]) -> Watch {
         let mut watched = Vec::new();
+        // One read of the queue a boundary, none when the phase just left made it.
+        let mut pump = !std::mem::take(&mut self.pumped);
         if let Some(state) = self.state.clone() {
             for &(path, writable) in mounts {
                 let Some(mount) = self
@@ -72,7 +79,9 @@ impl<'a> CallTrace<'a> {
                     }
                     continue;
                 }
-                if let Some(look) = observe(&state, mount, first, &self.budget).await {
+                let look = observe(&state, mount, first, pump, &self.budget).await;
+                pump = false;
+                if let Some(look) = look {
                     if first {
                         self.mounted(layer, mount, true, look.size);
                     }
@@ -175,7 +184,9 @@ impl<'a> CallTrace<'a> {
         self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
         self.network(Some(watch.phase));
         for mount in watch.writable {
-            if let Some(look) = observe(&state, &mount, false, &self.budget).await {
+            let look = observe(&state, &mount, false, !self.pumped, &self.budget).await;
+            self.pumped = true;
+            if let Some(look) = look {
                 self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes)
                     .await;
             }

@@ -462,6 +462,36 @@ fn read(
     }
 }
 
+/// The most a look would read of the touched `entry` at `path` ([`compare`]'s reads), `old`
+/// being the entry as last looked at: nothing of what is not a file or is the host's own;
+/// of a file grown by appending (an audit log, the trace file), only what was appended,
+/// unless that holds a hole (then the whole file is hashed again); else its size.
+pub(super) fn read_cost(
+    mount: &OwnedFd,
+    readers: &mut Readers,
+    path: &str,
+    old: Option<&Entry>,
+    entry: &Entry,
+    host_wrote: &dyn Fn(&str, &Entry) -> bool,
+) -> u64 {
+    if entry.kind != EntryType::File || host_wrote(path, entry) {
+        return 0;
+    }
+    let Some(old) = old.filter(|old| old.grown_into(entry)) else {
+        return entry.bytes;
+    };
+    let hole = readers.open(mount, path, entry.ino).and_then(|file| {
+        Ok(rustix::fs::seek(
+            file,
+            rustix::fs::SeekFrom::Hole(old.bytes),
+        )?)
+    });
+    match hole {
+        Ok(hole) if hole >= entry.bytes => entry.bytes - old.bytes,
+        _ => entry.bytes,
+    }
+}
+
 /// Files of a mount kept open to read what is appended to them, by path: at most
 /// [`MAX_TRACE_READERS`], each with the inode it was opened on.
 #[derive(Default)]

@@ -367,7 +367,8 @@ fn read(
     budget: &HashBudget,
     mut chunk: impl FnMut(&[u8]),
 ) -> io::Result<()> {
-    let mut buffer = vec![0u8; 64 * 1024];
+    // No larger than what is read: most reads are a line appended to a log.
+    let mut buffer = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX).min(64 * 1024)];
     let end = offset + len;
     let mut at = offset;
     while at < end {

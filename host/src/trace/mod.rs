@@ -251,6 +251,7 @@ impl Tracer {
             diff_time_left: crate::limits::MAX_DIFF_TIME_PER_CALL,
             lines: Vec::new(),
             diffs: 0,
+            pumped: false,
             requests: caller.requests.clone(),
         };
         // What stores requested loading the call's persistent directories, before any
@@ -315,11 +316,14 @@ impl SessionHolder for Tracer {
 }
 
 /// A look at `mount` (see [`MountState::look`]), with its size when `size`, what it reads
-/// counted in its call's `budget`: off the executor unless it is small.
+/// counted in its call's `budget`: off the executor unless it is small. With `pump`, the
+/// runtime's inotify queue is read first; without, the look takes what the last read
+/// routed to the mount.
 async fn observe(
     state: &SessionTrace,
     mount: &ResolvedMount,
     size: bool,
+    pump: bool,
     budget: &Arc<HashBudget>,
 ) -> Option<Look> {
     let mount_state = match state.mount_state(mount) {
@@ -347,6 +351,7 @@ async fn observe(
                 })
             },
             size,
+            pump,
             small,
             &budget,
         )

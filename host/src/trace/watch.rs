@@ -13,9 +13,9 @@
 //!
 //! A look runs on the async executor only while it is small: a walk of at most
 //! [`INLINE_WALK_ENTRIES`] entries and [`INLINE_WALK_BYTES`], or that many touched entries
-//! and bytes. Past that it says so (`None`) before reading anything, and is done again on
-//! a blocking thread, so that the files a tenant wrote never hold an executor thread that
-//! other tenants' calls run on.
+//! and bytes to read (of a file appended to, only what was appended). Past that it says so
+//! (`None`) before reading anything, and is done again on a blocking thread, so that the
+//! files a tenant wrote never hold an executor thread that other tenants' calls run on.
 //!
 //! Events are queued by the kernel before the write that caused them returns, so what a
 //! phase did is queued when the phase ends.
@@ -235,9 +235,11 @@ impl Watcher {
             .collect()
     }
 
-    /// Takes the events queued so far.
-    fn drain(&mut self) -> io::Result<()> {
-        self.inotify.pump()?;
+    /// Takes the events routed here so far, the kernel's queue read first when `pump`.
+    fn drain(&mut self, pump: bool) -> io::Result<()> {
+        if pump {
+            self.inotify.pump()?;
+        }
         let queue = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()));
         if queue.overflowed {
             self.rescan = true;
@@ -347,13 +349,15 @@ impl MountState {
 
     /// What changed since the last look (at the first look: nothing, and the mount's
     /// size), what it reads counted in `budget`. `host_wrote` says which entries are the
-    /// host's own, as it left them. With `small`, a look that would walk past
+    /// host's own, as it left them. With `pump`, the runtime's inotify queue is read first
+    /// (else the look takes what an earlier read routed here). With `small`, a look that would walk past
     /// [`INLINE_WALK_ENTRIES`] entries or [`INLINE_WALK_BYTES`], or find more touched, stops
     /// before reading any file: `None`, nothing looked at, the look still due.
     pub fn look(
         &mut self,
         host_wrote: &dyn Fn(&str, &Entry) -> bool,
         size: bool,
+        pump: bool,
         small: bool,
         budget: &HashBudget,
     ) -> Option<Look> {
@@ -376,7 +380,7 @@ impl MountState {
             });
         }
         if let Some(watcher) = &mut self.watcher
-            && let Err(e) = watcher.drain()
+            && let Err(e) = watcher.drain(pump)
         {
             tracing::debug!(error = %e, "cannot read inotify events: walking");
             watcher.rescan = true;
@@ -387,11 +391,22 @@ impl MountState {
                     return None;
                 }
                 let touched = watcher.stat_touched(&self.root);
+                // What reading them would take: the bytes appended to a growing log, not
+                // its size, so that a long session's audit log stays on the executor.
                 let bytes: u64 = touched
                     .iter()
-                    .filter_map(|(_, entry)| entry.as_ref().ok()?.as_ref())
-                    .filter(|entry| entry.kind == EntryType::File)
-                    .map(|entry| entry.bytes)
+                    .filter_map(|(path, entry)| Some((path, entry.as_ref().ok()?.as_ref()?)))
+                    .map(|(path, entry)| {
+                        let old = self.snapshot.entries.get(path);
+                        files::read_cost(
+                            &self.root,
+                            &mut self.readers,
+                            path,
+                            old,
+                            entry,
+                            host_wrote,
+                        )
+                    })
                     .sum();
                 if small && bytes > INLINE_WALK_BYTES {
                     return None;
@@ -588,7 +603,7 @@ mod tests {
                 let path = dir.path().join(i.to_string());
                 std::fs::create_dir(&path).unwrap();
                 let mut mount = MountState::open(&path, Some(inotify.clone())).unwrap();
-                mount.look(&none, false, false, &unbounded()).unwrap();
+                mount.look(&none, false, true, false, &unbounded()).unwrap();
                 mount
             })
             .collect();
@@ -598,7 +613,7 @@ mod tests {
         }
         // Each sees its own write, whichever look read the queue.
         for (i, mount) in mounts.iter_mut().enumerate().rev() {
-            let look = mount.look(&none, false, false, &unbounded()).unwrap();
+            let look = mount.look(&none, false, true, false, &unbounded()).unwrap();
             let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
             assert_eq!(paths, ["f"], "mount {i}");
         }
@@ -615,7 +630,7 @@ mod tests {
         }
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
         let none = |_: &str, _: &Entry| false;
-        mount.look(&none, false, false, &unbounded()).unwrap();
+        mount.look(&none, false, true, false, &unbounded()).unwrap();
         let watcher = mount.watcher.as_ref().unwrap();
         assert_eq!(watcher.dirs.len(), 51);
         let kept = watcher.dirs.values().filter(|d| d.fd.is_some()).count();
@@ -623,7 +638,7 @@ mod tests {
         for i in 0..50 {
             std::fs::write(dir.path().join(format!("d{i}/f")), "x").unwrap();
         }
-        let look = mount.look(&none, false, false, &unbounded()).unwrap();
+        let look = mount.look(&none, false, true, false, &unbounded()).unwrap();
         assert_eq!(look.changes.len(), 50);
         assert!(!mount.walks_next());
     }
@@ -634,17 +649,17 @@ mod tests {
         std::fs::write(dir.path().join("old"), "old").unwrap();
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
         let none = |_: &str, _: &Entry| false;
-        let first = mount.look(&none, true, false, &unbounded()).unwrap();
+        let first = mount.look(&none, true, true, false, &unbounded()).unwrap();
         assert_eq!(first.size, Some((1, 3, false)));
         assert!(first.changes.is_empty());
         assert!(mount.watcher.is_some(), "inotify is available");
         std::fs::write(dir.path().join("new"), "new").unwrap();
-        let look = mount.look(&none, false, false, &unbounded()).unwrap();
+        let look = mount.look(&none, false, true, false, &unbounded()).unwrap();
         assert_eq!(look.changes.len(), 1, "{:?}", look.changes);
         assert_eq!(look.changes[0].path, "new");
         assert!(
             mount
-                .look(&none, false, false, &unbounded())
+                .look(&none, false, true, false, &unbounded())
                 .unwrap()
                 .changes
                 .is_empty()
@@ -652,12 +667,12 @@ mod tests {
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         std::fs::write(dir.path().join("sub/deep"), "deep").unwrap();
         std::fs::remove_file(dir.path().join("old")).unwrap();
-        let look = mount.look(&none, false, false, &unbounded()).unwrap();
+        let look = mount.look(&none, false, true, false, &unbounded()).unwrap();
         let paths: Vec<&str> = look.changes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["old", "sub/deep"]);
         assert!(look.changes[0].after.is_none());
         std::fs::write(dir.path().join("sub/deep"), "DEEP").unwrap();
-        let look = mount.look(&none, false, false, &unbounded()).unwrap();
+        let look = mount.look(&none, false, true, false, &unbounded()).unwrap();
         assert_eq!(look.changes.len(), 1);
         assert!(look.changes[0].before.is_some());
     }
@@ -667,26 +682,87 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
         let none = |_: &str, _: &Entry| false;
-        mount.look(&none, false, true, &unbounded()).unwrap();
+        mount.look(&none, false, true, true, &unbounded()).unwrap();
         std::fs::File::create(dir.path().join("sparse"))
             .unwrap()
             .set_len(1 << 30)
             .unwrap();
         let budget = unbounded();
         assert!(
-            mount.look(&none, false, true, &budget).is_none(),
+            mount.look(&none, false, true, true, &budget).is_none(),
             "not looked at on the executor"
         );
         assert_eq!(budget.bytes_read(), 0);
         // Still due: the look on a blocking thread sees it, its holes not read.
-        let look = mount.look(&none, false, false, &budget).unwrap();
+        let look = mount.look(&none, false, true, false, &budget).unwrap();
         assert_eq!(look.changes.len(), 1);
         assert!(look.changes[0].after.as_ref().unwrap().sparse);
         assert_eq!(budget.bytes_read(), 0);
         // A small write is looked at on the executor.
         std::fs::write(dir.path().join("small"), "small").unwrap();
-        let look = mount.look(&none, false, true, &budget).unwrap();
+        let look = mount.look(&none, false, true, true, &budget).unwrap();
         assert_eq!(look.changes.len(), 1);
         assert_eq!(budget.bytes_read(), 5);
+    }
+
+    #[test]
+    fn a_look_that_does_not_read_the_queue_takes_what_another_look_routed_to_it() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let inotify = Inotify::new().unwrap();
+        let mut at_a = MountState::open(a.path(), Some(inotify.clone())).unwrap();
+        let mut at_b = MountState::open(b.path(), Some(inotify)).unwrap();
+        let none = |_: &str, _: &Entry| false;
+        at_a.look(&none, false, true, false, &unbounded()).unwrap();
+        at_b.look(&none, false, true, false, &unbounded()).unwrap();
+        std::fs::write(b.path().join("f"), "one").unwrap();
+        // Nothing read the queue yet: a look that does not read it sees nothing.
+        let look = at_b.look(&none, false, false, false, &unbounded()).unwrap();
+        assert!(look.changes.is_empty());
+        // A's look reads it and routes B's event to B.
+        assert!(
+            at_a.look(&none, false, true, false, &unbounded())
+                .unwrap()
+                .changes
+                .is_empty()
+        );
+        let look = at_b.look(&none, false, false, false, &unbounded()).unwrap();
+        assert_eq!(look.changes.len(), 1);
+        assert_eq!(look.changes[0].path, "f");
+    }
+
+    #[test]
+    fn a_large_log_appended_to_is_looked_at_on_the_executor_unless_grown_by_a_hole() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
+        let none = |_: &str, _: &Entry| false;
+        mount.look(&none, false, true, true, &unbounded()).unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let large = vec![b'a'; 2 * INLINE_WALK_BYTES as usize];
+        std::fs::write(&log, &large).unwrap();
+        let budget = unbounded();
+        assert!(mount.look(&none, false, true, true, &budget).is_none());
+        mount.look(&none, false, true, false, &budget).unwrap();
+        let read = budget.bytes_read();
+        assert_eq!(read, large.len() as u64);
+        // A line appended: only it is read, on the executor.
+        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        file.write_all(b"one more line\n").unwrap();
+        let look = mount.look(&none, false, true, true, &budget).unwrap();
+        assert_eq!(look.changes.len(), 1);
+        assert!(look.changes[0].after.as_ref().unwrap().appended.is_some());
+        assert_eq!(budget.bytes_read() - read, 14);
+        // The host's own write is not read at all.
+        file.write_all(b"the host's\n").unwrap();
+        let host = |path: &str, _: &Entry| path == "audit.jsonl";
+        let look = mount.look(&host, false, true, true, &budget).unwrap();
+        assert!(look.changes.is_empty());
+        assert_eq!(budget.bytes_read() - read, 14);
+        // Grown by a hole, the file is hashed whole again: not on the executor.
+        let end = file.metadata().unwrap().len();
+        file.set_len(end + INLINE_WALK_BYTES / 2).unwrap();
+        file.write_all(b"after the hole\n").unwrap();
+        assert!(mount.look(&none, false, true, true, &budget).is_none());
+        assert_eq!(budget.bytes_read() - read, 14);
     }
 }
