@@ -78,6 +78,13 @@ impl Unhashed {
 pub struct HashBudget {
     left: AtomicU64,
     read: AtomicU64,
+    /// What the look under way may still take, when it runs on the async executor: the
+    /// look sized what it reads before reading (see [`INLINE_WALK_BYTES`]), and this holds
+    /// it to that should a file change in between (a hole punched in what was appended
+    /// makes a file hashed whole). `u64::MAX` for a look on a blocking thread.
+    ///
+    /// [`INLINE_WALK_BYTES`]: crate::limits::INLINE_WALK_BYTES
+    on_executor: AtomicU64,
 }
 
 impl HashBudget {
@@ -86,7 +93,15 @@ impl HashBudget {
         HashBudget {
             left: AtomicU64::new(bytes),
             read: AtomicU64::new(0),
+            on_executor: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// A look begins: on the executor, allowed `bytes`; on a blocking thread (`None`), the
+    /// call's budget only.
+    pub(super) fn look_on_executor(&self, bytes: Option<u64>) {
+        self.on_executor
+            .store(bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// A call's: [`MAX_HASHED_BYTES_PER_CALL`].
@@ -96,6 +111,11 @@ impl HashBudget {
 
     /// Takes `bytes` from what is left; `false`, and nothing taken, when less is left.
     fn take(&self, bytes: u64) -> bool {
+        // A call's looks run one after another: the look's own allowance needs no loop.
+        let on_executor = self.on_executor.load(Ordering::Relaxed);
+        if on_executor < bytes {
+            return false;
+        }
         let mut left = self.left.load(Ordering::Relaxed);
         loop {
             let Some(after) = left.checked_sub(bytes) else {
@@ -105,10 +125,15 @@ impl HashBudget {
                 .left
                 .compare_exchange_weak(left, after, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return true,
+                Ok(_) => break,
                 Err(now) => left = now,
             }
         }
+        if on_executor != u64::MAX {
+            self.on_executor
+                .store(on_executor - bytes, Ordering::Relaxed);
+        }
+        true
     }
 
     /// Bytes read from files so far (holes hashed as zeros are not read).
@@ -520,6 +545,18 @@ mod tests {
         let budget = HashBudget::new(u64::MAX);
         assert_eq!(hash(&file, &budget).err(), Some(Unhashed::FileCap));
         assert_eq!(budget.bytes_read(), 0);
+    }
+
+    #[test]
+    fn a_look_on_the_executor_takes_no_more_than_it_sized() {
+        let budget = HashBudget::new(100);
+        budget.look_on_executor(Some(10));
+        assert!(!budget.take(11));
+        assert!(budget.take(6));
+        assert!(!budget.take(5));
+        budget.look_on_executor(None);
+        assert!(budget.take(94));
+        assert!(!budget.take(1));
     }
 
     #[test]

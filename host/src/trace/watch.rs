@@ -366,6 +366,7 @@ impl MountState {
         } else {
             usize::MAX
         };
+        budget.look_on_executor(small.then_some(INLINE_WALK_BYTES));
         if !self.started {
             if let Some(inotify) = &self.inotify
                 && self.watcher.is_none()
