@@ -38,7 +38,7 @@ pub struct CallTrace<'a> {
     /// The call's components' network requests, as they end.
     pub(super) requests: Arc<RequestLog>,
     /// Whether the runtime's inotify queue was read at the end of the phase just left, no
-    /// phase having run since: the next phase's looks take what that read routed to its
+    /// phase having run since: the next phase's looks take what that read routed to their
     /// mounts, not reading the queue again. (What something outside the chain changes in
     /// between is then the next phase's, as what it changes during a phase already is.)
     pub(super) pumped: bool,
@@ -60,9 +60,14 @@ impl<'a> CallTrace<'a> {
     /// writable ones since they were last looked at (by something outside the chain).
     pub async fn enter(&mut self, layer: &str, phase: Phase, mounts: &[(&str, bool)]) -> Watch {
         let mut watched = Vec::new();
-        // One read of the queue a boundary, none when the phase just left made it.
-        let mut pump = !std::mem::take(&mut self.pumped);
+        let pumped = std::mem::take(&mut self.pumped);
         if let Some(state) = self.state.clone() {
+            // The queue read once, before the looks; not again when the end of the phase
+            // just left read it, unless in a fleet (what changed between phases may be
+            // another host's: taken in below, not this phase's). Should the read fail,
+            // each look reads it (and walks its mount should that fail too).
+            let read = (state.fleet || !pumped) && mounts.iter().any(|&(_, writable)| writable);
+            let pump = read && !state.pump();
             for &(path, writable) in mounts {
                 let Some(mount) = self
                     .session
@@ -79,9 +84,7 @@ impl<'a> CallTrace<'a> {
                     }
                     continue;
                 }
-                let look = observe(&state, mount, first, pump, &self.budget).await;
-                pump = false;
-                if let Some(look) = look {
+                if let Some(look) = observe(&state, mount, first, pump, &self.budget).await {
                     if first {
                         self.mounted(layer, mount, true, look.size);
                     }
@@ -183,10 +186,11 @@ impl<'a> CallTrace<'a> {
         };
         self.event(kind, Some(&watch.layer), Some(watch.phase.as_str()), detail);
         self.network(Some(watch.phase));
+        if !watch.writable.is_empty() {
+            self.pumped = state.pump();
+        }
         for mount in watch.writable {
-            let look = observe(&state, &mount, false, !self.pumped, &self.budget).await;
-            self.pumped = true;
-            if let Some(look) = look {
+            if let Some(look) = observe(&state, &mount, false, !self.pumped, &self.budget).await {
                 self.changes(Some(&watch.layer), Some(watch.phase), &mount, look.changes)
                     .await;
             }

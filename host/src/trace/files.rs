@@ -182,7 +182,9 @@ impl Snapshot {
         self.entries
             .values()
             .filter(|e| e.kind == EntryType::File)
-            .fold((0, 0), |(files, bytes), e| (files + 1, bytes + e.bytes))
+            .fold((0, 0), |(files, bytes): (u64, u64), e| {
+                (files + 1, bytes.saturating_add(e.bytes))
+            })
     }
 
     /// Walks the directory `root`, telling `opened` each directory (and its path) before

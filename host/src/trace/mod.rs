@@ -385,6 +385,17 @@ impl SessionTrace {
         Ok(opened)
     }
 
+    /// Reads the runtime's inotify queue, routing its events to the mounts that watch;
+    /// whether it did (then the looks that follow need not).
+    fn pump(&self) -> bool {
+        self.inotify.as_ref().is_some_and(|inotify| {
+            inotify
+                .pump()
+                .inspect_err(|e| tracing::debug!(error = %e, "cannot read inotify events"))
+                .is_ok()
+        })
+    }
+
     /// Marks `path` announced; whether it was not yet.
     fn mark_mounted(&self, path: &str) -> bool {
         self.mounted

@@ -92,7 +92,7 @@ impl Inotify {
     /// Reads every event queued so far and hands each to the mounts that watch its
     /// directory. A read that leaves room for one more event took the whole queue, so it
     /// is not read again to be found empty (a look that found events made two reads).
-    fn pump(&self) -> io::Result<()> {
+    pub(super) fn pump(&self) -> io::Result<()> {
         let mut routes = self.routes();
         let mut buffer = [0u8; 8192];
         loop {
@@ -408,7 +408,7 @@ impl MountState {
                             host_wrote,
                         )
                     })
-                    .sum();
+                    .fold(0, u64::saturating_add);
                 if small && bytes > INLINE_WALK_BYTES {
                     return None;
                 }
