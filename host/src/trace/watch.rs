@@ -350,9 +350,10 @@ impl MountState {
     /// What changed since the last look (at the first look: nothing, and the mount's
     /// size), what it reads counted in `budget`. `host_wrote` says which entries are the
     /// host's own, as it left them. With `pump`, the runtime's inotify queue is read first
-    /// (else the look takes what an earlier read routed here). With `small`, a look that would walk past
-    /// [`INLINE_WALK_ENTRIES`] entries or [`INLINE_WALK_BYTES`], or find more touched, stops
-    /// before reading any file: `None`, nothing looked at, the look still due.
+    /// (else the look takes what an earlier read routed here). With `small`, a look that
+    /// would walk past [`INLINE_WALK_ENTRIES`] entries or [`INLINE_WALK_BYTES`], or find
+    /// more touched, stops before reading any file: `None`, nothing looked at, the look
+    /// still due.
     pub fn look(
         &mut self,
         host_wrote: &dyn Fn(&str, &Entry) -> bool,
