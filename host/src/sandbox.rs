@@ -16,7 +16,7 @@
 
 use crate::failure::{Failure, FailureKind};
 use crate::guest_log::GuestLog;
-use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS};
+use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS, WASI_FILE_READ_BYTES};
 use crate::mounts::{MountError, ResolvedMount};
 use crate::network::{Egress, NetworkSettings, Policy};
 use crate::sessions::dirs::MountDirs;
@@ -110,6 +110,7 @@ pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     refuse_special_files(&mut linker)?;
+    read_files_inline(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut StoreState| {
         WasiConfig::from(&s.config)
     })?;
@@ -178,6 +179,88 @@ fn refuse_special_files(linker: &mut Linker<StoreState>) -> wasmtime::Result<()>
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// A guest reading a file through a stream (`read-via-stream`, which is how wasi-libc, and
+/// so Rust's and C's standard libraries, read files) gets a stream that reads on the
+/// calling thread, as every other file operation here does (`allow_blocking_current_thread`).
+/// wasmtime-wasi's own file stream sends each non-blocking `read` to tokio's blocking pool
+/// whatever that setting says, and a guest's `read` of a file starts with one: each costs
+/// a thread hop and a wake-up there and back, measured at about half of a `read_file`
+/// call's context switches in `serve`. Reads are bounded by [`WASI_FILE_READ_BYTES`];
+/// what the guest may open at all is decided at `open-at`, and the descriptor's open mode
+/// (read or not) is enforced by the kernel, as it is for wasmtime-wasi's stream.
+fn read_files_inline(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
+    use wasmtime_wasi::p2::DynInputStream;
+    use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+    linker.allow_shadowing(true);
+    linker.instance(FILESYSTEM_TYPES)?.func_wrap(
+        "[method]descriptor.read-via-stream",
+        |mut store, (fd, offset): (Resource<Descriptor>, u64)| {
+            let view = store.data_mut().filesystem();
+            let file = match view.table.get(&fd)? {
+                Descriptor::File(f) => Arc::clone(&f.file),
+                Descriptor::Dir(_) => return Ok((Err(ErrorCode::IsDirectory),)),
+            };
+            let stream: DynInputStream = Box::new(InlineFileInput {
+                file,
+                position: offset,
+                closed: false,
+            });
+            // A full table traps, as wasmtime-wasi's own `read-via-stream` does.
+            Ok((Ok(view.table.push(stream)?),))
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// A file's input stream whose reads run on the calling thread (see [`read_files_inline`]).
+struct InlineFileInput {
+    file: Arc<std::fs::File>,
+    position: u64,
+    /// Set at the end of the file or after an error: every later read says `closed`.
+    closed: bool,
+}
+
+impl wasmtime_wasi::p2::InputStream for InlineFileInput {
+    fn read(&mut self, size: usize) -> wasmtime_wasi::p2::StreamResult<bytes::Bytes> {
+        use std::os::unix::fs::FileExt;
+        use wasmtime_wasi::p2::StreamError;
+        if self.closed {
+            return Err(StreamError::Closed);
+        }
+        if size == 0 {
+            return Ok(bytes::Bytes::new());
+        }
+        let mut buf = bytes::BytesMut::zeroed(size.min(WASI_FILE_READ_BYTES));
+        loop {
+            match self.file.read_at(&mut buf, self.position) {
+                Ok(0) => {
+                    self.closed = true;
+                    return Err(StreamError::Closed);
+                }
+                Ok(n) => {
+                    buf.truncate(n);
+                    self.position += n as u64;
+                    return Ok(buf.freeze());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.closed = true;
+                    return Err(StreamError::LastOperationFailed(e.into()));
+                }
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for InlineFileInput {
+    /// Always ready: a read never waits for anything but the read itself.
+    async fn ready(&mut self) {}
 }
 
 /// The `wasi:filesystem/types` version wasmtime-wasi provides (its newest 0.2 release;

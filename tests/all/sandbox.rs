@@ -120,3 +120,40 @@ async fn a_hook_without_a_grant_cannot_write_and_its_policy_decides() {
         assert_eq!(host.echo.calls(), 0);
     }
 }
+
+/// A guest reads a file through a stream, as wasi-libc does (Rust's and C's `read`): its
+/// first non-blocking `read` already has the data, read on the calling thread, where
+/// wasmtime-wasi's own stream gives nothing and sends the read to a blocking thread (a
+/// hop each way, about half the context switches of a `read_file` call in `serve`). The
+/// file's whole content comes through in reads of at most `WASI_FILE_READ_BYTES`.
+#[tokio::test]
+async fn a_file_read_through_a_stream_is_read_at_once_on_the_calling_thread() {
+    let config = format!(
+        r#"
+[mounts."/workspace"]
+host = "{{data}}/tenants/{{tenant}}/sessions/{{session}}/workspace"
+
+[[hooks]]
+name = "reader"
+component = {:?}
+settings = {{ tag = "reader", mode = "stream-read", path = "big.txt" }}
+grants = {{ "/workspace" = "ro" }}
+"#,
+        fixtures::PROBE_HOOK
+    );
+    let host = TestHost::new(&config).await;
+    let s = host.session().await;
+    let workspace = s.host_dir("/workspace").unwrap().to_path_buf();
+    std::fs::create_dir_all(&workspace).unwrap();
+    let size = 150_000;
+    std::fs::write(workspace.join("big.txt"), "z".repeat(size)).unwrap();
+
+    let r = host.call(&s, "echo", json!({})).await;
+    let first = hookhost::limits::WASI_FILE_READ_BYTES;
+    assert!(
+        r.output
+            .contains(&format!("|stream:first={first},total={size}|after:reader")),
+        "{}",
+        r.output
+    );
+}
