@@ -69,9 +69,10 @@ pub const MAX_HOST_BYTES: usize = 253;
 /// memory behind them.
 pub const MAX_TABLE_ELEMENTS: usize = 100_000;
 
-/// The most a guest's read of a file stream (`input-stream.read`) reads at once: what it
-/// asked for, up to this (wasmtime-wasi's own bound). The read runs on the calling thread.
-pub const WASI_FILE_READ_BYTES: usize = 64 * 1024;
+/// The most a guest's read or write of a file stream moves at once: a read reads what it
+/// asked for up to this, `check-write` allows this much (wasmtime-wasi's own bounds). Both
+/// run on the calling thread.
+pub const WASI_FILE_STREAM_BYTES: usize = 64 * 1024;
 
 /// The longest id (session, tenant, tool name) accepted, in bytes. Ids are encoded into
 /// host path segments at up to three bytes per byte, which keeps them under the 255-byte

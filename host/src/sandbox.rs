@@ -16,7 +16,7 @@
 
 use crate::failure::{Failure, FailureKind};
 use crate::guest_log::GuestLog;
-use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS, WASI_FILE_READ_BYTES};
+use crate::limits::{LimitOverrides, Limits, MAX_TABLE_ELEMENTS, WASI_FILE_STREAM_BYTES};
 use crate::mounts::{MountError, ResolvedMount};
 use crate::network::{Egress, NetworkSettings, Policy};
 use crate::sessions::dirs::MountDirs;
@@ -110,7 +110,7 @@ pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreState>> {
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     refuse_special_files(&mut linker)?;
-    read_files_inline(&mut linker)?;
+    file_streams_inline(&mut linker)?;
     wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut StoreState| {
         WasiConfig::from(&s.config)
     })?;
@@ -181,22 +181,25 @@ fn refuse_special_files(linker: &mut Linker<StoreState>) -> wasmtime::Result<()>
     Ok(())
 }
 
-/// A guest reading a file through a stream (`read-via-stream`, which is how wasi-libc, and
-/// so Rust's and C's standard libraries, read files) gets a stream that reads on the
-/// calling thread, as every other file operation here does (`allow_blocking_current_thread`).
-/// wasmtime-wasi's own file stream sends each non-blocking `read` to tokio's blocking pool
-/// whatever that setting says, and a guest's `read` of a file starts with one: each costs
-/// a thread hop and a wake-up there and back, measured at about half of a `read_file`
-/// call's context switches in `serve`. Reads are bounded by [`WASI_FILE_READ_BYTES`];
-/// what the guest may open at all is decided at `open-at`, and the descriptor's open mode
-/// (read or not) is enforced by the kernel, as it is for wasmtime-wasi's stream.
-fn read_files_inline(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+/// A guest's file streams (`read-via-stream`, `write-via-stream`, `append-via-stream`:
+/// how wasi-libc, and so Rust's, C's and Python's standard libraries, read and write
+/// files) are streams whose reads and writes run on the calling thread, as every other
+/// file operation here does (`allow_blocking_current_thread`). wasmtime-wasi's own file
+/// streams send each non-blocking `read` and `write` to tokio's blocking pool whatever that
+/// setting says, and a guest's read of a file starts with one: each costs a thread hop
+/// and a wake-up there and back, measured at about a quarter of a `read_file` call's
+/// context switches in `serve`. A read or write moves at most [`WASI_FILE_STREAM_BYTES`];
+/// what a guest may open at all is decided at `open-at`; a stream for writing is refused
+/// on a read-only grant, as wasmtime-wasi refuses it, and the descriptor's open mode is
+/// enforced by the kernel.
+fn file_streams_inline(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     use wasmtime::component::Resource;
     use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
-    use wasmtime_wasi::p2::DynInputStream;
     use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+    use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
     linker.allow_shadowing(true);
-    linker.instance(FILESYSTEM_TYPES)?.func_wrap(
+    let mut types = linker.instance(FILESYSTEM_TYPES)?;
+    types.func_wrap(
         "[method]descriptor.read-via-stream",
         |mut store, (fd, offset): (Resource<Descriptor>, u64)| {
             let view = store.data_mut().filesystem();
@@ -213,11 +216,41 @@ fn read_files_inline(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
             Ok((Ok(view.table.push(stream)?),))
         },
     )?;
+    fn writer(
+        mut store: wasmtime::StoreContextMut<'_, StoreState>,
+        fd: Resource<Descriptor>,
+        at: WriteAt,
+    ) -> wasmtime::Result<(Result<Resource<DynOutputStream>, ErrorCode>,)> {
+        let view = store.data_mut().filesystem();
+        let file = match view.table.get(&fd)? {
+            Descriptor::File(f) if f.perms.write_not_permitted() => {
+                return Ok((Err(ErrorCode::NotPermitted),));
+            }
+            Descriptor::File(f) => Arc::clone(&f.file),
+            Descriptor::Dir(_) => return Ok((Err(ErrorCode::BadDescriptor),)),
+        };
+        let stream: DynOutputStream = Box::new(InlineFileOutput {
+            file,
+            at,
+            state: Written::Ready,
+        });
+        Ok((Ok(view.table.push(stream)?),))
+    }
+    types.func_wrap(
+        "[method]descriptor.write-via-stream",
+        |store, (fd, offset): (Resource<Descriptor>, u64)| {
+            writer(store, fd, WriteAt::Position(offset))
+        },
+    )?;
+    types.func_wrap(
+        "[method]descriptor.append-via-stream",
+        |store, (fd,): (Resource<Descriptor>,)| writer(store, fd, WriteAt::End),
+    )?;
     linker.allow_shadowing(false);
     Ok(())
 }
 
-/// A file's input stream whose reads run on the calling thread (see [`read_files_inline`]).
+/// A file's input stream whose reads run on the calling thread (see [`file_streams_inline`]).
 struct InlineFileInput {
     file: Arc<std::fs::File>,
     position: u64,
@@ -235,7 +268,7 @@ impl wasmtime_wasi::p2::InputStream for InlineFileInput {
         if size == 0 {
             return Ok(bytes::Bytes::new());
         }
-        let mut buf = bytes::BytesMut::zeroed(size.min(WASI_FILE_READ_BYTES));
+        let mut buf = bytes::BytesMut::zeroed(size.min(WASI_FILE_STREAM_BYTES));
         loop {
             match self.file.read_at(&mut buf, self.position) {
                 Ok(0) => {
@@ -261,6 +294,127 @@ impl wasmtime_wasi::p2::InputStream for InlineFileInput {
 impl wasmtime_wasi::p2::Pollable for InlineFileInput {
     /// Always ready: a read never waits for anything but the read itself.
     async fn ready(&mut self) {}
+}
+
+/// Where a file's output stream writes.
+#[derive(Clone, Copy)]
+enum WriteAt {
+    /// At this offset, which moves on with each write.
+    Position(u64),
+    /// At the end of the file, whatever else writes to it (`RWF_APPEND`).
+    End,
+}
+
+/// What an output stream's last write left.
+enum Written {
+    Ready,
+    /// It failed: the next `check-write` or `flush` says so, once, then `closed`.
+    Failed(std::io::Error),
+    Closed,
+}
+
+/// A file's output stream whose writes run on the calling thread (see
+/// [`file_streams_inline`]). A write's error is reported by the next `check-write` or
+/// `flush`, as wasmtime-wasi's own stream reports it.
+struct InlineFileOutput {
+    file: Arc<std::fs::File>,
+    at: WriteAt,
+    state: Written,
+}
+
+impl InlineFileOutput {
+    /// Writes all of `bytes`, on the calling thread.
+    fn write_all(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        while !bytes.is_empty() {
+            let written = match &mut self.at {
+                WriteAt::Position(position) => {
+                    let n = self.file.write_at(bytes, *position)?;
+                    *position += n as u64;
+                    n
+                }
+                WriteAt::End => append(&self.file, bytes)?,
+            };
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[written..];
+        }
+        Ok(())
+    }
+
+    /// The stream's state as `check-write` and `flush` report it.
+    fn check(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        use wasmtime_wasi::p2::StreamError;
+        match std::mem::replace(&mut self.state, Written::Closed) {
+            Written::Ready => {
+                self.state = Written::Ready;
+                Ok(())
+            }
+            Written::Failed(e) => Err(StreamError::LastOperationFailed(e.into())),
+            Written::Closed => Err(StreamError::Closed),
+        }
+    }
+}
+
+impl wasmtime_wasi::p2::OutputStream for InlineFileOutput {
+    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
+        use wasmtime_wasi::p2::StreamError;
+        match self.state {
+            Written::Ready if bytes.len() <= WASI_FILE_STREAM_BYTES => {}
+            Written::Ready => {
+                return Err(StreamError::Trap(wasmtime::format_err!(
+                    "write exceeded budget"
+                )));
+            }
+            Written::Failed(_) => {
+                return Err(StreamError::Trap(wasmtime::format_err!(
+                    "write not permitted: check_write not called first"
+                )));
+            }
+            Written::Closed => return Err(StreamError::Closed),
+        }
+        if let Err(e) = self.write_all(&bytes) {
+            self.state = Written::Failed(e);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        self.check()
+    }
+
+    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
+        self.check().map(|()| WASI_FILE_STREAM_BYTES)
+    }
+}
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for InlineFileOutput {
+    /// Always ready: a write is done before `write` returns.
+    async fn ready(&mut self) {}
+}
+
+/// Writes `data` at the end of `file` in one call, whatever else writes to it: with
+/// `RWF_APPEND` (Linux 4.16), else by setting `O_APPEND` around the write, as wasmtime-wasi
+/// does.
+fn append(file: &std::fs::File, data: &[u8]) -> std::io::Result<usize> {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    use rustix::io::{Errno, ReadWriteFlags, pwritev2};
+    match pwritev2(
+        file,
+        &[std::io::IoSlice::new(data)],
+        0,
+        ReadWriteFlags::APPEND,
+    ) {
+        Err(Errno::NOSYS | Errno::NOTSUP) => {}
+        written => return Ok(written?),
+    }
+    let flags = fcntl_getfl(file)?;
+    fcntl_setfl(file, flags | OFlags::APPEND)?;
+    let written = std::io::Write::write(&mut &*file, data);
+    fcntl_setfl(file, flags)?;
+    written
 }
 
 /// The `wasi:filesystem/types` version wasmtime-wasi provides (its newest 0.2 release;
@@ -394,7 +548,8 @@ impl Sandbox {
         let stderr = GuestLog::default();
         let mut wasi = WasiCtxBuilder::new();
         // File operations run on the calling thread instead of a blocking-pool hop each:
-        // they are local and short, and the hop cost more than the operation.
+        // they are local and short, and the hop cost more than the operation. File streams
+        // do too, always (`file_streams_inline`): this must stay true for every store.
         wasi.stderr(stderr.clone())
             .allow_blocking_current_thread(true)
             .allow_tcp(false)

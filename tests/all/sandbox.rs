@@ -121,39 +121,89 @@ async fn a_hook_without_a_grant_cannot_write_and_its_policy_decides() {
     }
 }
 
-/// A guest reads a file through a stream, as wasi-libc does (Rust's and C's `read`): its
-/// first non-blocking `read` already has the data, read on the calling thread, where
-/// wasmtime-wasi's own stream gives nothing and sends the read to a blocking thread (a
-/// hop each way, about half the context switches of a `read_file` call in `serve`). The
-/// file's whole content comes through in reads of at most `WASI_FILE_READ_BYTES`.
-#[tokio::test]
-async fn a_file_read_through_a_stream_is_read_at_once_on_the_calling_thread() {
+/// A host running `hooks` (the probe component as `{probe}`) with a `/workspace` mount, a
+/// session of it, and the session's workspace directory, made.
+async fn with_workspace(hooks: &str) -> (TestHost, hookhost::Session, PathBuf) {
     let config = format!(
-        r#"
-[mounts."/workspace"]
-host = "{{data}}/tenants/{{tenant}}/sessions/{{session}}/workspace"
-
-[[hooks]]
-name = "reader"
-component = {:?}
-settings = {{ tag = "reader", mode = "stream-read", path = "big.txt" }}
-grants = {{ "/workspace" = "ro" }}
-"#,
-        fixtures::PROBE_HOOK
+        "[mounts.\"/workspace\"]\n\
+         host = \"{{data}}/tenants/{{tenant}}/sessions/{{session}}/workspace\"\n{}",
+        hooks.replace("{probe}", &format!("{:?}", fixtures::PROBE_HOOK))
     );
     let host = TestHost::new(&config).await;
     let s = host.session().await;
     let workspace = s.host_dir("/workspace").unwrap().to_path_buf();
     std::fs::create_dir_all(&workspace).unwrap();
+    (host, s, workspace)
+}
+
+/// A guest reads a file through a stream, as wasi-libc does (Rust's and C's `read`): its
+/// first non-blocking `read` already has the data, read on the calling thread, where
+/// wasmtime-wasi's own stream gives nothing and sends the read to a blocking thread (a
+/// hop each way: a quarter of the context switches of a `read_file` call in `serve`). The
+/// file's whole content comes through in reads of at most `WASI_FILE_STREAM_BYTES`.
+#[tokio::test]
+async fn a_file_read_through_a_stream_is_read_at_once_on_the_calling_thread() {
+    let (host, s, workspace) = with_workspace(
+        r#"
+[[hooks]]
+name = "reader"
+component = {probe}
+settings = { tag = "reader", mode = "stream-read", path = "big.txt" }
+grants = { "/workspace" = "ro" }
+"#,
+    )
+    .await;
     let size = 150_000;
     std::fs::write(workspace.join("big.txt"), "z".repeat(size)).unwrap();
 
     let r = host.call(&s, "echo", json!({})).await;
-    let first = hookhost::limits::WASI_FILE_READ_BYTES;
+    let first = hookhost::limits::WASI_FILE_STREAM_BYTES;
     assert!(
         r.output
             .contains(&format!("|stream:first={first},total={size}|after:reader")),
         "{}",
         r.output
+    );
+}
+
+/// A guest writes a file through streams, as wasi-libc does: a non-blocking `write` is
+/// done on the calling thread before it returns, so `check-write` allows a full budget at
+/// once (wasmtime-wasi's own stream allows nothing until a blocking thread has written);
+/// an append lands at the end; a write to a descriptor opened for reading fails at its
+/// `flush`, once, as wasmtime-wasi reports it. An empty file reads as an ended stream.
+#[tokio::test]
+async fn a_file_written_through_streams_is_written_at_once_and_errors_are_reported() {
+    let (host, s, workspace) = with_workspace(
+        r#"
+[[hooks]]
+name = "writer"
+component = {probe}
+settings = { tag = "writer", mode = "stream-write", path = "out.txt", content = "line\n" }
+grants = { "/workspace" = "rw" }
+
+[[hooks]]
+name = "reader"
+component = {probe}
+settings = { tag = "reader", mode = "stream-read", path = "empty.txt" }
+grants = { "/workspace" = "ro" }
+"#,
+    )
+    .await;
+    std::fs::write(workspace.join("empty.txt"), "").unwrap();
+
+    let r = host.call(&s, "echo", json!({})).await;
+    let budget = hookhost::limits::WASI_FILE_STREAM_BYTES;
+    // After-execute runs in reverse: the reader's report comes first.
+    assert!(
+        r.output.contains(&format!(
+            "|stream:first=0,total=0|after:reader\
+             |stream-write:ready=Ok({budget}),append=true,ro=Err(\"failed\")|after:writer"
+        )),
+        "{}",
+        r.output
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("out.txt")).unwrap(),
+        "line\nline\n"
     );
 }
