@@ -245,8 +245,8 @@ impl BashTool {
         let label = caller.key().to_string();
         // A sandbox that fails to start is tried again, a little later each time: under
         // load the kernel has refused bubblewrap's loopback setup in a new network
-        // namespace now and then (`Failed RTM_NEWADDR`), twice in a row once, which a
-        // later start does not meet.
+        // namespace now and then (`Failed RTM_NEWADDR`), three times in a row once, which
+        // a later start does not meet.
         let mut attempt = ready
             .start_with(&mounts, &self.mount, &policy, proxied, &label)
             .await;
