@@ -255,12 +255,13 @@ pub const DEFAULT_MAX_RESOURCES: usize = 1_000;
 /// it was cut short (`truncated` in `filesystem.mounted`).
 pub const MAX_TRACED_ENTRIES: usize = 200_000;
 
-/// The most entries, and bytes in its files, of a mount the trace walks on the async
-/// executor (a new session's mounts, nearly empty), or of the entries a watch reports
-/// touched that it stats and reads there (of a file appended to, the bytes appended: an
-/// audit log is not read again whole); more are looked at on a blocking thread, so that
-/// no call waits behind a tenant's files: what the executor hashes of a look is bounded by
-/// `INLINE_WALK_BYTES`.
+/// The most entries of a mount the trace walks on the async executor (a new session's
+/// mounts, nearly empty), or of the entries a watch reports touched that it stats there,
+/// and the most bytes it reads there of them: of a file appended to, the bytes appended
+/// (an audit log is not read again whole); nothing of a file that did not move, nor of
+/// what a mount's first look leaves unread. More are looked at on a blocking thread, so
+/// that no call waits behind a tenant's files: what the executor hashes of a look is
+/// bounded by `INLINE_WALK_BYTES`.
 pub const INLINE_WALK_ENTRIES: usize = 64;
 pub const INLINE_WALK_BYTES: u64 = 256 * 1024;
 
@@ -280,7 +281,8 @@ pub const MAX_TRACED_DEPTH: usize = 64;
 /// The largest file a mount's first trace look reads (to know its hash before a call
 /// changes it): the user's project may hold large files no call touches. A larger file is
 /// read when it changes; its `before_sha256` is then unknown (null, with
-/// `before_unhashed: "first-look"`).
+/// `before_unhashed: "first-look"`). The host's own trace files are not read at a first
+/// look at all, whatever their size (see `trace::files::Whose`).
 pub const MAX_BASELINE_READ_BYTES: u64 = 1024 * 1024;
 
 /// The most the trace reads and hashes of one changed file at one look: 64 MiB of its data

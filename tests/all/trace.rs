@@ -307,3 +307,70 @@ async fn an_audit_log_past_the_diff_limit_reports_each_append_and_the_whole_hash
     let last = appends.last().unwrap();
     assert_eq!(last["after_bytes"], on_disk.len());
 }
+
+/// A one-shot process (`hookhost call`, `hook …`) starts with no trace state: its first
+/// look takes the session's trace file as the processes before it left it, unread however
+/// long the session's history, and a hook that rewrites it is still reported.
+#[tokio::test]
+async fn a_one_shot_process_leaves_the_trace_file_unread_yet_reports_a_hook_rewriting_it() {
+    use hookhost::{Config, OneShot, Runtime};
+    let data = tempfile::tempdir().unwrap();
+    let one_shot = |config: &str| {
+        let plan = Config::parse(config, "test.toml").unwrap().plan;
+        let data = data.path().to_path_buf();
+        async move {
+            let mut runtime = Runtime::new(plan.one_shot(OneShot::Calls), &data)
+                .await
+                .unwrap();
+            runtime
+                .register_tool(std::sync::Arc::new(hookhost_tests::EchoTool::default()))
+                .unwrap();
+            runtime
+        }
+    };
+    let echo = serde_json::json!({"output": "x"}).to_string();
+
+    // An earlier process: the session and its trace file, then a long history in it.
+    let earlier = one_shot("").await;
+    let session = earlier
+        .sessions()
+        .create(TenantId::default_tenant(), None, None)
+        .await
+        .unwrap();
+    earlier.call(&session, "echo", &echo).await.unwrap();
+    drop(earlier);
+    let trace = session.host_dir("/artifacts").unwrap().join(EVENTS_FILE);
+    let history = "{\"kind\":\"history\"}\n".repeat(16 * 1024);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&trace)
+        .unwrap();
+    std::io::Write::write_all(&mut file, history.as_bytes()).unwrap();
+
+    // The next process: a hook granted the trace mount rewrites the trace file.
+    let forger = format!(
+        "[[hooks]]\nname = \"forger\"\ncomponent = {:?}\ntools = [\"echo\"]\ngrants = {{ \"/artifacts\" = \"rw\" }}\nsettings = {{ tag = \"forger\", mode = \"write-file\", path = \"/artifacts/trace/events.jsonl\", content = \"{{}}\\n\" }}\n",
+        fixtures::PROBE_HOOK
+    );
+    let next = one_shot(&forger).await;
+    let session = next
+        .sessions()
+        .open(&TenantId::default_tenant(), &session.id)
+        .await
+        .unwrap();
+    next.call(&session, "echo", &echo).await.unwrap();
+
+    let events = events(&session);
+    let updated = of_kind(&events, "file.updated");
+    assert_eq!(updated.len(), 1, "{events:#?}");
+    let updated = updated[0];
+    assert_eq!(updated["layer"], "forger");
+    assert_eq!(updated["path"], "/artifacts/trace/events.jsonl");
+    assert!(
+        updated["before_bytes"].as_u64().unwrap() > history.len() as u64,
+        "{updated:#}"
+    );
+    assert!(updated["before_sha256"].is_null(), "not read: {updated:#}");
+    assert_eq!(updated["before_unhashed"], "first-look");
+    assert!(updated["after_sha256"].is_string(), "{updated:#}");
+}

@@ -34,6 +34,25 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// Whose an entry of a traced mount is (see [`compare`]): the host's own trace files are
+/// not read as what components change is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whose {
+    /// One of the host's trace files as the host last left it (in a fleet, any of them):
+    /// neither read nor reported.
+    HostAsLeft,
+    /// One of the host's trace files, not as this host last left it: at its mount's first
+    /// look taken as the hosts left it, not read (what processes before this one appended,
+    /// a one-shot process would otherwise read whole at every call); read and reported
+    /// when it changes later, as any file.
+    Host,
+    /// Anything else.
+    Other,
+}
+
+/// Tells whose each entry is, by its path in the mount.
+pub type WhoseFn<'a> = dyn Fn(&str, &Entry) -> Whose + 'a;
+
 /// How far a file system's timestamps may lag the clock: an entry changed less than this
 /// before a snapshot may keep its times when written again, so it is hashed to be sure.
 pub(super) const RACY_WINDOW: Duration = Duration::from_millis(20);
@@ -154,6 +173,14 @@ impl Entry {
         let (secs, nanos) = self.mtime.max(self.ctime);
         SystemTime::UNIX_EPOCH + Duration::new(secs.max(0) as u64, nanos)
     }
+
+    /// Whether it is a small file changed so soon after `since` that a write in the same
+    /// clock tick could have left its metadata as it was: read again though it did not move.
+    fn racy(&self, since: SystemTime) -> bool {
+        self.kind == EntryType::File
+            && self.changed_at() >= since
+            && self.bytes <= MAX_KEPT_TEXT as u64
+    }
 }
 
 /// One walk of a mount directory.
@@ -175,6 +202,16 @@ impl Snapshot {
             taken: SystemTime::UNIX_EPOCH,
             truncated: false,
         }
+    }
+
+    /// Whether it is [`Snapshot::empty`]'s: a mount's first look compares against it.
+    fn is_before_first_look(&self) -> bool {
+        self.taken == SystemTime::UNIX_EPOCH
+    }
+
+    /// Since when an entry changed is racy (see [`Entry::racy`]).
+    fn racy_since(&self) -> SystemTime {
+        self.taken.checked_sub(RACY_WINDOW).unwrap_or(self.taken)
     }
 
     /// Regular files and their bytes.
@@ -289,23 +326,17 @@ pub struct Change {
 /// Compares `after` (taken of `root`) with `before`: what was created, changed or deleted.
 /// Entries of `after` whose metadata did not move take their hash and kept text from
 /// `before`; the others are read and hashed, within `budget`. Directories are walked, not
-/// reported; nor are entries `host_wrote` (the host's own trace files, as it last left
-/// them).
+/// reported; nor are the host's own trace files as it last left them (see [`Whose`]).
 pub fn compare(
     mount: &OwnedFd,
     readers: &mut Readers,
     before: &Snapshot,
     after: &mut Snapshot,
-    host_wrote: &dyn Fn(&str, &Entry) -> bool,
+    whose: &WhoseFn<'_>,
     budget: &HashBudget,
 ) -> Vec<Change> {
-    let racy_since = before
-        .taken
-        .checked_sub(RACY_WINDOW)
-        .unwrap_or(before.taken);
-    // The first look at a mount reads what it holds, up to a size: the user's project may
-    // hold large files no call will touch.
-    let baseline = before.taken == SystemTime::UNIX_EPOCH;
+    let racy_since = before.racy_since();
+    let baseline = before.is_before_first_look();
     let mut kept_bytes = 0usize;
     let mut changes = Vec::new();
     // Both are sorted by path: one pass over each, side by side.
@@ -322,7 +353,8 @@ pub fn compare(
             }
         }
         let old = earlier.next_if(|(p, _)| *p == path).map(|(_, old)| old);
-        if host_wrote(path, entry) {
+        let owner = whose(path, entry);
+        if owner == Whose::HostAsLeft {
             continue;
         }
         if let Some(old) = old
@@ -336,15 +368,12 @@ pub fn compare(
             entry.text = old.text;
             entry.kept = old.kept.clone();
             entry.unhashed = old.unhashed;
-            let racy = entry.kind == EntryType::File
-                && entry.changed_at() >= racy_since
-                && entry.bytes <= MAX_KEPT_TEXT as u64;
-            if !racy {
+            if !entry.racy(racy_since) {
                 kept_bytes += entry.kept.as_ref().map_or(0, |k| k.len());
                 continue;
             }
         }
-        if entry.kind == EntryType::File && baseline && entry.bytes > MAX_BASELINE_READ_BYTES {
+        if baseline && unread_at_first_look(entry, owner) {
             entry.unhashed = Some(Unhashed::FirstLook);
             continue;
         }
@@ -474,9 +503,9 @@ pub(super) fn read_cost(
     path: &str,
     old: Option<&Entry>,
     entry: &Entry,
-    host_wrote: &dyn Fn(&str, &Entry) -> bool,
+    whose: &WhoseFn<'_>,
 ) -> u64 {
-    if entry.kind != EntryType::File || host_wrote(path, entry) {
+    if entry.kind != EntryType::File || whose(path, entry) == Whose::HostAsLeft {
         return 0;
     }
     let Some(old) = old.filter(|old| old.grown_into(entry)) else {
@@ -492,6 +521,40 @@ pub(super) fn read_cost(
         Ok(hole) if hole >= entry.bytes => entry.bytes - old.bytes,
         _ => entry.bytes,
     }
+}
+
+/// What [`compare`] of `after` against `before` would read, counted as [`read_cost`]
+/// counts a touched entry's: nothing of an entry whose metadata did not move (unless
+/// racily), nor, at the mount's first look, of what that look leaves unread.
+pub(super) fn compare_cost(
+    mount: &OwnedFd,
+    readers: &mut Readers,
+    before: &Snapshot,
+    after: &Snapshot,
+    whose: &WhoseFn<'_>,
+) -> u64 {
+    let racy_since = before.racy_since();
+    let baseline = before.is_before_first_look();
+    after
+        .entries
+        .iter()
+        .map(|(path, entry)| {
+            let old = before.entries.get(path);
+            let unmoved = old.is_some_and(|old| {
+                old.same_metadata(entry) && old.settled() && !entry.racy(racy_since)
+            });
+            if unmoved || (baseline && unread_at_first_look(entry, whose(path, entry))) {
+                return 0;
+            }
+            read_cost(mount, readers, path, old, entry, whose)
+        })
+        .fold(0, u64::saturating_add)
+}
+
+/// Whether a mount's first look leaves `entry` unread: the user's project may hold large
+/// files no call will touch, and the host's trace files are as the hosts left them.
+fn unread_at_first_look(entry: &Entry, owner: Whose) -> bool {
+    entry.kind == EntryType::File && (entry.bytes > MAX_BASELINE_READ_BYTES || owner == Whose::Host)
 }
 
 /// Files of a mount kept open to read what is appended to them, by path: at most
@@ -615,7 +678,7 @@ mod tests {
             &mut Readers::default(),
             before,
             &mut after,
-            &|_, _| false,
+            &|_, _| Whose::Other,
             budget,
         );
         (after, changes)

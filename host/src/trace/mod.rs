@@ -49,7 +49,7 @@ use crate::metrics::Metrics;
 use crate::mounts::{ResolvedMount, Scope};
 use crate::sandbox::Sandbox;
 use crate::sessions::{Caller, Session, SessionHolder, SessionKey, Tenant};
-use files::Entry;
+use files::{Entry, Whose};
 use hash::HashBudget;
 use rustix::fd::OwnedFd;
 use serde::Serialize;
@@ -341,14 +341,21 @@ async fn observe(
         // Locked per entry, not for the look: a flush must not wait for a walk.
         mount_state.look(
             &|path, entry| {
-                host_wrote.as_ref().is_some_and(|wrote| {
-                    (fleet && is_trace_file(path))
-                        || wrote
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get(path)
-                            .is_some_and(|w| w.same_metadata(entry))
-                })
+                let Some(wrote) = &host_wrote else {
+                    return Whose::Other;
+                };
+                let as_left = || {
+                    wrote
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(path)
+                        .is_some_and(|w| w.same_metadata(entry))
+                };
+                match is_trace_file(path) {
+                    true if fleet || as_left() => Whose::HostAsLeft,
+                    true => Whose::Host,
+                    false => Whose::Other,
+                }
             },
             size,
             pump,

@@ -11,16 +11,16 @@
 //! its watched directory, not followed, and read only when its metadata moved (see
 //! [`files::compare`]).
 //!
-//! A look runs on the async executor only while it is small: a walk of at most
-//! [`INLINE_WALK_ENTRIES`] entries and [`INLINE_WALK_BYTES`], or that many touched entries
-//! and bytes to read (of a file appended to, only what was appended). Past that it says so
+//! A look runs on the async executor only while it is small: at most
+//! [`INLINE_WALK_ENTRIES`] entries walked or touched, and [`INLINE_WALK_BYTES`] to read (of
+//! a file appended to, only what was appended; nothing of what did not move). Past that it says so
 //! (`None`) before reading anything, and is done again on a blocking thread, so that the
 //! files a tenant wrote never hold an executor thread that other tenants' calls run on.
 //!
 //! Events are queued by the kernel before the write that caused them returns, so what a
 //! phase did is queued when the phase ends.
 
-use super::files::{self, Change, Entry, EntryType, RACY_WINDOW, Snapshot};
+use super::files::{self, Change, Entry, EntryType, RACY_WINDOW, Snapshot, WhoseFn};
 use super::hash::HashBudget;
 use crate::limits::{INLINE_WALK_BYTES, INLINE_WALK_ENTRIES, MAX_TRACE_DIR_FDS};
 use rustix::fd::{AsRawFd, OwnedFd};
@@ -348,15 +348,15 @@ impl MountState {
     }
 
     /// What changed since the last look (at the first look: nothing, and the mount's
-    /// size), what it reads counted in `budget`. `host_wrote` says which entries are the
-    /// host's own, as it left them. With `pump`, the runtime's inotify queue is read first
+    /// size), what it reads counted in `budget`. `whose` says which entries are the
+    /// host's own (see [`Whose`]). With `pump`, the runtime's inotify queue is read first
     /// (else the look takes what an earlier read routed here). With `small`, a look that
-    /// would walk past [`INLINE_WALK_ENTRIES`] entries or [`INLINE_WALK_BYTES`], or find
-    /// more touched, stops before reading any file: `None`, nothing looked at, the look
+    /// would walk past [`INLINE_WALK_ENTRIES`] entries or read past [`INLINE_WALK_BYTES`],
+    /// or find more touched, stops before reading any file: `None`, nothing looked at, the look
     /// still due.
     pub fn look(
         &mut self,
-        host_wrote: &dyn Fn(&str, &Entry) -> bool,
+        whose: &WhoseFn<'_>,
         size: bool,
         pump: bool,
         small: bool,
@@ -374,7 +374,7 @@ impl MountState {
             {
                 self.watcher = Some(Watcher::new(inotify.clone()));
             }
-            self.walk(host_wrote, at_most, budget)?;
+            self.walk(whose, at_most, budget)?;
             self.started = true;
             return Some(Look {
                 changes: Vec::new(),
@@ -400,26 +400,19 @@ impl MountState {
                     .filter_map(|(path, entry)| Some((path, entry.as_ref().ok()?.as_ref()?)))
                     .map(|(path, entry)| {
                         let old = self.snapshot.entries.get(path);
-                        files::read_cost(
-                            &self.root,
-                            &mut self.readers,
-                            path,
-                            old,
-                            entry,
-                            host_wrote,
-                        )
+                        files::read_cost(&self.root, &mut self.readers, path, old, entry, whose)
                     })
                     .fold(0, u64::saturating_add);
                 if small && bytes > INLINE_WALK_BYTES {
                     return None;
                 }
                 watcher.touched.clear();
-                match self.touched(touched, host_wrote, budget) {
+                match self.touched(touched, whose, budget) {
                     Some(changes) => changes,
-                    None => self.walk(host_wrote, at_most, budget)?,
+                    None => self.walk(whose, at_most, budget)?,
                 }
             }
-            _ => self.walk(host_wrote, at_most, budget)?,
+            _ => self.walk(whose, at_most, budget)?,
         };
         Some(Look {
             changes,
@@ -438,7 +431,7 @@ impl MountState {
     /// walk still due.
     fn walk(
         &mut self,
-        host_wrote: &dyn Fn(&str, &Entry) -> bool,
+        whose: &WhoseFn<'_>,
         at_most: usize,
         budget: &HashBudget,
     ) -> Option<Vec<Change>> {
@@ -461,10 +454,20 @@ impl MountState {
             },
             at_most,
         );
+        // Small when what comparing it would read is: a long session's audit log, or the
+        // trace file a one-shot process finds, keeps a walk on the executor.
         let small = at_most == usize::MAX
             || fresh.as_ref().is_ok_and(|f| {
-                f.as_ref()
-                    .is_some_and(|f| f.totals().1 <= INLINE_WALK_BYTES)
+                f.as_ref().is_some_and(|f| {
+                    let reads = files::compare_cost(
+                        &self.root,
+                        &mut self.readers,
+                        &self.snapshot,
+                        f,
+                        whose,
+                    );
+                    reads <= INLINE_WALK_BYTES
+                })
             });
         if let Some(w) = &mut watcher {
             w.rescan = !small;
@@ -485,7 +488,7 @@ impl MountState {
             &mut self.readers,
             &self.snapshot,
             &mut fresh,
-            host_wrote,
+            whose,
             budget,
         );
         self.snapshot = fresh;
@@ -497,7 +500,7 @@ impl MountState {
     fn touched(
         &mut self,
         touched: Vec<(String, io::Result<Option<Entry>>)>,
-        host_wrote: &dyn Fn(&str, &Entry) -> bool,
+        whose: &WhoseFn<'_>,
         budget: &HashBudget,
     ) -> Option<Vec<Change>> {
         if touched.is_empty() {
@@ -531,7 +534,7 @@ impl MountState {
             &mut self.readers,
             &before,
             &mut now,
-            host_wrote,
+            whose,
             budget,
         );
         for path in before.entries.keys() {
@@ -546,6 +549,8 @@ impl MountState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::files::Whose;
+    use crate::trace::hash::Unhashed;
 
     fn unbounded() -> HashBudget {
         HashBudget::new(u64::MAX)
@@ -599,7 +604,7 @@ mod tests {
         // each would be walked at every look; one instance serves them all.
         let dir = tempfile::tempdir().unwrap();
         let inotify = Inotify::new().unwrap();
-        let none = |_: &str, _: &Entry| false;
+        let none = |_: &str, _: &Entry| Whose::Other;
         let mut mounts: Vec<MountState> = (0..300)
             .map(|i| {
                 let path = dir.path().join(i.to_string());
@@ -631,7 +636,7 @@ mod tests {
             std::fs::create_dir(dir.path().join(format!("d{i}"))).unwrap();
         }
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
-        let none = |_: &str, _: &Entry| false;
+        let none = |_: &str, _: &Entry| Whose::Other;
         mount.look(&none, false, true, false, &unbounded()).unwrap();
         let watcher = mount.watcher.as_ref().unwrap();
         assert_eq!(watcher.dirs.len(), 51);
@@ -650,7 +655,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("old"), "old").unwrap();
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
-        let none = |_: &str, _: &Entry| false;
+        let none = |_: &str, _: &Entry| Whose::Other;
         let first = mount.look(&none, true, true, false, &unbounded()).unwrap();
         assert_eq!(first.size, Some((1, 3, false)));
         assert!(first.changes.is_empty());
@@ -683,7 +688,7 @@ mod tests {
     fn a_look_on_the_executor_leaves_a_large_touched_file_to_a_blocking_thread() {
         let dir = tempfile::tempdir().unwrap();
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
-        let none = |_: &str, _: &Entry| false;
+        let none = |_: &str, _: &Entry| Whose::Other;
         mount.look(&none, false, true, true, &unbounded()).unwrap();
         std::fs::File::create(dir.path().join("sparse"))
             .unwrap()
@@ -713,7 +718,7 @@ mod tests {
         let inotify = Inotify::new().unwrap();
         let mut at_a = MountState::open(a.path(), Some(inotify.clone())).unwrap();
         let mut at_b = MountState::open(b.path(), Some(inotify)).unwrap();
-        let none = |_: &str, _: &Entry| false;
+        let none = |_: &str, _: &Entry| Whose::Other;
         at_a.look(&none, false, true, false, &unbounded()).unwrap();
         at_b.look(&none, false, true, false, &unbounded()).unwrap();
         std::fs::write(b.path().join("f"), "one").unwrap();
@@ -737,7 +742,7 @@ mod tests {
         use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
         let mut mount = MountState::open(dir.path(), Some(Inotify::new().unwrap())).unwrap();
-        let none = |_: &str, _: &Entry| false;
+        let none = |_: &str, _: &Entry| Whose::Other;
         mount.look(&none, false, true, true, &unbounded()).unwrap();
         let log = dir.path().join("audit.jsonl");
         let large = vec![b'a'; 2 * INLINE_WALK_BYTES as usize];
@@ -756,7 +761,10 @@ mod tests {
         assert_eq!(budget.bytes_read() - read, 14);
         // The host's own write is not read at all.
         file.write_all(b"the host's\n").unwrap();
-        let host = |path: &str, _: &Entry| path == "audit.jsonl";
+        let host = |path: &str, _: &Entry| match path {
+            "audit.jsonl" => Whose::HostAsLeft,
+            _ => Whose::Other,
+        };
         let look = mount.look(&host, false, true, true, &budget).unwrap();
         assert!(look.changes.is_empty());
         assert_eq!(budget.bytes_read() - read, 14);
@@ -766,5 +774,38 @@ mod tests {
         file.write_all(b"after the hole\n").unwrap();
         assert!(mount.look(&none, false, true, true, &budget).is_none());
         assert_eq!(budget.bytes_read() - read, 14);
+    }
+
+    #[test]
+    fn a_walk_is_sized_by_what_it_reads_not_by_what_the_mount_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("trace")).unwrap();
+        let large = vec![b'a'; 2 * INLINE_WALK_BYTES as usize];
+        std::fs::write(dir.path().join("trace/events.jsonl"), &large).unwrap();
+        // Walked, not watched (a one-shot process's looks).
+        let mut mount = MountState::open(dir.path(), None).unwrap();
+        let host = |path: &str, _: &Entry| match path {
+            "trace/events.jsonl" => Whose::Host,
+            _ => Whose::Other,
+        };
+        let budget = unbounded();
+        // The first look leaves the host's trace file unread: on the executor.
+        let first = mount.look(&host, true, true, true, &budget).unwrap();
+        assert!(first.changes.is_empty());
+        assert_eq!(budget.bytes_read(), 0);
+        std::thread::sleep(RACY_WINDOW * 2);
+        // A look after a phase that wrote nothing reads nothing, whatever the mount holds.
+        let quiet = mount.look(&host, false, true, true, &budget).unwrap();
+        assert!(quiet.changes.is_empty());
+        assert_eq!(budget.bytes_read(), 0);
+        // A component's rewrite of it is read and reported, off the executor.
+        std::fs::write(dir.path().join("trace/events.jsonl"), &large[1..]).unwrap();
+        assert!(mount.look(&host, false, true, true, &budget).is_none());
+        let look = mount.look(&host, false, true, false, &budget).unwrap();
+        assert_eq!(look.changes.len(), 1, "{:?}", look.changes);
+        let before = look.changes[0].before.as_ref().unwrap();
+        assert_eq!(before.unhashed, Some(Unhashed::FirstLook));
+        assert!(look.changes[0].after.as_ref().unwrap().sha256.is_some());
+        assert_eq!(budget.bytes_read(), large.len() as u64 - 1);
     }
 }
