@@ -41,8 +41,8 @@ pub enum Whose {
     /// One of the host's trace files as the host last left it (in a fleet, any of them):
     /// neither read nor reported.
     HostAsLeft,
-    /// One of the host's trace files, not as this host last left it: at its mount's first
-    /// look taken as the hosts left it, not read (what processes before this one appended,
+    /// A file the host writes (`trace/events.jsonl`, a diff under `trace/diffs/`), not as
+    /// this host last left it: at its mount's first look taken as the hosts left it, not read (what processes before this one appended,
     /// a one-shot process would otherwise read whole at every call); read and reported
     /// when it changes later, as any file.
     Host,
@@ -410,6 +410,16 @@ pub fn compare(
                 path: path.clone(),
                 before: old.cloned().filter(|o| o.kind != EntryType::Dir),
                 after: Some(entry.clone()),
+            });
+        } else if entry.kind == EntryType::Dir
+            && let Some(old) = old.filter(|o| o.kind != EntryType::Dir)
+        {
+            // A file replaced by a directory of its name: the file is gone.
+            readers.open.remove(path);
+            changes.push(Change {
+                path: path.clone(),
+                before: Some(old.clone()),
+                after: None,
             });
         }
     }
@@ -801,6 +811,20 @@ mod tests {
         let (_, changed) = changes(dir.path(), &second);
         assert!(changed[0].before.as_ref().unwrap().sha256.is_none());
         assert!(changed[0].after.as_ref().unwrap().sha256.is_some());
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_directory_is_reported_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret.rs"), "fn main() {}\n").unwrap();
+        let (first, _) = changes(dir.path(), &Snapshot::empty());
+        std::fs::remove_file(dir.path().join("secret.rs")).unwrap();
+        std::fs::create_dir(dir.path().join("secret.rs")).unwrap();
+        let (_, changed) = changes(dir.path(), &first);
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        assert_eq!(changed[0].path, "secret.rs");
+        assert!(changed[0].before.as_ref().unwrap().sha256.is_some());
+        assert!(changed[0].after.is_none());
     }
 
     #[test]

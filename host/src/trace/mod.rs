@@ -75,6 +75,15 @@ fn is_trace_file(path: &str) -> bool {
         .is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// Whether `path` (in the trace mount) is a file the host writes: the events file, or a
+/// diff under `trace/diffs/`.
+fn is_host_written(path: &str) -> bool {
+    path == EVENTS_FILE
+        || path
+            .strip_prefix(TRACE_DIR)
+            .is_some_and(|rest| rest.starts_with("/diffs/"))
+}
+
 /// How the host traces sessions (`[trace]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceSettings {
@@ -351,10 +360,12 @@ async fn observe(
                         .get(path)
                         .is_some_and(|w| w.same_metadata(entry))
                 };
-                match is_trace_file(path) {
-                    true if fleet || as_left() => Whose::HostAsLeft,
-                    true => Whose::Host,
-                    false => Whose::Other,
+                if is_trace_file(path) && (fleet || as_left()) {
+                    Whose::HostAsLeft
+                } else if is_host_written(path) {
+                    Whose::Host
+                } else {
+                    Whose::Other
                 }
             },
             size,
