@@ -42,9 +42,10 @@ pub enum Whose {
     /// neither read nor reported.
     HostAsLeft,
     /// A file the host writes (`trace/events.jsonl`, a diff under `trace/diffs/`), not as
-    /// this host last left it: at its mount's first look taken as the hosts left it, not read (what processes before this one appended,
-    /// a one-shot process would otherwise read whole at every call); read and reported
-    /// when it changes later, as any file.
+    /// this host last left it: at its mount's first look taken as the hosts left it, not
+    /// read (what the processes before this one appended, a one-shot process would
+    /// otherwise read whole at every call); read and reported when it changes later, as
+    /// any file.
     Host,
     /// Anything else.
     Other,
@@ -562,7 +563,7 @@ pub(super) fn compare_cost(
 }
 
 /// Whether a mount's first look leaves `entry` unread: the user's project may hold large
-/// files no call will touch, and the host's trace files are as the hosts left them.
+/// files no call will touch, and the files the host writes are as the hosts left them.
 fn unread_at_first_look(entry: &Entry, owner: Whose) -> bool {
     entry.kind == EntryType::File && (entry.bytes > MAX_BASELINE_READ_BYTES || owner == Whose::Host)
 }

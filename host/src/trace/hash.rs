@@ -51,7 +51,7 @@ pub(super) const TEXT_SNIFF: usize = 8 * 1024;
 #[serde(rename_all = "kebab-case")]
 pub enum Unhashed {
     /// Larger than [`crate::limits::MAX_BASELINE_READ_BYTES`] at its mount's first look,
-    /// or one of the host's trace files then (see [`super::files::Whose::Host`]), and not
+    /// or a file the host writes then (see [`super::files::Whose::Host`]), and not
     /// changed since.
     FirstLook,
     /// More to read than [`MAX_HASHED_FILE_BYTES`], or more than [`MAX_HASHED_EXTENTS`]

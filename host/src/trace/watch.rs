@@ -13,9 +13,10 @@
 //!
 //! A look runs on the async executor only while it is small: at most
 //! [`INLINE_WALK_ENTRIES`] entries walked or touched, and [`INLINE_WALK_BYTES`] to read (of
-//! a file appended to, only what was appended; nothing of what did not move). Past that it says so
-//! (`None`) before reading anything, and is done again on a blocking thread, so that the
-//! files a tenant wrote never hold an executor thread that other tenants' calls run on.
+//! a file appended to, only what was appended; nothing of what did not move). Past that it
+//! says so (`None`) before reading anything, and is done again on a blocking thread, so
+//! that the files a tenant wrote never hold an executor thread that other tenants' calls
+//! run on.
 //!
 //! Events are queued by the kernel before the write that caused them returns, so what a
 //! phase did is queued when the phase ends.
@@ -352,8 +353,8 @@ impl MountState {
     /// host's own (see [`Whose`]). With `pump`, the runtime's inotify queue is read first
     /// (else the look takes what an earlier read routed here). With `small`, a look that
     /// would walk past [`INLINE_WALK_ENTRIES`] entries or read past [`INLINE_WALK_BYTES`],
-    /// or find more touched, stops before reading any file: `None`, nothing looked at, the look
-    /// still due.
+    /// or find more touched, stops before reading any file: `None`, nothing looked at, the
+    /// look still due.
     pub fn look(
         &mut self,
         whose: &WhoseFn<'_>,
