@@ -505,18 +505,19 @@ fn read(
 }
 
 /// The most a look would read of the touched `entry` at `path` ([`compare`]'s reads), `old`
-/// being the entry as last looked at: nothing of what is not a file or is the host's own;
-/// of a file grown by appending (an audit log, the trace file), only what was appended,
-/// unless that holds a hole (then the whole file is hashed again); else its size.
+/// being the entry as last looked at and `owner` whose it is: nothing of what is not a file
+/// or is the host's own as it left it; of a file grown by appending (an audit log, the
+/// trace file), only what was appended, unless that holds a hole (then the whole file is
+/// hashed again); else its size.
 pub(super) fn read_cost(
     mount: &OwnedFd,
     readers: &mut Readers,
     path: &str,
     old: Option<&Entry>,
     entry: &Entry,
-    whose: &WhoseFn<'_>,
+    owner: Whose,
 ) -> u64 {
-    if entry.kind != EntryType::File || whose(path, entry) == Whose::HostAsLeft {
+    if entry.kind != EntryType::File || owner == Whose::HostAsLeft {
         return 0;
     }
     let Some(old) = old.filter(|old| old.grown_into(entry)) else {
@@ -554,10 +555,14 @@ pub(super) fn compare_cost(
             let unmoved = old.is_some_and(|old| {
                 old.same_metadata(entry) && old.settled() && !entry.racy(racy_since)
             });
-            if unmoved || (baseline && unread_at_first_look(entry, whose(path, entry))) {
+            if unmoved {
                 return 0;
             }
-            read_cost(mount, readers, path, old, entry, whose)
+            let owner = whose(path, entry);
+            if baseline && unread_at_first_look(entry, owner) {
+                return 0;
+            }
+            read_cost(mount, readers, path, old, entry, owner)
         })
         .fold(0, u64::saturating_add)
 }

@@ -401,7 +401,8 @@ impl MountState {
                     .filter_map(|(path, entry)| Some((path, entry.as_ref().ok()?.as_ref()?)))
                     .map(|(path, entry)| {
                         let old = self.snapshot.entries.get(path);
-                        files::read_cost(&self.root, &mut self.readers, path, old, entry, whose)
+                        let owner = whose(path, entry);
+                        files::read_cost(&self.root, &mut self.readers, path, old, entry, owner)
                     })
                     .fold(0, u64::saturating_add);
                 if small && bytes > INLINE_WALK_BYTES {
